@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Makes sure this machine can run wgcompute: a Vulkan driver (lavapipe when there is no GPU),
+# and for the tests and the viewer a virtual screen (xvfb) and libglfw3.
+# Installs Debian packages when we are root; otherwise prints the exact command to run.
+set -euo pipefail
+want=()
+python_bin=${1:-python3}
+if ! "$python_bin" - <<'PY' 2>/dev/null
+import sys, wgpu
+names = [a.info["backend_type"] for a in wgpu.gpu.enumerate_adapters_sync()]
+sys.exit(0 if any(n in ("Vulkan", "Metal", "D3D12") for n in names) else 1)
+PY
+then
+  want+=(mesa-vulkan-drivers)
+fi
+if [ "${WGCOMPUTE_WITH_DISPLAY_TOOLS:-1}" = 1 ] && command -v dpkg >/dev/null; then
+  dpkg -s xvfb >/dev/null 2>&1 || want+=(xvfb)
+  dpkg -s libglfw3 >/dev/null 2>&1 || want+=(libglfw3)
+fi
+[ ${#want[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "wgcompute: installing ${want[*]} (Vulkan driver / virtual screen)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq "${want[@]}" >/dev/null
+else
+  echo "wgcompute: missing system packages: ${want[*]}" >&2
+  echo "  run: sudo apt-get install -y ${want[*]}" >&2
+  case " ${want[*]} " in *" mesa-vulkan-drivers "*) exit 1;; esac
+fi

@@ -1,0 +1,129 @@
+"""wgcompute: a Python GPU compute engine on WebGPU (wgpu-py).
+
+Objects first (Buffer, Command, Pipeline), plus a thin functional facade with the seed
+library's names, so ``buffer / run_kernel / submit / poll / wait / pipeline_add`` read the same.
+Importing wgcompute creates no device; the first call that needs the GPU does."""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .buffer import (Buffer, buffer, buffer_from_binary, buffer_zeros, empty, from_numpy,
+                     live_buffers, to_numpy)
+from .buffer import check_buffer as _check_buffer
+from .commands import (Command, Status, poll, run_kernel, run_kernel_async, submit, wait)
+from .device import adapters, device_info, is_gpu, version
+from .dtypes import DTYPES
+from .errors import (ArgumentError, BufferFreedError, CommandFailedError, DeviceError,
+                     DtypeError, KernelNotFoundError, PipelineError, ShaderCompileError,
+                     ShapeError, SurfaceError, TimeoutError, UnsupportedDtypeError,
+                     WgComputeError)
+from .kernels import Kernel, Param, register_kernel
+from .kernels import names as _kernel_names
+from .kernels import registry as _registry
+
+__all__ = [
+    "__version__", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
+    # errors
+    "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
+    "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",
+    "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
+    # device
+    "device_info", "is_gpu", "version", "adapters",
+    # buffers
+    "buffer", "buffer_from_binary", "buffer_zeros", "empty", "from_numpy", "to_numpy",
+    "read", "read_list", "read_binary", "shape", "dtype", "size", "free", "free_many",
+    "live_buffers",
+    # kernels
+    "kernels", "kernel_info", "register_kernel", "run_kernel", "run_kernel_async", "add",
+    "sub", "multiply", "divide", "scale", "relu", "matmul",
+    # commands
+    "submit", "poll", "wait",
+]
+
+
+# -- buffer facade (the seed's names) ------------------------------------------------------
+def read(buf: Buffer) -> bytes:
+    """The buffer's contents as bytes (blocks until ready)."""
+    return _check_buffer(buf, "buf").read()
+
+
+def read_binary(buf: Buffer) -> bytes:
+    """Same as read(): the raw little-endian bytes."""
+    return read(buf)
+
+
+def read_list(buf: Buffer) -> list:
+    """The buffer's contents as a (nested) Python list."""
+    return _check_buffer(buf, "buf").tolist()
+
+
+def shape(buf: Buffer) -> tuple[int, ...]:
+    return _check_buffer(buf, "buf").shape
+
+
+def dtype(buf: Buffer) -> str:
+    return _check_buffer(buf, "buf").dtype
+
+
+def size(buf: Buffer) -> int:
+    """Size in bytes (the seed's meaning; ``buf.size`` counts elements)."""
+    return _check_buffer(buf, "buf").nbytes
+
+
+def free(buf: Buffer) -> None:
+    """Release the buffer's GPU memory (deferred while a command still uses it)."""
+    if not isinstance(buf, Buffer):
+        raise ArgumentError(f"buf: expected a wgc.Buffer, got {type(buf).__name__}")
+    buf.free()
+
+
+def free_many(bufs) -> None:
+    bufs = list(bufs)
+    for i, b in enumerate(bufs):
+        if not isinstance(b, Buffer):
+            raise ArgumentError(f"bufs[{i}]: expected a wgc.Buffer, got {type(b).__name__}")
+    for b in bufs:
+        b.free()
+
+
+# -- kernels --------------------------------------------------------------------------------
+def kernels() -> list[str]:
+    """Names of every registered kernel."""
+    return _kernel_names()
+
+
+def kernel_info(name: str) -> Kernel:
+    """The Kernel object behind a name (inputs, params, dtypes, description)."""
+    return _registry.get(name)
+
+
+def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a + b (shapes and dtypes must match). Returns out (new if None)."""
+    return run_kernel("elementwise_add", [a, b], out)
+
+
+def sub(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    return run_kernel("elementwise_sub", [a, b], out)
+
+
+def multiply(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    return run_kernel("elementwise_multiply", [a, b], out)
+
+
+def divide(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    return run_kernel("elementwise_divide", [a, b], out)
+
+
+def scale(inp: Buffer, scalar, out: Buffer | None = None) -> Buffer:
+    """out = inp * scalar."""
+    return run_kernel("scale", [inp], out, {"scalar": scalar})
+
+
+def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
+    """out = max(inp, 0), or inp * slope where inp < 0 (leaky ReLU)."""
+    return run_kernel("relu", [inp], out, {"slope": slope})
+
+
+def matmul(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out (M×N) = a (M×K) · b (K×N)."""
+    return run_kernel("matmul", [a, b], out)

@@ -1,0 +1,187 @@
+"""Persistent mapped staging buffers for uploads and downloads, reused across calls, and
+the copies between them and plain numpy memory (several threads for large copies).
+
+``queue.write_buffer``/``read_buffer`` allocate and copy per call (about 1-5 GB/s); a pool
+of buffers that stay mapped between uses, refilled while the GPU copies the previous chunk,
+is the way past that."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import wgpu
+from wgpu.backends.wgpu_native._api import libf
+from wgpu.backends.wgpu_native._ffi import ffi
+
+from . import _queue
+from .device import get_device
+
+CHUNK = 64 << 20  # bytes per staging buffer for large transfers
+MIN_SIZE = 64 << 10
+_PARALLEL_COPY = 8 << 20  # copies larger than this are split over threads
+_KEEP_PER_CLASS = 4
+
+_copy_pool: ThreadPoolExecutor | None = None
+_copy_lock = threading.Lock()
+
+
+def _threads() -> int:
+    return max(1, min(8, (os.cpu_count() or 1)))
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _copy_pool
+    with _copy_lock:
+        if _copy_pool is None:
+            _copy_pool = ThreadPoolExecutor(_threads(), thread_name_prefix="wgcompute-copy")
+        return _copy_pool
+
+
+def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
+    """memcpy between two 1-D uint8 arrays of equal length, in parallel when large."""
+    n = dst.nbytes
+    workers = _threads()
+    if n < _PARALLEL_COPY or workers == 1:
+        np.copyto(dst, src)
+        return
+    step = -(-n // workers)
+    step = (step + 4095) & ~4095
+    futures = [_executor().submit(np.copyto, dst[i:i + step], src[i:i + step])
+               for i in range(0, n, step)]
+    for f in futures:
+        f.result()
+
+
+def _mapped_array(buf, size: int) -> np.ndarray:
+    """A writable uint8 view of a mapped buffer's first ``size`` bytes (valid until unmap)."""
+    ptr = libf.wgpuBufferGetMappedRange(buf._internal, 0, size)
+    return np.frombuffer(ffi.buffer(ptr, size), dtype=np.uint8)
+
+
+def _size_class(n: int) -> int:
+    c = MIN_SIZE
+    while c < n:
+        c <<= 1
+    return min(c, CHUNK) if n <= CHUNK else c
+
+
+class _Pool:
+    """Free staging buffers of one direction, by size class."""
+
+    def __init__(self, mode: str):
+        self.mode = mode  # "upload" or "download"
+        self._free: dict[int, list] = {}
+        self._lock = threading.Lock()
+        self.created = 0
+
+    def acquire(self, nbytes: int):
+        """A staging buffer of at least ``nbytes``, mapped for writing (upload) or unmapped
+        (download)."""
+        size = _size_class(nbytes)
+        with self._lock:
+            free = self._free.get(size)
+            entry = free.pop() if free else None
+        if entry is None:
+            dev = get_device().gpu_device
+            if self.mode == "upload":
+                buf = dev.create_buffer(label="wgcompute-staging-up", size=size,
+                                        usage=wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC,
+                                        mapped_at_creation=True)
+            else:
+                buf = dev.create_buffer(label="wgcompute-staging-down", size=size,
+                                        usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            self.created += 1
+            return buf
+        buf, promise = entry
+        if promise is not None:  # upload buffer re-mapping after its last copy
+            promise.sync_wait()
+        return buf
+
+    def release(self, buf, promise=None) -> None:
+        with self._lock:
+            free = self._free.setdefault(buf.size, [])
+            if len(free) < _KEEP_PER_CLASS:
+                free.append((buf, promise))
+                return
+        if promise is not None:
+            promise.sync_wait()
+            buf.unmap()
+        buf.destroy()
+
+
+_up = _Pool("upload")
+_down = _Pool("download")
+
+
+def staging_buffers_created() -> int:
+    return _up.created + _down.created
+
+
+def upload(dst, dst_offset: int, data: np.ndarray) -> _queue.Fence | None:
+    """Copy the bytes of ``data`` into GPU buffer ``dst`` at ``dst_offset``.
+
+    Returns once ``data`` has been copied out (it may be reused at once); the GPU copy is
+    queued ahead of any later submission. Returns the last chunk's fence (None if empty)."""
+    src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    n = src.nbytes
+    fence = None
+    dev = get_device().gpu_device
+    for start in range(0, n, CHUNK):
+        part = src[start:start + CHUNK]
+        size = part.nbytes
+        padded = (size + 3) & ~3
+        stage = _up.acquire(padded)
+        view = _mapped_array(stage, padded)
+        copy_bytes(view[:size], part)
+        if padded != size:
+            view[size:padded] = 0
+        del view
+        stage.unmap()
+        enc = dev.create_command_encoder(label="wgcompute-upload")
+        enc.copy_buffer_to_buffer(stage, 0, dst, dst_offset + start, padded)
+        fence = _queue.submit([enc.finish()])
+        _up.release(stage, stage.map_async("WRITE"))
+    return fence
+
+
+def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Copy ``nbytes`` from GPU buffer ``src`` into a new (or the given) uint8 array.
+
+    Blocks until the bytes are here. Large reads go in chunks: the GPU copies chunk i+1
+    while this thread copies chunk i out of mapped memory."""
+    if out is None:
+        out = np.empty(nbytes, dtype=np.uint8)
+    if nbytes == 0:
+        return out
+    dev = get_device().gpu_device
+    starts = list(range(0, nbytes, CHUNK))
+    inflight = []
+
+    def issue(start):
+        size = min(CHUNK, nbytes - start)
+        padded = (size + 3) & ~3
+        stage = _down.acquire(padded)
+        enc = dev.create_command_encoder(label="wgcompute-download")
+        enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
+        _queue.submit([enc.finish()])
+        return start, size, padded, stage, stage.map_async("READ_NOSYNC", 0, padded)
+
+    depth = 2
+    for s in starts[:depth]:
+        inflight.append(issue(s))
+    nxt = depth
+    while inflight:
+        start, size, padded, stage, promise = inflight.pop(0)
+        promise.sync_wait()
+        view = np.frombuffer(stage.read_mapped(0, padded, copy=False), dtype=np.uint8)
+        copy_bytes(out[start:start + size], view[:size])
+        del view
+        stage.unmap()
+        _down.release(stage)
+        if nxt < len(starts):
+            inflight.append(issue(starts[nxt]))
+            nxt += 1
+    return out

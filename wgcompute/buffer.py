@@ -1,0 +1,317 @@
+"""Buffer: a typed, shaped array living in GPU memory, and the functions that create one
+from lists, numpy arrays or bytes. Reads block (they are named read); nothing else waits."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+import wgpu
+
+from . import _staging
+from .device import get_device
+from .dtypes import DType, convert_exact, dtype as resolve_dtype, list_to_array
+from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, ShapeError
+
+_USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+_ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
+
+_live_lock = threading.Lock()
+_live_count = 0
+_next_id = 0
+
+
+def live_buffers() -> int:
+    """How many Buffers exist and are not freed (for leak checks and bounded-memory tests)."""
+    return _live_count
+
+
+def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes)):
+        raise ShapeError(f"{argument}: expected a tuple of non-negative ints, got {shape!r}")
+    out = []
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ShapeError(f"{argument}: expected a tuple of non-negative ints, got {shape!r}")
+        out.append(int(d))
+    return tuple(out)
+
+
+class Buffer:
+    """An n-dimensional array of one dtype in GPU memory.
+
+    ``shape`` and ``dtype`` describe it; ``read()``, ``to_numpy()``, ``tolist()`` copy it back
+    (they block until every command writing it has finished). ``free()`` releases the GPU
+    memory; a buffer freed while a submitted command still uses it stays alive until that
+    command completes. Usable as a context manager (frees on exit)."""
+
+    __slots__ = ("_gpu", "_shape", "_dt", "_label", "_freed", "_inflight", "_lock", "_id",
+                 "__weakref__")
+
+    def __init__(self, gpu_buffer, shape: tuple[int, ...], dt: DType, label: str = ""):
+        global _live_count, _next_id
+        self._gpu = gpu_buffer
+        self._shape = shape
+        self._dt = dt
+        self._label = label
+        self._freed = False
+        self._inflight = 0
+        self._lock = threading.Lock()
+        with _live_lock:
+            _live_count += 1
+            _next_id += 1
+            self._id = _next_id
+
+    # -- metadata (never touches the GPU) -------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> str:
+        """The seed's dtype name: f32, f64, f16, s32, s64, u32 or u8."""
+        return self._dt.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data (elements × item size; u8 counts one byte each)."""
+        return self.size * self._dt.itemsize
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @property
+    def freed(self) -> bool:
+        return self._freed
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d buffer")
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        state = " freed" if self._freed else ""
+        label = f" {self._label!r}" if self._label else ""
+        return f"<wgc.Buffer{label} {self._dt.name} shape={self._shape} {_fmt_bytes(self.nbytes)}{state}>"
+
+    # -- GPU access ------------------------------------------------------------------
+    @property
+    def gpu_buffer(self):
+        """The underlying wgpu GPUBuffer (for interop with raw wgpu-py code)."""
+        if self._freed:
+            raise BufferFreedError(f"{self!r} was freed; it cannot be used any more")
+        return self._gpu
+
+    def _check(self, argument: str = "buffer") -> None:
+        if self._freed:
+            raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
+
+    def _retain(self) -> None:
+        """A submitted command uses this buffer: keep the GPU memory until _release()."""
+        with self._lock:
+            self._inflight += 1
+
+    def _release(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+            gpu = self._gpu if (self._freed and self._inflight == 0) else None
+            if gpu is not None:
+                self._gpu = None
+        if gpu is not None:
+            gpu.destroy()
+
+    def free(self) -> None:
+        """Release the GPU memory (deferred while a submitted command still uses it).
+        Freeing twice is harmless."""
+        global _live_count
+        with self._lock:
+            if self._freed:
+                return
+            self._freed = True
+            destroy = self._inflight == 0
+            gpu = self._gpu
+            if destroy:
+                self._gpu = None
+        with _live_lock:
+            _live_count -= 1
+        if destroy and gpu is not None:
+            gpu.destroy()
+
+    def __enter__(self) -> Buffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __del__(self):
+        try:
+            if not self._freed:
+                self.free()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # -- reading -----------------------------------------------------------------------
+    def read(self) -> bytes:
+        """The buffer's bytes (blocks until ready)."""
+        return self._download().tobytes()
+
+    def _download(self) -> np.ndarray:
+        self._check()
+        return _staging.download(self._gpu, 0, self.nbytes)
+
+    def to_numpy(self) -> np.ndarray:
+        """A new numpy array with the buffer's contents (blocks until ready)."""
+        return self._download().view(self._dt.numpy).reshape(self._shape)
+
+    def tolist(self) -> list:
+        return self.to_numpy().tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_numpy()
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            if copy is False:
+                raise ValueError("wgc.Buffer: converting dtype needs a copy")
+            a = a.astype(dtype)
+        return a
+
+    # -- writing -----------------------------------------------------------------------
+    def write(self, data) -> None:
+        """Replace the contents with ``data`` (same number of elements; converted exactly).
+
+        Returns once ``data`` has been copied out; later commands see the new contents."""
+        self._check()
+        arr = _to_array(data, self._dt, "data")
+        if arr.size != self.size:
+            raise ShapeError(f"data: has {arr.size} elements, buffer {self._shape} holds "
+                             f"{self.size}")
+        if arr.size:
+            _staging.upload(self._gpu, 0, arr)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _alloc(nbytes: int, label: str):
+    dev = get_device()
+    size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
+    limit = dev.limit("max-buffer-size")
+    if size > limit:
+        raise DeviceError(f"buffer of {nbytes} bytes exceeds this adapter's max-buffer-size "
+                          f"({limit} bytes, {dev.name})")
+    try:
+        return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
+    except Exception as e:
+        raise DeviceError(f"could not allocate {nbytes} bytes on {dev.name}: {e}") from e
+
+
+def empty(shape, dtype="f32", label: str = "") -> Buffer:
+    """A new buffer with zeroed contents (WebGPU zero-initialises every allocation)."""
+    shape = normalize_shape(shape)
+    dt = resolve_dtype(dtype)
+    return Buffer(_alloc(math.prod(shape) * dt.itemsize, label), shape, dt, label)
+
+
+def _to_array(data, dt: DType, argument: str) -> np.ndarray:
+    if isinstance(data, Buffer):
+        data._check(argument)
+        if data._dt != dt:
+            raise DtypeError(f"{argument}: buffer is {data.dtype}, expected {dt.name}")
+        return data.to_numpy()
+    if isinstance(data, np.ndarray):
+        return convert_exact(data, dt, argument)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        mv = memoryview(data).cast("B")
+        if mv.nbytes % dt.itemsize:
+            raise ShapeError(f"{argument}: {mv.nbytes} bytes is not a whole number of "
+                             f"{dt.name} items ({dt.itemsize} bytes each)")
+        return np.frombuffer(mv, dtype=dt.numpy)
+    if isinstance(data, (list, tuple)):
+        return list_to_array(data, dt, argument)
+    if isinstance(data, (int, float, np.number)) and not isinstance(data, bool):
+        return list_to_array(data, dt, argument)
+    if hasattr(data, "__array__") or hasattr(data, "__array_interface__"):
+        return convert_exact(np.asarray(data), dt, argument)
+    raise ArgumentError(f"{argument}: expected a list, numpy array or bytes, got "
+                        f"{type(data).__name__}")
+
+
+def buffer(data, shape=None, dtype=None, label: str = "") -> Buffer:
+    """Create a GPU buffer from a (nested) list, a numpy array or bytes.
+
+    ``dtype`` defaults to the array's own dtype for numpy input and to "f32" otherwise.
+    ``shape`` defaults to the data's shape; when given, its element count must match.
+    Values that the dtype cannot hold exactly are an error, never silently cast."""
+    if dtype is None:
+        dt = resolve_dtype(data.dtype, "data") if isinstance(data, np.ndarray) else \
+            resolve_dtype("f32")
+    else:
+        dt = resolve_dtype(dtype)
+    arr = _to_array(data, dt, "data")
+    if shape is not None:
+        shape = normalize_shape(shape)
+        if math.prod(shape) != arr.size:
+            raise ShapeError(f"shape: {shape} holds {math.prod(shape)} elements but data has "
+                             f"{arr.size}")
+    else:
+        shape = tuple(arr.shape)
+    buf = Buffer(_alloc(arr.size * dt.itemsize, label), shape, dt, label)
+    if arr.size:
+        _staging.upload(buf._gpu, 0, arr)
+    return buf
+
+
+def buffer_from_binary(data, shape, dtype, label: str = "") -> Buffer:
+    """Create a buffer from raw little-endian bytes; their length must equal the shape's."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ArgumentError(f"data: expected bytes, bytearray or memoryview, got "
+                            f"{type(data).__name__}")
+    shape = normalize_shape(shape)
+    dt = resolve_dtype(dtype)
+    want = math.prod(shape) * dt.itemsize
+    got = memoryview(data).nbytes
+    if got != want:
+        raise ShapeError(f"data: {got} bytes given, shape {shape} of {dt.name} needs {want}")
+    return buffer(bytes(data) if not isinstance(data, bytes) else data, shape, dt, label)
+
+
+def buffer_zeros(shape, dtype="f32", label: str = "") -> Buffer:
+    """A zero-filled buffer."""
+    return empty(shape, dtype, label)
+
+
+def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
+    """A buffer with the array's shape, dtype and contents."""
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
+    return buffer(array, None, None, label)
+
+
+def to_numpy(buf: Buffer) -> np.ndarray:
+    check_buffer(buf, "buf")
+    return buf.to_numpy()
+
+
+def check_buffer(buf, argument: str) -> Buffer:
+    if not isinstance(buf, Buffer):
+        raise ArgumentError(f"{argument}: expected a wgc.Buffer, got {type(buf).__name__}")
+    buf._check(argument)
+    return buf

@@ -1,0 +1,5 @@
+import sys
+
+from wgcompute.cli import main
+
+sys.exit(main())

@@ -1,0 +1,177 @@
+"""The one dtype table (name, numpy dtype, WGSL type, item size, feature needed) and the
+exact conversion of user data into it: nothing is silently cast or truncated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DtypeError, ShapeError
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str  # the seed's spelling: f32, f64, s32, s64, u32, u8, f16
+    numpy: np.dtype
+    wgsl: str  # WGSL scalar type kernels compute in (u8 travels packed in u32 words)
+    itemsize: int
+    feature: str | None  # adapter feature kernels on this dtype need
+    kind: str  # "f" float, "i" signed int, "u" unsigned int
+
+    def __repr__(self) -> str:
+        return f"wgc.dtype({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def packed(self) -> bool:
+        """True for u8: four elements share one u32 word on the GPU."""
+        return self.name == "u8"
+
+
+_TABLE = [
+    DType("f32", np.dtype(np.float32), "f32", 4, None, "f"),
+    DType("f64", np.dtype(np.float64), "f64", 8, "shader-f64", "f"),
+    DType("f16", np.dtype(np.float16), "f16", 2, "shader-f16", "f"),
+    DType("s32", np.dtype(np.int32), "i32", 4, None, "i"),
+    DType("s64", np.dtype(np.int64), "i64", 8, "shader-int64", "i"),
+    DType("u32", np.dtype(np.uint32), "u32", 4, None, "u"),
+    DType("u8", np.dtype(np.uint8), "u32", 1, None, "u"),
+]
+DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
+_BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in _TABLE}
+# Other spellings people type; each maps to one seed name.
+_ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "s32",
+            "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64"}
+
+
+def dtype(spec, argument: str = "dtype") -> DType:
+    """Resolve a dtype given as a seed name ("f32"), a numpy dtype or type, or a DType."""
+    if isinstance(spec, DType):
+        return spec
+    if isinstance(spec, str):
+        name = _ALIASES.get(spec, spec)
+        if name in DTYPES:
+            return DTYPES[name]
+        raise DtypeError(f"{argument}: unknown dtype {spec!r}; expected one of {', '.join(DTYPES)}")
+    try:
+        npd = np.dtype(spec)
+    except TypeError:
+        raise DtypeError(
+            f"{argument}: expected a dtype name ({', '.join(DTYPES)}) or a numpy dtype, "
+            f"got {type(spec).__name__} {spec!r}") from None
+    if npd.byteorder == ">":
+        npd = npd.newbyteorder("<")
+    if npd in _BY_NUMPY:
+        return _BY_NUMPY[npd]
+    raise DtypeError(f"{argument}: numpy dtype {npd} has no wgcompute equivalent; "
+                     f"expected one of {', '.join(d.numpy.name for d in _TABLE)}")
+
+
+def from_numpy_dtype(npd: np.dtype, argument: str = "data") -> DType:
+    return dtype(npd, argument)
+
+
+def _describe(values: np.ndarray, mask: np.ndarray) -> str:
+    bad = values[mask]
+    shown = ", ".join(repr(v.item()) for v in bad.ravel()[:3])
+    return f"{int(mask.sum())} value(s) such as {shown}"
+
+
+def convert_exact(arr: np.ndarray, target: DType, argument: str = "data") -> np.ndarray:
+    """Convert ``arr`` to ``target``'s numpy dtype, refusing any change of value.
+
+    Floats may narrow (f64 to f32 rounds, as floats do) but may not overflow to inf;
+    integers must fit; floats become integers only when they are whole and fit."""
+    src = arr.dtype
+    dst = target.numpy
+    if src == dst:
+        return arr
+    if src.kind == "b":
+        arr = arr.astype(np.uint8)
+        src = arr.dtype
+    if src.kind not in "iuf":
+        raise DtypeError(f"{argument}: cannot store {src} data as {target.name}; expected numbers")
+    if dst.kind == "f":
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = arr.astype(dst)
+        if src.kind == "f":
+            overflow = np.isinf(out) & np.isfinite(arr)
+            if overflow.any():
+                raise DtypeError(f"{argument}: {_describe(arr, overflow)} are out of range for "
+                                 f"{target.name} (max {float(np.finfo(dst).max):g})")
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                back = out.astype(np.float64)
+            inexact = ~np.isfinite(back) | (back != arr.astype(np.float64))
+            if src.kind in "iu" and src.itemsize == 8:
+                # float64 cannot hold every int64; compare in integers where they fit
+                ok = np.isfinite(back) & (np.abs(back) < 2.0**63)
+                inexact = ~ok
+                inexact[ok] = back[ok].astype(src) != arr[ok]
+            if inexact.any():
+                raise DtypeError(f"{argument}: {_describe(arr, inexact)} cannot be stored "
+                                 f"exactly as {target.name}")
+        return out
+    info = np.iinfo(dst)
+    if src.kind == "f":
+        bad = ~np.isfinite(arr)
+        with np.errstate(invalid="ignore"):
+            bad |= arr != np.trunc(arr)
+        if bad.any():
+            raise DtypeError(f"{argument}: {_describe(arr, bad)} are not whole numbers; "
+                             f"{target.name} holds integers only (round them first)")
+        bad = (arr < info.min) | (arr > info.max)
+    else:
+        if src.kind == "u" and info.min == 0:
+            bad = arr > info.max
+        elif src.kind == "u":
+            bad = arr > np.uint64(info.max)
+        elif info.min == 0:
+            bad = (arr < 0) | (arr.astype(np.int64) > np.int64(min(info.max, 2**63 - 1)))
+            if dst.itemsize == 8:
+                bad = arr < 0
+        else:
+            bad = (arr < info.min) | (arr > info.max)
+    if np.any(bad):
+        raise DtypeError(f"{argument}: {_describe(arr, bad)} are out of range for "
+                         f"{target.name} ({info.min}..{info.max})")
+    return arr.astype(dst)
+
+
+def list_to_array(data, target: DType, argument: str = "data") -> np.ndarray:
+    """Turn a (nested) list of Python numbers into a numpy array of ``target`` exactly."""
+    try:
+        raw = np.array(data, dtype=object)
+    except ValueError as e:
+        raise ShapeError(f"{argument}: nested lists are ragged ({e})") from None
+    if raw.dtype == object and raw.size:
+        flat = raw.ravel()
+        for v in flat:
+            if isinstance(v, (list, tuple)):
+                raise ShapeError(f"{argument}: nested lists are ragged")
+            if not isinstance(v, (int, float, np.integer, np.floating, bool, np.bool_)):
+                raise DtypeError(f"{argument}: element {v!r} of type {type(v).__name__} "
+                                 f"is not a number")
+        if all(isinstance(v, (int, np.integer, bool, np.bool_)) for v in flat):
+            try:
+                arr = np.array(flat.tolist(), dtype=np.int64)
+            except OverflowError:
+                arr = np.array(flat.tolist(), dtype=np.uint64) if all(v >= 0 for v in flat) \
+                    else None
+                if arr is None:
+                    raise DtypeError(f"{argument}: integers out of range for {target.name}") \
+                        from None
+        else:
+            arr = np.array(flat.tolist(), dtype=np.float64)
+        arr = arr.reshape(raw.shape)
+    else:
+        arr = np.zeros(raw.shape, dtype=target.numpy)
+    return convert_exact(arr, target, argument)
+

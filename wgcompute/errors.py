@@ -1,0 +1,77 @@
+"""The one error tree of wgcompute: every failure a user can see is a WgComputeError.
+
+Messages name the argument at fault and what was expected."""
+
+from __future__ import annotations
+
+
+class WgComputeError(Exception):
+    """Base class of every error wgcompute raises."""
+
+
+class ArgumentError(WgComputeError, ValueError):
+    """An argument has the wrong type or value (not a shape or dtype problem)."""
+
+
+class ShapeError(WgComputeError, ValueError):
+    """Shapes do not fit: a buffer's shape, or two buffers' shapes against each other."""
+
+
+class DtypeError(WgComputeError, TypeError):
+    """A dtype is unknown, does not match, or data cannot be represented in it exactly."""
+
+
+class UnsupportedDtypeError(DtypeError):
+    """The dtype exists but this adapter lacks the feature a kernel needs for it."""
+
+    def __init__(self, message: str, feature: str | None = None):
+        super().__init__(message)
+        self.feature = feature
+
+
+class KernelNotFoundError(WgComputeError, KeyError):
+    """No kernel of that name is registered."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0]) if self.args else ""
+
+
+class ShaderCompileError(WgComputeError):
+    """A WGSL shader failed to compile; the message shows the source with line numbers."""
+
+    def __init__(self, label: str, source: str, compiler_message: str):
+        self.label = label
+        self.source = source
+        self.compiler_message = compiler_message
+        numbered = "\n".join(f"{i:4d} | {line}" for i, line in enumerate(source.splitlines(), 1))
+        super().__init__(
+            f"shader {label!r} does not compile:\n{compiler_message.strip()}\n\nsource:\n{numbered}"
+        )
+
+
+class BufferFreedError(WgComputeError):
+    """A buffer was used after free()."""
+
+
+class DeviceError(WgComputeError):
+    """No usable adapter, the device was lost, or the GPU refused an operation."""
+
+
+class CommandFailedError(WgComputeError):
+    """An asynchronous command failed; ``cause`` holds the reason."""
+
+    def __init__(self, message: str, cause: BaseException | None = None):
+        super().__init__(message)
+        self.cause = cause
+
+
+class PipelineError(WgComputeError):
+    """A pipeline stage is invalid; the message names the stage index."""
+
+
+class TimeoutError(WgComputeError, TimeoutError):  # noqa: A001 - also a builtins.TimeoutError
+    """wait() ran out of time before the command finished."""
+
+
+class SurfaceError(WgComputeError):
+    """A surface (window or offscreen canvas) could not be created or used."""

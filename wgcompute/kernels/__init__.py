@@ -1,0 +1,12 @@
+"""Kernels: the spec machinery (base), the registry of named kernels, and the built-ins."""
+
+from . import registry
+from .base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey, bind, stats
+from .builtin import builtin_kernels
+from .registry import get, names, register_kernel
+
+for _k in builtin_kernels():
+    registry.add(_k)
+
+__all__ = ["Dispatch", "Kernel", "Launch", "Meta", "Param", "PipelineKey", "bind", "get",
+           "names", "register_kernel", "registry", "stats"]

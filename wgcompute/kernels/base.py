@@ -1,0 +1,352 @@
+"""KernelSpec machinery: declared bindings and params, the compiled-pipeline cache keyed by a
+frozen dataclass, uniform packing, and Dispatch (a kernel bound to buffers, ready to encode)."""
+
+from __future__ import annotations
+
+import math
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import wgpu
+
+from .. import shaders
+from ..buffer import Buffer, check_buffer
+from ..device import Device, get_device
+from ..dtypes import DTYPES, DType, convert_exact
+from ..errors import (ArgumentError, DtypeError, ShaderCompileError, ShapeError,
+                      UnsupportedDtypeError)
+
+REQUIRED = object()
+_UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
+
+# WGSL scalar type -> (struct format char, size)
+_SCALAR = {"f32": ("f", 4), "i32": ("i", 4), "u32": ("I", 4), "f16": ("e", 2),
+           "f64": ("d", 8), "i64": ("q", 8), "u64": ("Q", 8)}
+_WGSL_TO_DTYPE = {"f32": "f32", "i32": "s32", "u32": "u32", "f16": "f16", "f64": "f64",
+                  "i64": "s64"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel parameter: ``type`` is a WGSL scalar type, or "T" for the kernel's dtype."""
+
+    name: str
+    type: str
+    default: Any = REQUIRED
+    doc: str = ""
+    check: Any = None  # optional callable(value) -> str | None (an error message)
+
+
+@dataclass(frozen=True)
+class PipelineKey:
+    """What makes one compiled pipeline: kernel, dtypes and template constants."""
+
+    kernel: str
+    dtypes: tuple[str, ...]
+    constants: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass
+class Launch:
+    """One dispatch: element ranges bound per storage binding, uniform values, grid."""
+
+    workgroups: tuple[int, int, int]
+    uniform: dict
+    ranges: tuple[tuple[int, int], ...] | None = None  # (byte offset, byte size) per binding
+
+
+@dataclass
+class Compiled:
+    key: PipelineKey
+    pipeline: Any
+    layout: Any
+    uniform_fields: tuple[tuple[str, str], ...]
+    source: str
+
+
+_cache: dict[PipelineKey, Compiled] = {}
+_cache_lock = threading.Lock()
+stats = {"pipelines_created": 0, "bind_groups_created": 0, "uniform_buffers_created": 0}
+
+
+def pipeline_cache_size() -> int:
+    return len(_cache)
+
+
+class Kernel:
+    """A named compute kernel. Subclasses set the class attributes and override
+    ``check``/``output_spec``/``launches``/``render``; see builtin.py for examples."""
+
+    name: str = ""
+    inputs: tuple[str, ...] = ()
+    output: str | None = "out"
+    params: tuple[Param, ...] = ()
+    dtypes: tuple[str, ...] = ("f32",)
+    workgroup_size: int = 256
+    description: str = ""
+
+    # -- what a user sees ------------------------------------------------------------
+    def __repr__(self) -> str:
+        ins = ", ".join(self.inputs)
+        ps = ", ".join(p.name for p in self.params)
+        return f"<wgc.Kernel {self.name}({ins}) -> {self.output} params=({ps}) dtypes={self.dtypes}>"
+
+    def resolve_params(self, params, dt: DType) -> dict:
+        """Defaults filled in, unknown names refused, values converted exactly."""
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ArgumentError(f"{self.name}: params must be a dict, got {type(params).__name__}")
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ArgumentError(f"{self.name}: unknown param(s) {', '.join(unknown)}; "
+                                f"expected {', '.join(known) or 'none'}")
+        out = {}
+        for p in self.params:
+            if p.name in params:
+                value = params[p.name]
+            elif p.default is REQUIRED:
+                raise ArgumentError(f"{self.name}: param {p.name!r} is required")
+            else:
+                value = p.default
+            out[p.name] = self.convert_param(p, value, dt)
+            if p.check is not None:
+                msg = p.check(out[p.name])
+                if msg:
+                    raise ArgumentError(f"{self.name}: param {p.name!r}: {msg}")
+        return out
+
+    def convert_param(self, p: Param, value, dt: DType):
+        if p.type in ("T", "f32", "f64", "f16", "i32", "u32", "i64"):
+            target = dt if p.type == "T" else DTYPES[_WGSL_TO_DTYPE[p.type]]
+            if p.type == "T" and dt.packed:
+                target = DTYPES["u8"]
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                raise ArgumentError(f"{self.name}: param {p.name!r} must be a number, got "
+                                    f"{type(value).__name__} {value!r}")
+            try:
+                return convert_exact(np.atleast_1d(np.asarray(value)), target,
+                                     f"{self.name}: param {p.name!r}")[0].item()
+            except DtypeError as e:
+                raise ArgumentError(str(e)) from None
+        return value  # kernel-specific (tuples, strings): the kernel's check() validates
+
+    def check(self, inputs: list[Buffer], output: Buffer, params: dict) -> None:
+        """Raise ShapeError/DtypeError if these buffers do not fit the kernel."""
+
+    def output_spec(self, inputs: list[Buffer], params: dict) -> tuple[tuple[int, ...], str]:
+        """Shape and dtype of the output that ``out=None`` allocates."""
+        if not inputs:
+            raise ArgumentError(f"{self.name}: needs an output buffer (it has no inputs to "
+                                f"derive one from)")
+        return inputs[0].shape, inputs[0].dtype
+
+    def key(self, inputs: list[Buffer], output: Buffer, params: dict) -> PipelineKey:
+        return PipelineKey(self.name, (output.dtype,), ())
+
+    def render(self, key: PipelineKey) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """WGSL source and the uniform struct's fields for this key."""
+        raise NotImplementedError(f"kernel {self.name} defines no shader")
+
+    def launches(self, inputs: list[Buffer], output: Buffer, params: dict,
+                 device: Device) -> list[Launch]:
+        raise NotImplementedError(f"kernel {self.name} defines no grid")
+
+    # -- machinery -----------------------------------------------------------------------
+    def storage_bindings(self) -> tuple[str, ...]:
+        return self.inputs + ((self.output,) if self.output else ())
+
+    def compiled(self, key: PipelineKey, device: Device) -> Compiled:
+        c = _cache.get(key)
+        if c is not None:
+            return c
+        with _cache_lock:
+            c = _cache.get(key)
+            if c is None:
+                c = self._compile(key, device)
+                _cache[key] = c
+            return c
+
+    def _compile(self, key: PipelineKey, device: Device) -> Compiled:
+        for name in key.dtypes:
+            feature = DTYPES[name].feature
+            if feature and not device.has(feature):
+                raise UnsupportedDtypeError(
+                    f"{self.name}: dtype {name} needs the adapter feature {feature!r}, which "
+                    f"{device.name} does not have (storing and copying {name} still works)",
+                    feature)
+        source, fields = self.render(key)
+        label = f"{self.name}[{','.join(key.dtypes)}]"
+        dev = device.gpu_device
+        try:
+            module = dev.create_shader_module(label=label, code=source)
+        except Exception as e:
+            raise ShaderCompileError(label, source, str(e)) from e
+        entries = []
+        n_storage = len(self.storage_bindings())
+        for i in range(n_storage):
+            access = "read-only-storage" if i < len(self.inputs) else "storage"
+            entries.append({"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": access}})
+        if fields:
+            entries.append({"binding": n_storage, "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": "uniform"}})
+        try:
+            bgl = dev.create_bind_group_layout(label=label, entries=entries)
+            layout = dev.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
+            pipeline = dev.create_compute_pipeline(
+                label=label, layout=layout, compute={"module": module, "entry_point": "main"})
+        except Exception as e:
+            raise ShaderCompileError(label, source, str(e)) from e
+        stats["pipelines_created"] += 1
+        return Compiled(key, pipeline, bgl, tuple(fields), source)
+
+
+def pack_uniform(fields, values: dict) -> bytes:
+    """Pack scalars into a WGSL uniform struct (natural alignment, size rounded to 16)."""
+    out = bytearray()
+    for name, wgsl_type in fields:
+        fmt, size = _SCALAR[wgsl_type]
+        pad = (-len(out)) % size
+        out += b"\0" * pad
+        out += struct.pack("<" + fmt, values[name])
+    out += b"\0" * ((-len(out)) % 16)
+    return bytes(out) or b"\0" * 16
+
+
+def fold_grid(workgroups: int, device: Device, name: str) -> tuple[int, int, int]:
+    """Spread a 1-D count of workgroups over x and y (at most max-per-dimension each)."""
+    limit = device.limit("max-compute-workgroups-per-dimension")
+    if workgroups <= limit:
+        return (max(workgroups, 0), 1, 1)
+    y = math.ceil(workgroups / limit)
+    x = math.ceil(workgroups / y)
+    if y > limit:
+        raise ShapeError(f"{name}: {workgroups} workgroups exceed {limit}² for one dispatch")
+    return (x, y, 1)
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Shape and dtype of a bound buffer, kept instead of the Buffer (no strong reference)."""
+
+    shape: tuple
+    dtype: str
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @classmethod
+    def of(cls, b: Buffer) -> Meta:
+        return cls(b.shape, b.dtype)
+
+
+@dataclass
+class Dispatch:
+    """A kernel bound to its buffers: pipeline, bind groups and params, ready to encode.
+
+    Built once, encoded many times; ``set_params`` rewrites the uniform in place. It keeps
+    only the buffers' metadata: the bind groups hold the GPU memory, the caller the Buffers."""
+
+    kernel: Kernel
+    inputs: list
+    output: Meta | None
+    params: dict
+    compiled: Compiled = None
+    launches: list = field(default_factory=list)
+    bind_groups: list = field(default_factory=list)
+    uniform: Any = None
+
+    def encode(self, cpass) -> None:
+        cpass.set_pipeline(self.compiled.pipeline)
+        for launch, bg in zip(self.launches, self.bind_groups):
+            x, y, z = launch.workgroups
+            if x and y and z:
+                cpass.set_bind_group(0, bg)
+                cpass.dispatch_workgroups(x, y, z)
+
+    def set_params(self, **params) -> None:
+        dt = DTYPES[self.output.dtype] if self.output is not None else DTYPES["f32"]
+        merged = dict(self.params)
+        merged.update(params)
+        new = self.kernel.resolve_params(merged, dt)
+        launches = self.kernel.launches(self.inputs, self.output, new, get_device())
+        if [launch.workgroups for launch in launches] != [launch.workgroups for launch in self.launches]:
+            raise ArgumentError(f"{self.kernel.name}: these params change the grid; build a "
+                                f"new stage instead")
+        self.params = new
+        self.launches = launches
+        if self.compiled.uniform_fields:
+            get_device().queue.write_buffer(self.uniform, 0, self._uniform_bytes())
+
+    def _uniform_bytes(self) -> bytes:
+        fields = self.compiled.uniform_fields
+        blob = bytearray()
+        for launch in self.launches:
+            packed = pack_uniform(fields, launch.uniform)
+            blob += packed + b"\0" * (_UNIFORM_STRIDE - len(packed))
+        return bytes(blob)
+
+
+def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
+    """Validate and bind: everything a dispatch needs, created once."""
+    device = get_device()
+    if not isinstance(inputs, (list, tuple)):
+        raise ArgumentError(f"{kernel.name}: inputs must be a list of buffers, got "
+                            f"{type(inputs).__name__}")
+    if len(inputs) != len(kernel.inputs):
+        raise ArgumentError(f"{kernel.name}: takes {len(kernel.inputs)} input(s) "
+                            f"({', '.join(kernel.inputs) or 'none'}), got {len(inputs)}")
+    for name, b in zip(kernel.inputs, inputs):
+        check_buffer(b, f"{kernel.name}: input {name!r}")
+    if kernel.output is not None:
+        check_buffer(output, f"{kernel.name}: output")
+        if output.dtype not in kernel.dtypes:
+            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
+                             f"one of {', '.join(kernel.dtypes)}")
+        for name, b in zip(kernel.inputs, inputs):
+            if b is output:
+                raise ArgumentError(
+                    f"{kernel.name}: output is also input {name!r}; WebGPU cannot bind one "
+                    f"buffer as read-only and read-write in one dispatch (use another output)")
+    dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
+    resolved = kernel.resolve_params(params, dt)
+    kernel.check(list(inputs), output, resolved)
+    key = kernel.key(list(inputs), output, resolved)
+    compiled = kernel.compiled(key, device)
+    launches = kernel.launches(list(inputs), output, resolved, device)
+    d = Dispatch(kernel, [Meta.of(b) for b in inputs],
+                 Meta.of(output) if output is not None else None, resolved, compiled, launches)
+    dev = device.gpu_device
+    if compiled.uniform_fields and launches:
+        d.uniform = dev.create_buffer_with_data(
+            label=f"{kernel.name}-params", data=d._uniform_bytes(),
+            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        stats["uniform_buffers_created"] += 1
+    storage = list(inputs) + ([output] if output is not None else [])
+    n_storage = len(storage)
+    for i, launch in enumerate(launches):
+        entries = []
+        for j, b in enumerate(storage):
+            res = {"buffer": b.gpu_buffer}
+            if launch.ranges is not None:
+                off, size = launch.ranges[j]
+                res = {"buffer": b.gpu_buffer, "offset": off, "size": size}
+            entries.append({"binding": j, "resource": res})
+        if compiled.uniform_fields:
+            entries.append({"binding": n_storage, "resource": {
+                "buffer": d.uniform, "offset": i * _UNIFORM_STRIDE,
+                "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
+        d.bind_groups.append(dev.create_bind_group(label=kernel.name, layout=compiled.layout,
+                                                   entries=entries))
+        stats["bind_groups_created"] += 1
+    return d

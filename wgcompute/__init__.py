@@ -20,6 +20,7 @@ from .errors import (ArgumentError, BufferFreedError, CommandFailedError, Device
 from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
+from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
 
 __all__ = [
     "__version__", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
@@ -38,6 +39,8 @@ __all__ = [
     "sub", "multiply", "divide", "scale", "relu", "matmul",
     # commands
     "submit", "poll", "wait",
+    # pipelines
+    "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
 ]
 
 

@@ -1,0 +1,268 @@
+"""Pipelines: many stages (kernels, copies, barriers) validated when added and recorded
+into ONE command encoder and ONE submit; built once, run many times with no new GPU objects."""
+
+from __future__ import annotations
+
+import numpy as np
+import wgpu
+
+from . import _queue, _staging
+from .buffer import Buffer, check_buffer
+from .commands import Command, check_copy, prepare_output
+from .device import get_device
+from .errors import ArgumentError, PipelineError, WgComputeError
+from .kernels import Dispatch, bind, registry
+
+_OPS = ("run_kernel", "copy_buffer", "barrier")
+_STAGE_KEYS = {"op", "kernel", "inputs", "output", "params"}
+
+
+class _Stage:
+    __slots__ = ("spec", "op", "dispatch", "inputs", "output", "name")
+
+    def __init__(self, spec, op, name, inputs, output, dispatch=None):
+        self.spec = spec
+        self.op = op
+        self.name = name
+        self.inputs = inputs
+        self.output = output
+        self.dispatch: Dispatch | None = dispatch
+
+
+class Pipeline:
+    """An ordered list of stages (the seed's dicts: op, kernel, inputs, output, params).
+
+    ``run()`` records every stage into one command encoder, submits once and waits;
+    ``submit()`` does the same and returns a Command at once. Stages are validated when
+    added; bind groups and params buffers are created then, once."""
+
+    def __init__(self, label: str = "pipeline"):
+        self.label = label
+        self._stages: list[_Stage] = []
+        self._freed = False
+        self._query = None  # (query_set, resolve buffer, capacity) for profile=True
+
+    def __repr__(self) -> str:
+        names = " | ".join(s.name for s in self._stages)
+        state = " freed" if self._freed else ""
+        return f"<wgc.Pipeline {self.label!r} {len(self._stages)} stage(s): {names}{state}>"
+
+    def __len__(self) -> int:
+        return len(self._stages)
+
+    @property
+    def stage_count(self) -> int:
+        return len(self._stages)
+
+    @property
+    def stages(self) -> list[dict]:
+        """The stage dicts as added (copies)."""
+        return [dict(s.spec) for s in self._stages]
+
+    def _check_open(self) -> None:
+        if self._freed:
+            raise PipelineError(f"{self!r} was freed")
+
+    def add(self, stage: dict | None = None, **kwargs) -> Pipeline:
+        """Validate and append a stage; returns the pipeline for chaining.
+
+        ``p.add({"op": "run_kernel", "kernel": "relu", "inputs": [a], "output": b})``, or the
+        same as keywords: ``p.add(kernel="relu", inputs=[a], output=b)``. A run_kernel stage
+        without an output gets a new buffer (its ``stages[i]["output"]``)."""
+        self._check_open()
+        if stage is None:
+            stage = kwargs
+        elif kwargs:
+            raise ArgumentError("stage: pass a dict or keywords, not both")
+        index = len(self._stages)
+        if not isinstance(stage, dict):
+            raise PipelineError(f"stage {index}: expected a dict like {{'op': 'run_kernel', "
+                                f"'kernel': ..., 'inputs': [...], 'output': buf}}, got "
+                                f"{type(stage).__name__}")
+        try:
+            built = self._build(stage)
+        except WgComputeError as e:
+            err = PipelineError(f"stage {index} ({stage.get('kernel', stage.get('op'))}): {e}")
+            err.stage = index
+            err.cause = e
+            raise err from e
+        self._stages.append(built)
+        return self
+
+    def _build(self, spec: dict) -> _Stage:
+        extra = set(spec) - _STAGE_KEYS
+        if extra:
+            raise ArgumentError(f"unknown key(s) {', '.join(sorted(map(str, extra)))}; "
+                                f"expected {', '.join(sorted(_STAGE_KEYS))}")
+        op = spec.get("op", "run_kernel")
+        if op not in _OPS:
+            raise ArgumentError(f"op {op!r} is not one of {', '.join(_OPS)}")
+        spec = dict(spec, op=op)
+        if op == "barrier":
+            return _Stage(spec, op, "barrier", [], None)
+        inputs = spec.get("inputs") or []
+        if not isinstance(inputs, (list, tuple)):
+            raise ArgumentError(f"inputs must be a list of buffers, got {type(inputs).__name__}")
+        if op == "copy_buffer":
+            if len(inputs) != 1:
+                raise ArgumentError("copy_buffer needs inputs=[source]")
+            check_copy(inputs[0], spec.get("output"))
+            return _Stage(spec, op, "copy_buffer", list(inputs), spec["output"])
+        if "kernel" not in spec:
+            raise ArgumentError("run_kernel needs a 'kernel'")
+        kernel = registry.get(spec["kernel"])
+        output = prepare_output(kernel, inputs, spec.get("output"))
+        spec["output"] = output
+        d = bind(kernel, list(inputs), output, spec.get("params"))
+        return _Stage(spec, op, kernel.name, list(inputs), output, d)
+
+    def set_params(self, stage_index: int, **params) -> None:
+        """Change a kernel stage's params for the next runs (no re-validation of buffers)."""
+        self._check_open()
+        if not isinstance(stage_index, int) or not 0 <= stage_index < len(self._stages):
+            raise ArgumentError(f"stage_index: expected 0..{len(self._stages) - 1}, got "
+                                f"{stage_index!r}")
+        st = self._stages[stage_index]
+        if st.dispatch is None:
+            raise ArgumentError(f"stage_index: stage {stage_index} is a {st.op}, it has no "
+                                f"params")
+        try:
+            st.dispatch.set_params(**params)
+        except WgComputeError as e:
+            raise PipelineError(f"stage {stage_index} ({st.name}): {e}") from e
+        st.spec["params"] = dict(st.dispatch.params)
+
+    # -- recording --------------------------------------------------------------------------
+    def buffers(self) -> list[Buffer]:
+        out = []
+        for s in self._stages:
+            out.extend(s.inputs)
+            if s.output is not None:
+                out.append(s.output)
+        return out
+
+    def _check_buffers(self) -> None:
+        for i, s in enumerate(self._stages):
+            for b in s.inputs + ([s.output] if s.output is not None else []):
+                try:
+                    check_buffer(b, f"stage {i} ({s.name})")
+                except WgComputeError as e:
+                    raise PipelineError(str(e)) from e
+
+    def encode(self, encoder, profile_query=None) -> None:
+        """Record every stage into ``encoder``: consecutive kernels share one compute pass
+        (WebGPU orders dispatches inside a pass); a copy or barrier ends the pass."""
+        cpass = None
+        for i, s in enumerate(self._stages):
+            if s.op == "run_kernel":
+                if cpass is None or profile_query is not None:
+                    kw = {}
+                    if profile_query is not None:
+                        kw["timestamp_writes"] = {"query_set": profile_query,
+                                                  "beginning_of_pass_write_index": 2 * i,
+                                                  "end_of_pass_write_index": 2 * i + 1}
+                    if cpass is not None:
+                        cpass.end()
+                    cpass = encoder.begin_compute_pass(label=f"{self.label}[{i}]", **kw)
+                s.dispatch.encode(cpass)
+                continue
+            if cpass is not None:
+                cpass.end()
+                cpass = None
+            if s.op == "copy_buffer":
+                n = (s.inputs[0].nbytes + 3) // 4 * 4
+                if n:
+                    encoder.copy_buffer_to_buffer(s.inputs[0].gpu_buffer, 0,
+                                                  s.output.gpu_buffer, 0, n)
+        if cpass is not None:
+            cpass.end()
+
+    def submit(self) -> Command:
+        """Record all stages into one command buffer, submit once, return the Command."""
+        self._check_open()
+        self._check_buffers()
+        cmd = Command(self.label, self.buffers(), None)
+        try:
+            enc = get_device().gpu_device.create_command_encoder(label=self.label)
+            self.encode(enc)
+            fence = _queue.submit([enc.finish()])
+        except Exception as e:  # validation error, out of memory, device lost
+            cmd._fail(e)
+            return cmd
+        cmd._attach(fence)
+        return cmd
+
+    def run(self, profile: bool = False):
+        """Run every stage (one submit) and wait. With ``profile=True`` (needs the adapter's
+        timestamp-query feature) returns each stage's GPU time in milliseconds."""
+        if not profile:
+            self.submit().wait()
+            return None
+        return self._run_profiled()
+
+    def _run_profiled(self) -> list[float | None]:
+        self._check_open()
+        self._check_buffers()
+        dev = get_device()
+        if not dev.has("timestamp-query"):
+            raise ArgumentError(f"profile: {dev.name} lacks the 'timestamp-query' feature")
+        n = len(self._stages)
+        if n == 0:
+            return []
+        count = 2 * n
+        if self._query is None or self._query[2] < count:
+            qs = dev.gpu_device.create_query_set(label=f"{self.label}-timestamps",
+                                                 type=wgpu.QueryType.timestamp, count=count)
+            resolve = dev.gpu_device.create_buffer(
+                label=f"{self.label}-timestamps", size=8 * count,
+                usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+            self._query = (qs, resolve, count)
+        qs, resolve, _ = self._query
+        cmd = Command(self.label, self.buffers(), None)
+        enc = dev.gpu_device.create_command_encoder(label=self.label)
+        self.encode(enc, profile_query=qs)
+        enc.resolve_query_set(qs, 0, count, resolve, 0)
+        cmd._attach(_queue.submit([enc.finish()]))
+        cmd.wait()
+        ticks = _staging.download(resolve, 0, 8 * count).view(np.uint64)
+        out = []
+        for i, s in enumerate(self._stages):
+            if s.op != "run_kernel":
+                out.append(None)
+                continue
+            t0, t1 = int(ticks[2 * i]), int(ticks[2 * i + 1])
+            out.append(max(t1 - t0, 0) / 1e6)  # wgpu reports nanoseconds
+        return out
+
+    def free(self) -> None:
+        """Drop the stages' bind groups and params buffers (buffers stay the caller's)."""
+        self._stages = []
+        self._freed = True
+        if self._query is not None:
+            self._query[1].destroy()
+            self._query = None
+
+
+def pipeline(label: str = "pipeline") -> Pipeline:
+    """A new, empty pipeline."""
+    if not isinstance(label, str):
+        raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
+    return Pipeline(label)
+
+
+def _check_pipeline(p) -> Pipeline:
+    if not isinstance(p, Pipeline):
+        raise ArgumentError(f"pipeline: expected a wgc.Pipeline, got {type(p).__name__}")
+    return p
+
+
+def pipeline_add(p: Pipeline, stage: dict) -> Pipeline:
+    return _check_pipeline(p).add(stage)
+
+
+def pipeline_run(p: Pipeline, profile: bool = False):
+    return _check_pipeline(p).run(profile=profile)
+
+
+def free_pipeline(p: Pipeline) -> None:
+    _check_pipeline(p).free()

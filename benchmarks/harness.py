@@ -1,0 +1,374 @@
+"""Benchmark harness: warm-up then median of N, GPU kernel time from timestamp queries where the
+adapter has them (wall time otherwise), peers (torch/cupy) only if importable, markdown + JSON.
+
+Use it from any benchmark script::
+
+    from benchmarks.harness import Results, gpu_time, wall_time, peers
+    res = Results("my benchmarks")
+    t, how = gpu_time(lambda enc: record_my_work(enc))
+    res.add("add 64M f32", "wgcompute", t, timing=how, nbytes=3 * 4 * n)
+    print(res.markdown()); res.write_json("out.json")
+
+Rows of one case are compared against the case's ``reference`` implementation (default
+"wgcompute"): the "wgcompute at" column is the wgcompute throughput as a percentage of that
+row's, so "95%" next to torch means wgcompute reached 95% of torch's bandwidth."""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+
+WALL = "wall"
+GPU_TS = "gpu-timestamp"
+CUDA_EVENT = "cuda-event"
+
+
+# -- timing ---------------------------------------------------------------------------------
+
+def wall_time(fn, warmup: int = 2, repeat: int = 10) -> float:
+    """Median wall seconds of ``fn()`` (which must block until its work is done)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+class _Timestamps:
+    """A 2-entry timestamp query set with its resolve and readback buffers (one per device)."""
+
+    def __init__(self, dev):
+        import wgpu
+
+        self.dev = dev
+        self.qs = dev.create_query_set(label="bench-timestamps", type="timestamp", count=2)
+        self.resolve = dev.create_buffer(
+            label="bench-ts-resolve", size=16,
+            usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        self.read = dev.create_buffer(
+            label="bench-ts-read", size=16,
+            usage=wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC)
+
+
+_ts_cache: dict = {}
+
+
+def _device():
+    import wgcompute as wgc  # noqa: F401  (creates the device on first use)
+    from wgcompute.device import get_device
+
+    return get_device()
+
+
+def timestamp_mode() -> str | None:
+    """"encoder" if timestamps can be written anywhere in an encoder, "pass" if only at
+    compute pass boundaries, None if the adapter has no timestamp queries."""
+    d = _device()
+    if d.has("timestamp-query-inside-encoders"):
+        return "encoder"
+    if d.has("timestamp-query"):
+        return "pass"
+    return None
+
+
+def gpu_time(record, warmup: int = 2, repeat: int = 10, inner: int = 1,
+             record_pass=None) -> tuple[float, str]:
+    """Median seconds of GPU work per repetition, and how it was measured.
+
+    ``record(encoder)`` records the work (passes, copies) into a command encoder;
+    alternatively ``record_pass(compute_pass)`` records into one compute pass, which also
+    works on adapters whose timestamps only sit at pass boundaries. The work is recorded
+    ``inner`` times per submission (amortizes launch cost for tiny kernels). Timestamps
+    assume a 1 ns tick, which Vulkan reports on NVIDIA and lavapipe; where the adapter
+    has no timestamp queries, the wall time of submit + wait is returned instead."""
+    from wgpu.backends.wgpu_native.extras import write_timestamp
+
+    d = _device()
+    dev = d.gpu_device
+    mode = timestamp_mode()
+    if record is None and record_pass is None:
+        raise ValueError("gpu_time: pass record or record_pass")
+    if mode == "pass" and record_pass is None:
+        mode = None
+    ts = _ts_cache.get(id(dev))
+    if mode and ts is None:
+        ts = _ts_cache[id(dev)] = _Timestamps(dev)
+
+    def encode(enc, with_ts: bool):
+        if record_pass is not None:
+            tw = ({"query_set": ts.qs, "beginning_of_pass_write_index": 0,
+                   "end_of_pass_write_index": 1} if with_ts and mode == "pass" else None)
+            if with_ts and mode == "encoder":
+                write_timestamp(enc, ts.qs, 0)
+            cpass = enc.begin_compute_pass(label="bench", timestamp_writes=tw)
+            for _ in range(inner):
+                record_pass(cpass)
+            cpass.end()
+            if with_ts and mode == "encoder":
+                write_timestamp(enc, ts.qs, 1)
+        else:
+            if with_ts:
+                write_timestamp(enc, ts.qs, 0)
+            for _ in range(inner):
+                record(enc)
+            if with_ts:
+                write_timestamp(enc, ts.qs, 1)
+
+    def once(with_ts: bool) -> float:
+        enc = dev.create_command_encoder(label="bench")
+        encode(enc, with_ts)
+        if with_ts:
+            enc.resolve_query_set(ts.qs, 0, 2, ts.resolve, 0)
+            enc.copy_buffer_to_buffer(ts.resolve, 0, ts.read, 0, 16)
+        t0 = time.perf_counter()
+        dev.queue.submit([enc.finish()])
+        if with_ts:
+            raw = dev.queue.read_buffer(ts.read, 0, 16)  # waits for the submission
+            t = np.frombuffer(raw, dtype=np.uint64)
+            return max(int(t[1]) - int(t[0]), 0) * 1e-9
+        _sync(dev)
+        return time.perf_counter() - t0
+
+    for _ in range(warmup):
+        once(False)
+    _sync(dev)
+    times = [once(bool(mode)) for _ in range(repeat)]
+    return statistics.median(times) / inner, (GPU_TS if mode else WALL)
+
+
+_sync_buf: dict = {}
+
+
+def _sync(dev) -> None:
+    """Block until everything submitted so far has finished (read_buffer waits on the queue)."""
+    import wgpu
+
+    b = _sync_buf.get(id(dev))
+    if b is None:
+        b = _sync_buf[id(dev)] = dev.create_buffer(
+            label="bench-sync", size=16, usage=wgpu.BufferUsage.COPY_SRC)
+    dev.queue.read_buffer(b, 0, 4)
+
+
+# -- peers ------------------------------------------------------------------------------------
+
+def peers() -> dict:
+    """GPU peers that are importable here and see a GPU: {"torch": torch, "cupy": cupy}.
+    Neither is a dependency; a missing one is simply left out."""
+    out = {}
+    try:
+        torch = importlib.import_module("torch")
+        if torch.cuda.is_available():
+            torch.backends.cuda.matmul.allow_tf32 = False  # the issue compares FP32, TF32 off
+            torch.backends.cudnn.allow_tf32 = False
+            out["torch"] = torch
+    except Exception:
+        pass
+    try:
+        cupy = importlib.import_module("cupy")
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            out["cupy"] = cupy
+    except Exception:
+        pass
+    return out
+
+
+def cuda_time(mod, fn, warmup: int = 2, repeat: int = 10) -> float:
+    """Median seconds of ``fn()`` on the GPU, timed with CUDA events of torch or cupy."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    if mod.__name__ == "torch":
+        for _ in range(repeat):
+            s, e = mod.cuda.Event(enable_timing=True), mod.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e) * 1e-3)
+    else:
+        for _ in range(repeat):
+            s, e = mod.cuda.Event(), mod.cuda.Event()
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(mod.cuda.get_elapsed_time(s, e) * 1e-3)
+    return statistics.median(times)
+
+
+# -- results ----------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    case: str
+    impl: str
+    seconds: float
+    timing: str = WALL
+    nbytes: int | None = None  # bytes moved (read + written), for GB/s
+    flops: float | None = None  # for TFLOP/s
+    size: float | None = None  # x axis of the plot (elements, or M*N*K)
+    group: str = ""  # plot series: cases with the same group are one line
+    max_rel_err: float | None = None
+    note: str = ""
+
+    @property
+    def gbps(self) -> float | None:
+        return self.nbytes / self.seconds / 1e9 if self.nbytes and self.seconds > 0 else None
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / self.seconds / 1e12 if self.flops and self.seconds > 0 else None
+
+
+@dataclass
+class Results:
+    title: str
+    reference: str = "wgcompute"
+    rows: list = field(default_factory=list)
+
+    def add(self, case: str, impl: str, seconds: float, **kw) -> Row:
+        row = Row(case, impl, float(seconds), **kw)
+        self.rows.append(row)
+        return row
+
+    def cases(self) -> list[str]:
+        seen = []
+        for r in self.rows:
+            if r.case not in seen:
+                seen.append(r.case)
+        return seen
+
+    def ratio(self, row: Row) -> float | None:
+        """The reference's throughput as a fraction of this row's (same case)."""
+        ref = next((r for r in self.rows if r.case == row.case and r.impl == self.reference),
+                   None)
+        if ref is None or ref.seconds <= 0:
+            return None
+        return row.seconds / ref.seconds
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", "",
+                 f"| case | impl | time | GB/s | TFLOP/s | {self.reference} at | "
+                 f"max rel err | timing |",
+                 "|---|---|---:|---:|---:|---:|---:|---|"]
+        for case in self.cases():
+            for r in (x for x in self.rows if x.case == case):
+                ratio = self.ratio(r)
+                lines.append("| " + " | ".join([
+                    case, r.impl + (f" ({r.note})" if r.note else ""), _fmt_time(r.seconds),
+                    _fmt(r.gbps, 1), _fmt(r.tflops, 2),
+                    "" if ratio is None or r.impl == self.reference else f"{100 * ratio:.0f}%",
+                    "" if r.max_rel_err is None else f"{r.max_rel_err:.1e}", r.timing]) + " |")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        rows = []
+        for r in self.rows:
+            d = asdict(r)
+            d["gbps"], d["tflops"], d["reference_ratio"] = r.gbps, r.tflops, self.ratio(r)
+            rows.append(d)
+        return {"title": self.title, "reference": self.reference, "env": env_info(),
+                "rows": rows}
+
+    def write_json(self, path: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_json(), f, indent=2, default=str)
+
+    def plot(self, path: str) -> bool:
+        """A PNG of GB/s (bandwidth cases) and TFLOP/s (flop cases) against size, one line
+        per (group, impl). Returns False when matplotlib is not installed."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return False
+        fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+        for ax, metric, label in ((axes[0], "gbps", "GB/s"), (axes[1], "tflops", "TFLOP/s")):
+            series: dict = {}
+            for r in self.rows:
+                v = getattr(r, metric)
+                if v is None or r.size is None or not r.group:
+                    continue
+                if metric == "gbps" and r.flops:
+                    continue  # matmuls go on the TFLOP/s side only
+                series.setdefault((r.group, r.impl), []).append((r.size, v))
+            for (group, impl), pts in sorted(series.items()):
+                pts.sort()
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        label=f"{group}: {impl}")
+            ax.set_xscale("log")
+            ax.set_xlabel("elements" if metric == "gbps" else "M·N·K")
+            ax.set_ylabel(label)
+            ax.grid(True, which="both", alpha=0.3)
+            if series:
+                ax.legend(fontsize=7)
+        fig.suptitle(f"{self.title} — {env_info().get('device', '?')}")
+        fig.tight_layout()
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return True
+
+
+def _fmt(v, digits) -> str:
+    return "" if v is None else f"{v:,.{digits}f}"
+
+
+def _fmt_time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+_env: dict | None = None
+
+
+def env_info() -> dict:
+    """Device, driver, versions and command line: what a reader needs to trust a number."""
+    global _env
+    if _env is None:
+        import wgcompute as wgc
+
+        info = wgc.device_info()
+        _env = {"device": info["name"], "backend": info["backend"], "driver": info["driver"],
+                "gpu": info["gpu"], "features": info["features"],
+                "wgcompute": wgc.__version__, "wgpu": info["wgpu_version"],
+                "numpy": np.__version__, "python": platform.python_version(),
+                "machine": platform.machine(), "command": " ".join(sys.argv),
+                "utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "peers": sorted(peers())}
+    return _env
+
+
+def max_rel_err(got, want) -> float:
+    """max |got - want| / max(|want|), in f64; 0 for empty arrays."""
+    import numpy as np
+
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if want.size == 0:
+        return 0.0
+    scale = float(np.max(np.abs(want))) or 1.0
+    err = float(np.max(np.abs(got - want))) / scale
+    return err if math.isfinite(err) else float("inf")

@@ -83,7 +83,13 @@ class Submitter:
         self.submissions = 0
 
     def submit(self, command_buffers) -> Fence:
-        """Submit now; return the submission's Fence. Never waits for the GPU."""
+        """Submit now; return the submission's Fence. Never waits for the GPU.
+
+        Validation happens when the command buffer is finished (wgpu-py raises there);
+        what is left for submit is a destroyed or mapped resource, which wgpu-native turns
+        into a process abort (as it does for plain wgpuQueueSubmit). wgcompute never
+        destroys a buffer a pending command uses (Buffer.free defers), so it cannot happen
+        unless user code destroys ``Buffer.gpu_buffer`` by hand."""
         fence = Fence()
         ids = [cb._internal for cb in command_buffers]
         arr = ffi.new("WGPUCommandBuffer[]", ids)
@@ -99,23 +105,31 @@ class Submitter:
     def pending_count(self) -> int:
         return len(self._pending)
 
+    def complete_through(self, index: int, error: BaseException | None = None) -> None:
+        """The GPU reached submission ``index``: finish it and every earlier fence (the
+        queue runs submissions in order)."""
+        done = []
+        with self._cond:
+            while self._pending and self._pending[0].index <= index:
+                done.append(self._pending.popleft())
+        for f in done:
+            f._finish(error)
+
     def _run(self) -> None:
         idx_ptr = ffi.new("WGPUSubmissionIndex *")
         while True:
             with self._cond:
                 while not self._pending:
                     self._cond.wait()
-                fence = self._pending[0]
+                index = self._pending[0].index
             error = None
             try:
-                idx_ptr[0] = fence.index
+                idx_ptr[0] = index
                 libf.wgpuDevicePoll(self._dev_id, True, idx_ptr)  # cffi releases the GIL
             except Exception as e:  # device lost, validation reported late
                 error = DeviceError(f"the GPU failed this submission: {e}")
                 error.__cause__ = e
-            with self._cond:
-                self._pending.popleft()
-            fence._finish(error)
+            self.complete_through(index, error)
 
 
 _submitter: Submitter | None = None
@@ -151,7 +165,7 @@ def wait(fence: Fence, timeout: float | None = None) -> bool:
     except Exception as e:
         err = DeviceError(f"the GPU failed this submission: {e}")
         err.__cause__ = e
-        fence._finish(err)
+        s.complete_through(fence.index, err)
         return True
-    fence._finish(None)
+    s.complete_through(fence.index)
     return True

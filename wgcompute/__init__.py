@@ -35,7 +35,7 @@ __all__ = [
     "read", "read_list", "read_binary", "shape", "dtype", "size", "free", "free_many",
     "live_buffers",
     # kernels
-    "kernels", "kernel_info", "register_kernel", "run_kernel", "run_kernel_async", "add",
+    "kernels", "kernel_info", "kernels_stats", "register_kernel", "run_kernel", "run_kernel_async", "add",
     "sub", "multiply", "divide", "scale", "relu", "matmul",
     # commands
     "submit", "poll", "wait",
@@ -98,6 +98,14 @@ def kernels() -> list[str]:
 def kernel_info(name: str) -> Kernel:
     """The Kernel object behind a name (inputs, params, dtypes, description)."""
     return _registry.get(name)
+
+
+def kernels_stats() -> dict:
+    """Counters of GPU objects the kernel machinery created (pipelines, bind groups, params
+    buffers): a second identical run leaves them unchanged."""
+    from .kernels import stats
+
+    return dict(stats)
 
 
 def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:

@@ -21,6 +21,7 @@ from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
+from .streams import Event, Stream, create_stream, stream_map, upload
 
 __all__ = [
     "__version__", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
@@ -41,6 +42,8 @@ __all__ = [
     "submit", "poll", "wait",
     # pipelines
     "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
+    # streams and transfers
+    "Stream", "Event", "create_stream", "stream_map", "upload",
 ]
 
 

@@ -87,9 +87,9 @@ class _Pool:
         if entry is None:
             dev = get_device().gpu_device
             if self.mode == "upload":
-                buf = dev.create_buffer(label="wgcompute-staging-up", size=size,
-                                        usage=wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC,
-                                        mapped_at_creation=True)
+                buf = dev.create_buffer(
+                    label="wgcompute-staging-up", size=size, mapped_at_creation=True,
+                    usage=wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC)
             else:
                 buf = dev.create_buffer(label="wgcompute-staging-down", size=size,
                                         usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
@@ -185,3 +185,50 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
             inflight.append(issue(starts[nxt]))
             nxt += 1
     return out
+
+
+def submit_download(src, src_offset: int, nbytes: int) -> list:
+    """Queue GPU copies of ``nbytes`` of ``src`` into download staging, all in ONE
+    submission now (so the read sees exactly what was submitted before it), and request
+    their maps. Returns the parts that ``finish_download`` copies out."""
+    dev = get_device().gpu_device
+    enc = dev.create_command_encoder(label="wgcompute-read-async")
+    parts = []
+    try:
+        for start in range(0, nbytes, CHUNK):
+            size = min(CHUNK, nbytes - start)
+            padded = (size + 3) & ~3
+            stage = _down.acquire(padded)
+            parts.append([start, size, padded, stage, None])
+            enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
+        _queue.submit([enc.finish()])
+    except BaseException:
+        for p in parts:
+            _down.release(p[3])
+        raise
+    for p in parts:
+        p[4] = p[3].map_async("READ_NOSYNC", 0, p[2])
+    return parts
+
+
+def finish_download(parts: list, out: np.ndarray) -> None:
+    """Wait for each part's map and copy it into ``out`` (a 1-D uint8 array); every
+    staging buffer goes back to the pool (or is destroyed if its map failed)."""
+    error = None
+    for start, size, padded, stage, promise in parts:
+        if error is not None:
+            stage.destroy()
+            continue
+        try:
+            promise.sync_wait()
+        except BaseException as e:
+            error = e
+            stage.destroy()
+            continue
+        view = np.frombuffer(stage.read_mapped(0, padded, copy=False), dtype=np.uint8)
+        copy_bytes(out[start:start + size], view[:size])
+        del view
+        stage.unmap()
+        _down.release(stage)
+    if error is not None:
+        raise error

@@ -201,6 +201,20 @@ class Buffer:
         if arr.size:
             _staging.upload(self._gpu, 0, arr)
 
+    # Commands sit above buffers in the layers, so the async variants import them on use.
+    def write_async(self, data):
+        """Like write(), but returns a Command that completes once the GPU has the bytes."""
+        from .streams import write_async
+
+        return write_async(self, data)
+
+    def read_async(self):
+        """Start reading back without blocking; returns a Command whose result (``wait()``,
+        ``await``) is the numpy array, as of the commands submitted before this call."""
+        from .streams import read_async
+
+        return read_async(self)
+
 
 def _fmt_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):

@@ -6,6 +6,8 @@ Importing wgcompute creates no device; the first call that needs the GPU does.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ._version import __version__
 from .buffer import (Buffer, buffer, buffer_from_binary, buffer_zeros, empty, from_numpy,
                      live_buffers, to_numpy)
@@ -84,6 +86,9 @@ def free(buf: Buffer) -> None:
 
 
 def free_many(bufs) -> None:
+    """Free every buffer of ``bufs`` (checked first: nothing is freed if one is not a Buffer)."""
+    if isinstance(bufs, Buffer) or not isinstance(bufs, Iterable) or isinstance(bufs, str):
+        raise ArgumentError(f"bufs: expected a list of wgc.Buffer, got {type(bufs).__name__}")
     bufs = list(bufs)
     for i, b in enumerate(bufs):
         if not isinstance(b, Buffer):

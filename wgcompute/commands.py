@@ -258,6 +258,9 @@ def _encode_and_submit(label: str, record, cmd: Command) -> Command:
 def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
     """Submit one kernel and return its Command at once (result: the output buffer)."""
     k = registry.get(kernel)
+    if not isinstance(inputs, (list, tuple)):
+        raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
+                            f"{type(inputs).__name__}")
     output = prepare_output(k, inputs, output)
     d = bound(k, list(inputs), output, params)
     cmd = Command(k.name, list(inputs) + [output], output)

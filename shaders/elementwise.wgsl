@@ -1,8 +1,13 @@
 // Elementwise kernels: out[i] = op(a[i], b[i]) (binary) or op(a[i]) (unary).
 // Bindings: 0 a (read), [1 b (read)], then out (read_write), then params (uniform).
-// Params: n (items in this launch: elements, or u32 words of four u8 lanes), p0 (scalar).
-// Templates: T (WGSL type), ENABLE, WG (workgroup size), EXPR (op on x, y, p.p0),
+// Params: n (items in this launch), p0 (scalar).
+// Templates: T (WGSL scalar type), V (item type: vec4<T> for 2- and 4-byte types, T for 8-byte
+//            ones; u8 items are u32 words of four lanes, or vec4<u32> of sixteen), ENABLE,
+//            WG (workgroup size), U (items per invocation), EXPR (op on x, y, p.p0),
 //            ARGS / CALL (unary or binary signature), APPLY (plain, or per u8 lane).
+// An item is a vector where the type allows: buffers are allocated in 16-byte multiples, so
+// the last vector may run into padding, which is computed and never read back. Invocation
+// lid of a workgroup handles items base + lid + j*WG (j < U): each load stays coalesced.
 // The 1-D index folds over a 2-D grid, so any n fits under 65,535 workgroups per dimension.
 ${ENABLE}
 
@@ -14,11 +19,11 @@ struct Params {
 ${BINDINGS}
 @group(0) @binding(${UB}) var<uniform> p: Params;
 
-fn op(${ARGS}) -> ${T} {
+fn op(${ARGS}) -> ${V} {
     return ${EXPR};
 }
 
-fn apply(${ARGS}) -> ${T} {
+fn apply(${ARGS}) -> ${V} {
     ${APPLY}
 }
 
@@ -26,9 +31,12 @@ fn apply(${ARGS}) -> ${T} {
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
-    if (i >= p.n) {
-        return;
+    let base = (wid.y * nwg.x + wid.x) * (${WG}u * ${U}u) + lid;
+    for (var j = 0u; j < ${U}u; j = j + 1u) {
+        let i = base + j * ${WG}u;
+        if (i >= p.n) {
+            return;
+        }
+        out[i] = apply(${CALL});
     }
-    out[i] = apply(${CALL});
 }

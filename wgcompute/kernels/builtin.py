@@ -1,4 +1,5 @@
-"""The built-in kernels of the core engine: elementwise arithmetic, scale, relu, matmul."""
+"""The built-in elementwise kernels (add, sub, multiply, divide, scale, relu): vectorized
+loads and several items per invocation, chunked over the storage-binding limit."""
 
 from __future__ import annotations
 
@@ -9,21 +10,35 @@ from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from .base import Kernel, Launch, Param, PipelineKey, fold_grid
+from .matmul import Matmul
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 FLOATS = ("f32", "f64", "f16")
 SIGNED = FLOATS + ("s32", "s64")
 
-_PACKED_BINARY = ("var r = 0u;\n    for (var k = 0u; k < 32u; k = k + 8u) {\n"
-                  "        r = r | ((op((x >> k) & 0xffu, (y >> k) & 0xffu) & 0xffu) << k);\n"
-                  "    }\n    return r;")
-_PACKED_UNARY = ("var r = 0u;\n    for (var k = 0u; k < 32u; k = k + 8u) {\n"
-                 "        r = r | ((op((x >> k) & 0xffu) & 0xffu) << k);\n"
-                 "    }\n    return r;")
+# u8 lanes: unpack each byte of a u32 word (or of each word of a vec4<u32>), apply, repack.
+_PACKED = ("var r = V(0u);\n    let m = V(0xffu);\n"
+           "    for (var k = 0u; k < 32u; k = k + 8u) {{\n        let s = V(k);\n"
+           "        r = r | ((op({args}) & m) << s);\n    }}\n    return r;")
+_PACKED_BINARY = _PACKED.format(args="(x >> s) & m, (y >> s) & m")
+_PACKED_UNARY = _PACKED.format(args="(x >> s) & m")
+
+
+def item_layout(dt) -> tuple[int, int, str]:
+    """(elements per item, bytes per item, WGSL item type) of the vectorized elementwise path.
+
+    2- and 4-byte types move as vec4 (16 bytes for f32/s32/u32, 8 for f16); u8 moves as
+    vec4<u32> (sixteen lanes); 8-byte types stay scalar (vec4<f64> gains nothing and s64
+    vectors are not portable)."""
+    if dt.packed:
+        return 16, 16, "vec4<u32>"
+    if dt.itemsize in (2, 4):
+        return 4, 4 * dt.itemsize, f"vec4<{dt.wgsl}>"
+    return 1, dt.itemsize, dt.wgsl
 
 
 def same_shapes(kernel: Kernel, inputs, output) -> None:
-    for name, b in zip(kernel.inputs, inputs):
+    for name, b in zip(kernel.inputs, inputs, strict=True):
         if b.shape != output.shape:
             raise ShapeError(f"{kernel.name}: input {name!r} is {b.shape} and output is "
                              f"{output.shape}; shapes must match exactly (no broadcasting)")
@@ -51,9 +66,13 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
 
 
 class Elementwise(Kernel):
-    """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane)."""
+    """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane).
+
+    ``expr`` is WGSL on ``x`` (and ``y``) and ``p.p0``; inside it ``V(...)`` constructs the
+    item type (a vector on the fast path) and ``T(...)`` the scalar type."""
 
     workgroup_size = 256
+    per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
 
     def __init__(self, name: str, arity: int, expr: str, dtypes=ALL, param: Param | None = None,
                  int_expr: str | None = None, description: str = ""):
@@ -71,44 +90,47 @@ class Elementwise(Kernel):
     def render(self, key: PipelineKey):
         dt = DTYPES[key.dtypes[0]]
         t = dt.wgsl
+        v = item_layout(dt)[2]
         binary = len(self.inputs) == 2
-        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{t}>;"
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
                  for i, n in enumerate(self.inputs)]
         lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
-                     f"out: array<{t}>;")
+                     f"out: array<{v}>;")
         if dt.packed:
-            apply = _PACKED_BINARY if binary else _PACKED_UNARY
+            apply = (_PACKED_BINARY if binary else _PACKED_UNARY).replace("V(", f"{v}(")
         else:
             apply = "return op(x, y);" if binary else "return op(x);"
         expr = self.expr if dt.is_float else self.int_expr
         src = shaders.render(shaders.load("elementwise.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": t,
+            "V": v,
             "PT": t if self.params else "u32",
             "BINDINGS": "\n".join(lines),
             "UB": len(self.inputs) + 1,
             "WG": self.workgroup_size,
-            "ARGS": f"x: {t}, y: {t}" if binary else f"x: {t}",
+            "U": self.per_invocation,
+            "ARGS": f"x: {v}, y: {v}" if binary else f"x: {v}",
             "CALL": "a[i], b[i]" if binary else "a[i]",
-            "EXPR": expr.replace("T(", f"{t}("),
+            "EXPR": expr.replace("V(", f"{v}(").replace("T(", f"{t}("),
             "APPLY": apply,
         })
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
 
     def launches(self, inputs, output, params, device):
         dt = DTYPES[output.dtype]
-        n = output.size
-        items, item_bytes = ((n + 3) // 4, 4) if dt.packed else (n, dt.itemsize)
+        per_item, item_bytes, _ = item_layout(dt)
+        items = -(-output.size // per_item)
         p0 = params[self.params[0].name] if self.params else 0
         return linear_launches(items, item_bytes, len(inputs) + 1, self.workgroup_size, device,
-                               self.name, {"p0": p0})
+                               self.name, {"p0": p0}, self.per_invocation)
 
 
 class Relu(Elementwise):
     def __init__(self):
-        super().__init__("relu", 1, "select(select(x * p.p0, T(0), p.p0 == T(0)), x, x > T(0))", SIGNED,
-                         Param("slope", "f64", 0.0, "negative-side slope (leaky ReLU)"),
-                         int_expr="max(x, T(0))",
+        super().__init__("relu", 1, "select(select(x * p.p0, V(0), p.p0 == T(0)), x, x > V(0))",
+                         SIGNED, Param("slope", "f64", 0.0, "negative-side slope (leaky ReLU)"),
+                         int_expr="max(x, V(0))",
                          description="max(x, 0), or x * slope for x < 0 (leaky ReLU)")
 
     def resolve_params(self, params, dt):
@@ -126,56 +148,6 @@ class Relu(Elementwise):
         for launch in launches:
             launch.uniform["p0"] = float(params["slope"]) if dt.is_float else 0
         return launches
-
-
-class Matmul(Kernel):
-    name = "matmul"
-    inputs = ("a", "b")
-    dtypes = FLOATS
-    description = "out (M×N) = a (M×K) · b (K×N), 2-D row-major, any sizes"
-    tile = 16
-
-    def check(self, inputs, output, params) -> None:
-        a, b = inputs
-        for nm, x in (("a", a), ("b", b), ("out", output)):
-            if x.ndim != 2:
-                raise ShapeError(f"matmul: {nm} must be 2-D, got shape {x.shape}")
-            if x.dtype != output.dtype:
-                raise DtypeError(f"matmul: {nm} is {x.dtype}, out is {output.dtype}; "
-                                 f"dtypes must match")
-        if a.shape[1] != b.shape[0]:
-            raise ShapeError(f"matmul: a is {a.shape} and b is {b.shape}; inner dimensions "
-                             f"{a.shape[1]} and {b.shape[0]} differ")
-        want = (a.shape[0], b.shape[1])
-        if output.shape != want:
-            raise ShapeError(f"matmul: out is {output.shape}, expected {want} for a {a.shape} "
-                             f"· b {b.shape}")
-
-    def output_spec(self, inputs, params):
-        a, b = inputs
-        if a.ndim != 2 or b.ndim != 2:
-            raise ShapeError(f"matmul: a and b must be 2-D, got {a.shape} and {b.shape}")
-        return (a.shape[0], b.shape[1]), a.dtype
-
-    def render(self, key):
-        t = DTYPES[key.dtypes[0]].wgsl
-        acc = "f32" if t == "f16" else t
-        src = shaders.render(shaders.load("matmul.wgsl"), {
-            "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc, "TILE": self.tile})
-        return src, (("M", "u32"), ("N", "u32"), ("K", "u32"))
-
-    def launches(self, inputs, output, params, device):
-        a, b = inputs
-        m, k = a.shape
-        n = b.shape[1]
-        if m == 0 or n == 0:
-            return []
-        limit = device.limit("max-compute-workgroups-per-dimension")
-        gx, gy = math.ceil(n / self.tile), math.ceil(m / self.tile)
-        if gx > limit or gy > limit:
-            raise ShapeError(f"matmul: output {output.shape} needs a {gy}×{gx} grid; this "
-                             f"adapter allows {limit} per dimension")
-        return [Launch((gx, gy, 1), {"M": m, "N": n, "K": k})]
 
 
 def builtin_kernels() -> list[Kernel]:

@@ -1,0 +1,66 @@
+// matmul: out (M×N) = a (M×K) · b (K×N), row-major, any M, N, K; 2-D block tiling.
+// Bindings: 0 a (read), 1 b (read), 2 out (read_write), 3 params (uniform: M, N, K).
+// Templates (filled by wgcompute/kernels/matmul.py from a TileConfig):
+//   ENABLE, T (storage element type), ACC (accumulator type: f32 for f16 inputs),
+//   AT / BT (a's and b's array element: vec4<T> when K, resp. N, is a multiple of 4, else T),
+//   BM×BN (the workgroup's block of out), BK (k step), TM×TN (each invocation's block),
+//   THREADS = (BM/TM)·(BN/TN), LOAD (global -> registers), STORE (registers -> workgroup
+//   memory), COMPUTE (one k step, unrolled), WRITE (accumulators -> out, edge-guarded),
+//   HELPERS (guarded scalar loads, for the operands that are not vec4).
+// Workgroup memory holds two BK×BM (a transposed) and two BK×BN tiles: the next tile is read
+// from global memory while the current one is multiplied, with one barrier per k step. Each
+// invocation owns TM×TN accumulators in registers (straight-line code, no private arrays);
+// its rows and columns are spread BM/TM resp. BN/TN apart so workgroup reads do not conflict.
+${ENABLE}
+
+struct Params {
+    M: u32,
+    N: u32,
+    K: u32,
+}
+
+@group(0) @binding(0) var<storage, read> a: array<${AT}>;
+@group(0) @binding(1) var<storage, read> b: array<${BT}>;
+@group(0) @binding(2) var<storage, read_write> out: array<${BT}>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+const ASZ: u32 = ${BK}u * ${BM}u / 4u;  // one a tile, in vec4
+const BSZ: u32 = ${BK}u * ${BN}u / 4u;
+var<workgroup> As: array<vec4<${ACC}>, 2u * ASZ>;
+var<workgroup> Bs: array<vec4<${ACC}>, 2u * BSZ>;
+
+${HELPERS}
+@compute @workgroup_size(${THREADS})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row0 = wid.y * ${BM}u;
+    let col0 = wid.x * ${BN}u;
+    let tx = lid % (${BN}u / ${TN}u);
+    let ty = lid / (${BN}u / ${TN}u);
+    ${DECLARE}
+    let tiles = (p.K + ${BK}u - 1u) / ${BK}u;
+    if (tiles > 0u) {
+        var k0 = 0u;
+        ${LOAD}
+        var buf = 0u;
+        ${STORE}
+        workgroupBarrier();
+        for (var t = 0u; t < tiles; t = t + 1u) {
+            let more = t + 1u < tiles;
+            if (more) {
+                k0 = (t + 1u) * ${BK}u;
+                ${LOAD}
+            }
+            let abase = buf * ASZ;
+            let bbase = buf * BSZ;
+            for (var kk = 0u; kk < ${BK}u; kk = kk + 1u) {
+                ${COMPUTE}
+            }
+            if (more) {
+                buf = 1u - buf;
+                ${STORE}
+            }
+            workgroupBarrier();
+        }
+    }
+    ${WRITE}
+}

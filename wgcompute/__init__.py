@@ -46,6 +46,8 @@ __all__ = [
     "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
     # streams and transfers
     "Stream", "Event", "create_stream", "stream_map", "upload",
+    # surfaces
+    "create_surface", "set_pixels", "present", "run_to_surface",
 ]
 
 
@@ -146,3 +148,34 @@ def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
 def matmul(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out (M×N) = a (M×K) · b (K×N)."""
     return run_kernel("matmul", [a, b], out)
+
+
+# -- surfaces (wgcompute.surface imports rendercanvas: loaded on first use) -----------------
+def create_surface(width: int, height: int, title: str = "wgcompute", offscreen=None):
+    """A Surface showing GPU buffers: a glfw window, or an offscreen canvas when there is no
+    display or ``offscreen=True`` (see wgcompute.surface.Surface)."""
+    from .surface import create_surface as _create_surface
+
+    return _create_surface(width, height, title, offscreen)
+
+
+def set_pixels(surface, data):
+    """Set the image a surface shows: numpy or Buffer, (H, W[, C]), u8 or f32."""
+    from .surface import set_pixels as _set_pixels
+
+    return _set_pixels(surface, data)
+
+
+def present(surface) -> None:
+    """Draw the surface's image to its window (or offscreen canvas)."""
+    from .surface import present as _present
+
+    _present(surface)
+
+
+def run_to_surface(kernel, inputs, output, surface, params=None, *, present: bool = True):
+    """Run a kernel (or a Pipeline) and show its output without reading it back to the CPU;
+    returns the Command."""
+    from .surface import run_to_surface as _run_to_surface
+
+    return _run_to_surface(kernel, inputs, output, surface, params, present=present)

@@ -8,8 +8,10 @@ import threading
 
 from .. import shaders
 from ..device import get_device
-from ..dtypes import DTYPES, dtype as resolve_dtype
+from ..dtypes import DTYPES
+from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentError, KernelNotFoundError
+from . import base
 from .base import REQUIRED, Kernel, Launch, Param, PipelineKey, fold_grid
 
 _kernels: dict[str, Kernel] = {}
@@ -18,12 +20,24 @@ _aliases: dict[str, str] = {"multiply": "elementwise_multiply", "add": "elementw
 _lock = threading.Lock()
 
 
-def add(kernel: Kernel, replace: bool = False) -> Kernel:
+def _check_free(name: str, replace: bool) -> None:
+    if not replace and (name in _kernels or name in _aliases):
+        raise ArgumentError(f"name: a kernel named {name!r} already exists "
+                            f"(pass replace=True to redefine it)")
+
+
+def add(kernel: Kernel, replace: bool = False, compiled=None) -> Kernel:
+    """Register ``kernel``. Replacing drops the old kernel's cached pipelines (they are keyed
+    by name, and would otherwise keep running the old shader); ``compiled`` seeds the cache."""
     with _lock:
-        if not replace and (kernel.name in _kernels or kernel.name in _aliases):
-            raise ArgumentError(f"name: a kernel named {kernel.name!r} already exists "
-                                f"(pass replace=True to redefine it)")
+        _check_free(kernel.name, replace)
+        _aliases.pop(kernel.name, None)
         _kernels[kernel.name] = kernel
+        with base._cache_lock:
+            for key in [k for k in base._cache if k.kernel == kernel.name]:
+                del base._cache[key]
+            if compiled is not None:
+                base._cache[compiled.key] = compiled
     return kernel
 
 
@@ -147,8 +161,12 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
                 ((dtypes,) if isinstance(dtypes, str) else dtypes))
     if grid is not None and not callable(grid):
         raise ArgumentError("grid: expected a callable(inputs, output, params) -> (x, y, z)")
+    with _lock:
+        _check_free(name, replace)  # before compiling: a taken name must not reach the cache
     k = CustomKernel(name, source, tuple(n for n, a in bindings if a == "read"),
                      next(n for n, a in bindings if a == "read_write"),
                      tuple(params.items()), workgroup_size, dts, grid)
-    k.compiled(PipelineKey(name, (dts[0],), ()), get_device())  # compile errors surface now
-    return add(k, replace=replace)
+    # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
+    # the cache as it was; compile errors surface now.
+    compiled = k._compile(PipelineKey(name, (dts[0],), ()), get_device())
+    return add(k, replace=replace, compiled=compiled)

@@ -146,6 +146,9 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
     if order != sorted(order) or accesses.count("uniform") > 1:
         raise ArgumentError("bindings: declare reads first, then the read_write output, then "
                             "at most one uniform")
+    if params is not None and not isinstance(params, dict):
+        raise ArgumentError(f"params: expected a dict of field name to WGSL scalar type, got "
+                            f"{type(params).__name__}")
     params = dict(params or {})
     for pn, pt in params.items():
         if pt not in _SCALARS:
@@ -157,8 +160,11 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
         raise ArgumentError("bindings: a 'uniform' binding needs params (its struct fields)")
     if not isinstance(workgroup_size, int) or workgroup_size < 1:
         raise ArgumentError(f"workgroup_size: expected a positive int, got {workgroup_size!r}")
-    dts = tuple(resolve_dtype(d, "dtypes").name for d in
-                ((dtypes,) if isinstance(dtypes, str) else dtypes))
+    if isinstance(dtypes, str):
+        dtypes = (dtypes,)
+    if not isinstance(dtypes, (list, tuple)) or not dtypes:
+        raise ArgumentError(f"dtypes: expected a non-empty list of dtype names, got {dtypes!r}")
+    dts = tuple(resolve_dtype(d, "dtypes").name for d in dtypes)
     if grid is not None and not callable(grid):
         raise ArgumentError("grid: expected a callable(inputs, output, params) -> (x, y, z)")
     with _lock:

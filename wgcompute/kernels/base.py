@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from ..buffer import Buffer, check_buffer
+from ..buffer import Buffer, check_buffer, empty
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
 from ..errors import (ArgumentError, DtypeError, ShaderCompileError, ShapeError,
@@ -156,6 +157,14 @@ class Kernel:
                  device: Device) -> list[Launch]:
         raise NotImplementedError(f"kernel {self.name} defines no grid")
 
+    def passes(self, inputs, output, params):
+        """Multi-pass kernels return ``(temporaries, steps)``: temporaries a list of
+        (shape, dtype) buffers to allocate, steps a list of (kernel, input refs, output ref,
+        params) run in order inside one compute pass, a ref being "in0", "in1"..., "out" or
+        "tmp0"... Inputs and output are Buffers or Metas (only shape and dtype are read).
+        None (the default) means a single pass through render()/launches()."""
+        return None
+
     # -- machinery -----------------------------------------------------------------------
     def storage_bindings(self) -> tuple[str, ...]:
         return self.inputs + ((self.output,) if self.output else ())
@@ -297,6 +306,56 @@ class Dispatch:
         return bytes(blob)
 
 
+@dataclass
+class MultiDispatch(Dispatch):
+    """A multi-pass kernel bound: its steps' Dispatches, encoded in order into one compute
+    pass (WebGPU orders dispatches inside a pass), and the temporaries it owns between them."""
+
+    parts: list = field(default_factory=list)
+    temps: list = field(default_factory=list)
+
+    def encode(self, cpass) -> None:
+        for part in self.parts:
+            part.encode(cpass)
+
+    def set_params(self, **params) -> None:
+        dt = DTYPES[self.output.dtype]
+        merged = dict(self.params)
+        merged.update(params)
+        new = self.kernel.resolve_params(merged, dt)
+        temps, steps = self.kernel.passes(self.inputs, self.output, new)
+        if ([(tuple(s), d) for s, d in temps] != [(t.shape, t.dtype) for t in self.temps]
+                or [s[0] for s in steps] != [p.kernel for p in self.parts]):
+            raise ArgumentError(f"{self.kernel.name}: these params change the passes; build a "
+                                f"new stage instead")
+        for part, step in zip(self.parts, steps, strict=True):
+            part.set_params(**step[3])
+        self.params = new
+        self.launches = [launch for part in self.parts for launch in part.launches]
+
+
+def _free_all(buffers) -> None:
+    for b in buffers:
+        b.free()
+
+
+def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
+                 plan) -> MultiDispatch:
+    temp_specs, steps = plan
+    temps = [empty(shape, dtype, label=f"{kernel.name}-tmp{i}")
+             for i, (shape, dtype) in enumerate(temp_specs)]
+    env = {f"in{i}": b for i, b in enumerate(inputs)}
+    env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
+    parts = [bind(k, [env[r] for r in ins], env[o], p) for k, ins, o, p in steps]
+    # The bind cache may keep this Dispatch after its buffers are gone: the temporaries go
+    # with the first of them to be collected, not with the cache entry.
+    for b in list(inputs) + [output]:
+        weakref.finalize(b, _free_all, temps)
+    return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
+                         [launch for part in parts for launch in part.launches],
+                         parts=parts, temps=temps)
+
+
 def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
     """Validate and bind: everything a dispatch needs, created once."""
     device = get_device()
@@ -321,6 +380,9 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
+    plan = kernel.passes(list(inputs), output, resolved)
+    if plan is not None:
+        return _bind_passes(kernel, list(inputs), output, resolved, plan)
     key = kernel.key(list(inputs), output, resolved)
     compiled = kernel.compiled(key, device)
     launches = kernel.launches(list(inputs), output, resolved, device)

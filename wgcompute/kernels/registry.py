@@ -66,7 +66,7 @@ def names() -> list[str]:
 
 
 _ACCESS = ("read", "read_write", "uniform")
-_SCALARS = ("f32", "i32", "u32", "f16", "f64", "i64")
+_SCALARS = ("f32", "i32", "u32", "f16", "f64", "i64", "T")  # "T": the kernel's dtype, as ${T}
 
 
 class CustomKernel(Kernel):
@@ -95,7 +95,7 @@ class CustomKernel(Kernel):
             except (KeyError, ValueError) as e:
                 raise ArgumentError(f"{self.name}: template placeholder {e} has no value; "
                                     f"available: T, WG, ENABLE") from None
-        return src, tuple(self.param_fields)
+        return src, tuple((n, t if pt == "T" else pt) for n, pt in self.param_fields)
 
     def launches(self, inputs, output, params, device):
         values = dict(params)
@@ -117,7 +117,8 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
     ``${WG}`` and ``${ENABLE}`` are filled in if present. ``bindings`` lists
     ``(name, access)`` pairs in binding order with access "read", "read_write" (exactly one:
     the output) or "uniform" (last; its struct's fields are ``params``, a dict of name to
-    WGSL scalar type in declaration order; a field named "n" is set to the output's element
+    WGSL scalar type, or "T" for the ${T} type, in declaration order; a field named "n" is
+    set to the output's element
     count). By default one invocation runs per output element over a grid folded into
     x and y: index it as ``(wid.y * nwg.x + wid.x) * WG + lid``; or pass
     ``grid(inputs, output, params) -> (x, y, z)`` workgroup counts."""

@@ -1,0 +1,211 @@
+"""Your own WGSL kernels: register_kernel from text or a .wgsl file, ${T}/${WG}/${ENABLE}
+templates, binding order, the params uniform, grid folding past 65,535 workgroups, replace."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import wgcompute as wgc
+
+_ids = itertools.count()
+
+
+def unique(stem: str) -> str:
+    return f"{stem}_{next(_ids)}_t"
+
+
+# a·x + b·y with x, y read, out read_write, then the uniform: the documented binding order
+AXPBY = """
+${ENABLE}
+struct Params {
+    n: u32,
+    alpha: ${T},
+    beta: ${T},
+}
+@group(0) @binding(0) var<storage, read> x: array<${T}>;
+@group(0) @binding(1) var<storage, read> y: array<${T}>;
+@group(0) @binding(2) var<storage, read_write> out: array<${T}>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
+    if (i >= p.n) {
+        return;
+    }
+    out[i] = p.alpha * x[i] + p.beta * y[i];
+}
+"""
+AXPBY_BINDINGS = [("x", "read"), ("y", "read"), ("out", "read_write"), ("p", "uniform")]
+
+
+@pytest.fixture(scope="module")
+def axpby():
+    name = unique("axpby")
+    k = wgc.register_kernel(name, AXPBY, bindings=AXPBY_BINDINGS,
+                            params={"n": "u32", "alpha": "T", "beta": "T"},
+                            dtypes=("f32", "f16", "s32"), workgroup_size=64)
+    assert name in wgc.kernels()
+    assert wgc.kernel_info(name) is k
+    return name
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+@pytest.mark.parametrize("n", [0, 1, 3, 257, 10_001])
+def test_axpby_float(axpby, dt, n, rng):
+    npd = wgc.DTYPES[dt].numpy
+    x = rng.standard_normal(n).astype(npd)
+    y = rng.standard_normal(n).astype(npd)
+    out = wgc.run_kernel(axpby, [wgc.from_numpy(x), wgc.from_numpy(y)], None,
+                         {"alpha": 2.0, "beta": -0.5})
+    assert out.dtype == dt and out.shape == (n,)
+    want = 2.0 * x.astype(np.float64) - 0.5 * y.astype(np.float64)
+    rtol = 2e-3 if dt == "f16" else 1e-6
+    np.testing.assert_allclose(out.to_numpy().astype(np.float64), want, rtol=rtol, atol=rtol)
+
+
+def test_axpby_s32_params_are_converted_exactly(axpby, rng):
+    x = rng.integers(-1000, 1000, 99, dtype=np.int32)
+    y = rng.integers(-1000, 1000, 99, dtype=np.int32)
+    out = wgc.run_kernel(axpby, [wgc.from_numpy(x), wgc.from_numpy(y)], None,
+                         {"alpha": 3, "beta": -2})
+    np.testing.assert_array_equal(out.to_numpy(), 3 * x - 2 * y)
+
+
+def test_custom_kernel_grid_folds_past_the_dimension_limit(axpby):
+    """65,535 × 64 + 5 elements at workgroup size 64 need a 2-D grid: the documented index
+    formula ``(wid.y * nwg.x + wid.x) * WG + lid`` must reach every element exactly once."""
+    n = 65_535 * 64 + 5
+    x = np.arange(n, dtype=np.int32)
+    y = np.ones(n, dtype=np.int32)
+    out = wgc.run_kernel(axpby, [wgc.from_numpy(x), wgc.from_numpy(y)], None,
+                         {"alpha": 1, "beta": 7})
+    np.testing.assert_array_equal(out.to_numpy(), x + 7)
+
+
+def test_required_params(axpby):
+    x = wgc.buffer([1.0])
+    with pytest.raises(wgc.ArgumentError, match="param 'alpha' is required"):
+        wgc.run_kernel(axpby, [x, x], None, {"beta": 1.0})
+    with pytest.raises(wgc.ArgumentError, match="unknown param.*gamma"):
+        wgc.run_kernel(axpby, [x, x], None, {"alpha": 1.0, "beta": 1.0, "gamma": 0})
+    with pytest.raises(wgc.DtypeError, match="not supported"):
+        wgc.run_kernel(axpby, [wgc.buffer([1], dtype="u32")] * 2, None,
+                       {"alpha": 1, "beta": 1})
+
+
+def test_register_from_a_wgsl_file(tmp_path):
+    path = tmp_path / "square.wgsl"
+    path.write_text("""
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+struct Params { n: u32 }
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
+    if (i < p.n) { out[i] = a[i] * a[i]; }
+}
+""")
+    name = unique("square")
+    wgc.register_kernel(name, str(path), bindings={"a": "read", "out": "read_write",
+                                                   "p": "uniform"}, params={"n": "u32"})
+    a = np.linspace(-3, 3, 1001, dtype=np.float32)
+    out = wgc.run_kernel(name, [wgc.from_numpy(a)])
+    np.testing.assert_array_equal(out.to_numpy(), a * a)
+
+
+def test_kernel_without_uniform_and_own_grid():
+    """No params: the grid callable sizes the dispatch (one workgroup of 4 per 4 outputs)."""
+    src = """
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(4)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    out[g.x] = g.x * g.x + 1u;
+}
+"""
+    name = unique("iota")
+    wgc.register_kernel(name, src, bindings=[("out", "read_write")], dtypes="u32",
+                        grid=lambda inputs, out, params: (out.size // 4,))
+    out = wgc.empty((16,), "u32")
+    wgc.run_kernel(name, [], out)
+    assert out.tolist() == [i * i + 1 for i in range(16)]
+
+
+def test_replace_runs_the_new_shader_and_duplicates_are_refused():
+    def src(k):
+        return f"""
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+struct Params {{ n: u32 }}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+    let i = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (i < p.n) {{ out[i] = a[i] + {k}; }}
+}}
+"""
+    bindings = [("a", "read"), ("out", "read_write"), ("p", "uniform")]
+    name = unique("plus")
+    wgc.register_kernel(name, src("1.0"), bindings=bindings, params={"n": "u32"},
+                        workgroup_size=64)
+    x = wgc.buffer([1.0, 2.0])
+    assert wgc.run_kernel(name, [x]).tolist() == [2.0, 3.0]
+    with pytest.raises(wgc.ArgumentError, match="already exists"):
+        wgc.register_kernel(name, src("5.0"), bindings=bindings, params={"n": "u32"})
+    assert wgc.run_kernel(name, [x]).tolist() == [2.0, 3.0]
+    wgc.register_kernel(name, src("10.0"), bindings=bindings, params={"n": "u32"},
+                        workgroup_size=64, replace=True)
+    assert wgc.run_kernel(name, [x]).tolist() == [11.0, 12.0]
+    # a built-in name is refused too, and the refusal leaves the built-in working
+    with pytest.raises(wgc.ArgumentError, match="'relu' already exists"):
+        wgc.register_kernel("relu", src("100.0"), bindings=bindings, params={"n": "u32"})
+    assert wgc.relu(wgc.buffer([-1.0, 2.0])).tolist() == [0.0, 2.0]
+
+
+def test_declared_bindings_must_match_the_shader():
+    src = """
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { out[g.x] = a[g.x] + b[g.x]; }
+"""
+    name = unique("mismatch")
+    with pytest.raises(wgc.ShaderCompileError, match=name):
+        wgc.register_kernel(name, src, bindings=[("a", "read"), ("out", "read_write")])
+    assert name not in wgc.kernels()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(bindings=[("o", "write")]), "access 'write'"),
+    (dict(bindings=[("a", "read")]), "exactly one binding must be 'read_write'"),
+    (dict(bindings=[("o", "read_write"), ("a", "read")]), "reads first"),
+    (dict(bindings=[("o", "read_write"), ("p", "uniform")]), "needs params"),
+    (dict(bindings=[("o", "read_write")], params={"n": "u32"}), "no 'uniform'"),
+    (dict(bindings=[("o", "read_write"), ("p", "uniform")], params={"n": "vec2"}),
+     "field 'n' has type 'vec2'"),
+    (dict(bindings=[("o", "read_write")], workgroup_size=0), "workgroup_size"),
+    (dict(bindings=[("o", "read_write")], dtypes=("f128",)), "dtypes"),
+    (dict(bindings=[("o", "read_write")], grid=5), "grid"),
+    (dict(bindings=5), "bindings"),
+])
+def test_register_kernel_bad_arguments(kwargs, match):
+    with pytest.raises(wgc.WgComputeError, match=match):
+        wgc.register_kernel(unique("bad"), "fn main() {}", **kwargs)
+
+
+def test_register_kernel_bad_name_source_and_template():
+    with pytest.raises(wgc.ArgumentError, match="name"):
+        wgc.register_kernel("not a name", "x", bindings=[("o", "read_write")])
+    with pytest.raises(wgc.ArgumentError, match="source"):
+        wgc.register_kernel(unique("k"), b"bytes", bindings=[("o", "read_write")])
+    with pytest.raises(wgc.ArgumentError, match="does not exist"):
+        wgc.register_kernel(unique("k"), "missing_file.wgsl", bindings=[("o", "read_write")])
+    with pytest.raises(wgc.ArgumentError, match="placeholder 'FOO'.*T, WG, ENABLE"):
+        wgc.register_kernel(unique("k"), "${FOO}", bindings=[("o", "read_write")])

@@ -168,6 +168,9 @@ def upload(array, label: str = "") -> Buffer:
 
 # -- timelines ---------------------------------------------------------------------------------
 
+_gpu_clock = threading.Lock()
+_gpu_last_end = 0.0
+
 class Timeline:
     """Spans of (batch, stage, start, end) in seconds since the timeline was created, recorded
     from any thread; ``gantt()`` draws them as text. stream_map fills one if given."""
@@ -183,6 +186,19 @@ class Timeline:
         """Record a span given in ``time.perf_counter()`` seconds."""
         with self._lock:
             self.spans.append((int(batch), str(stage), start - self.t0, end - self.t0))
+
+    def gpu_span(self, batch: int, t_submit: float, stage: str = "gpu"):
+        """A fence callback recording ``stage`` from when the GPU could start this
+        submission (its submit time, or the end of the previous GPU span: the queue runs
+        in order) until now."""
+        def done(_arg=None):
+            global _gpu_last_end
+            now = time.perf_counter()
+            with _gpu_clock:
+                start = max(t_submit, _gpu_last_end)
+                _gpu_last_end = now
+            self.add(batch, stage, start, now)
+        return done
 
     def span(self, batch: int, stage: str):
         """``with tl.span(3, "upload"): ...`` records the block's duration."""
@@ -342,9 +358,13 @@ class Stream:
     thread: do not modify it until the stream has passed that point (``sync()`` or an event).
     A buffer filled in one stream and used by another needs ``record_event``/``wait_event``."""
 
-    def __init__(self, label: str | None = None):
+    def __init__(self, label: str | None = None, timeline: Timeline | None = None):
         if label is not None and not isinstance(label, str):
             raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
+        if timeline is not None and not isinstance(timeline, Timeline):
+            raise ArgumentError(f"timeline: expected a wgc.streams.Timeline, got "
+                                f"{type(timeline).__name__}")
+        self.timeline = timeline
         self.id = next(_stream_ids)
         self.label = label or f"stream-{self.id}"
         self._lane = _Lane(self.label)
@@ -369,16 +389,24 @@ class Stream:
             self._wait_quietly()
 
     # -- work ------------------------------------------------------------------------------
-    def upload(self, array, label: str = "") -> Buffer:
+    def _track(self, batch, stage: str, cmd: Command, t_start: float) -> None:
+        """Timeline span from t_start until cmd is done (only with a timeline and a batch)."""
+        tl = self.timeline
+        if tl is None or batch is None:
+            return
+        cmd.add_done_callback(lambda _c: tl.add(batch, stage, t_start, time.perf_counter()))
+
+    # ``batch`` (an int) only tags the operation in the stream's timeline, if it has one.
+    def upload(self, array, label: str = "", *, batch: int | None = None) -> Buffer:
         """A new buffer that this stream fills with ``array`` (shape and dtype from it)."""
         if isinstance(array, Buffer) or not isinstance(array, np.ndarray):
             raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
         dt = resolve_dtype(array.dtype, "array")
         buf = empty(array.shape, dt, label=label or f"{self.label}-upload")
-        self.write(buf, array)
+        self.write(buf, array, batch=batch)
         return buf
 
-    def write(self, buf: Buffer, data) -> Command:
+    def write(self, buf: Buffer, data, *, batch: int | None = None) -> Command:
         """Copy ``data`` (same number of elements, converted exactly) into ``buf`` in stream
         order; the Command completes once the GPU has the bytes."""
         check_buffer(buf, "buf")
@@ -389,6 +417,7 @@ class Stream:
         cmd = Command("stream.write", [buf], buf)
 
         def op():
+            self._track(batch, "upload", cmd, time.perf_counter())
             fence = _staging.upload(buf.gpu_buffer, 0, arr) if arr.size else None
             cmd._attach(fence if fence is not None else _queue.Fence.completed())
 
@@ -396,7 +425,7 @@ class Stream:
         return cmd
 
     def run_kernel(self, kernel, inputs, output: Buffer | None = None,
-                   params: dict | None = None) -> Command:
+                   params: dict | None = None, *, batch: int | None = None) -> Command:
         """Run a named kernel in stream order (checked now, submitted on the stream's
         thread); the Command's result is the output buffer."""
         k = registry.get(kernel)
@@ -414,6 +443,8 @@ class Stream:
                 cpass.end()
 
         def op():
+            if self.timeline is not None and batch is not None:
+                cmd.add_done_callback(self.timeline.gpu_span(batch, time.perf_counter()))
             try:
                 _encode_and_submit(k.name, record, cmd)
             except WgComputeError:
@@ -422,7 +453,7 @@ class Stream:
         self._lane.enqueue(op, cmd)
         return cmd
 
-    def run(self, pipeline) -> Command:
+    def run(self, pipeline, *, batch: int | None = None) -> Command:
         """Submit a wgc.Pipeline (or any object with ``submit() -> Command``) in stream
         order; the returned Command follows the one ``submit()`` gives."""
         if not callable(getattr(pipeline, "submit", None)):
@@ -432,6 +463,8 @@ class Stream:
         cmd = Command(f"stream.run({label})")
 
         def op():
+            if self.timeline is not None and batch is not None:
+                cmd.add_done_callback(self.timeline.gpu_span(batch, time.perf_counter()))
             inner = pipeline.submit()
             if not isinstance(inner, Command):
                 raise ArgumentError(f"pipeline: submit() returned {type(inner).__name__}, "
@@ -446,11 +479,16 @@ class Stream:
         self._lane.enqueue(op, cmd)
         return cmd
 
-    def download(self, buf: Buffer) -> HostCommand:
+    def download(self, buf: Buffer, *, batch: int | None = None) -> HostCommand:
         """Read ``buf`` back in stream order; the Command's result is the numpy array."""
         check_buffer(buf, "buf")
         cmd = HostCommand("stream.download", [buf])
-        self._lane.enqueue(lambda: _start_read(buf, cmd), cmd)
+
+        def op():
+            self._track(batch, "download", cmd, time.perf_counter())
+            _start_read(buf, cmd)
+
+        self._lane.enqueue(op, cmd)
         return cmd
 
     # -- ordering ------------------------------------------------------------------------------
@@ -525,9 +563,10 @@ class Stream:
         self._lane.close()
 
 
-def create_stream(label: str | None = None) -> Stream:
-    """A new Stream (an ordered lane of GPU work with its own host thread)."""
-    return Stream(label)
+def create_stream(label: str | None = None, timeline: Timeline | None = None) -> Stream:
+    """A new Stream (an ordered lane of GPU work with its own host thread). With a
+    ``timeline``, operations given a ``batch=`` tag record their spans in it."""
+    return Stream(label, timeline)
 
 
 # -- stream_map: the prefetching batch pipeline ---------------------------------------------------
@@ -640,9 +679,7 @@ class _MapState:
         self.loaded: queue.Queue = queue.Queue(maxsize=max(1, depth - 1))
         self.readbacks: queue.Queue = queue.Queue()
         self.results: queue.Queue = queue.Queue()
-        self.last_gpu_end = 0.0
         self.threads: list[threading.Thread] = []
-        self.lock = threading.Lock()
 
     # -- stages ----------------------------------------------------------------------------------
     def load(self, k: int):
@@ -747,15 +784,8 @@ class _MapState:
             if out_padded else None
         if tl is not None:
             tl.add(k, "upload", t0, t_submit)
-            fence.add_callback(lambda f: self._gpu_done(k, t_submit))
+            fence.add_callback(tl.gpu_span(k, t_submit))
         return (k, slot, fence, promise, user_cmd)
-
-    def _gpu_done(self, k: int, t_submit: float) -> None:
-        now = time.perf_counter()
-        with self.lock:
-            start = max(t_submit, self.last_gpu_end)
-            self.last_gpu_end = now
-        self.timeline.add(k, "gpu", start, now)
 
     def finish(self, job):
         """Wait for the readback, copy it into a new array; returns (k, array | error)."""

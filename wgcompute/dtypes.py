@@ -159,19 +159,61 @@ def list_to_array(data, target: DType, argument: str = "data") -> np.ndarray:
             if not isinstance(v, (int, float, np.integer, np.floating, bool, np.bool_)):
                 raise DtypeError(f"{argument}: element {v!r} of type {type(v).__name__} "
                                  f"is not a number")
-        if all(isinstance(v, (int, np.integer, bool, np.bool_)) for v in flat):
-            try:
-                arr = np.array(flat.tolist(), dtype=np.int64)
-            except OverflowError:
-                arr = np.array(flat.tolist(), dtype=np.uint64) if all(v >= 0 for v in flat) \
-                    else None
-                if arr is None:
-                    raise DtypeError(f"{argument}: integers out of range for {target.name}") \
-                        from None
-        else:
-            arr = np.array(flat.tolist(), dtype=np.float64)
+        arr = _exact_from_python(flat.tolist(), target, argument)
         arr = arr.reshape(raw.shape)
     else:
         arr = np.zeros(raw.shape, dtype=target.numpy)
     return convert_exact(arr, target, argument)
 
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer, bool, np.bool_))
+
+
+def _exact_from_python(values: list, target: DType, argument: str) -> np.ndarray:
+    """Python numbers to a 1-D array for convert_exact, checking each int exactly: Python
+    ints may exceed int64, and an int must not be rounded by a float on its way in."""
+    bad = []
+    if target.is_float:
+        out = []
+        for v in values:
+            if _is_int(v):
+                v = int(v)
+                try:
+                    f = float(v)
+                    with np.errstate(over="ignore"):
+                        t = target.numpy.type(f)
+                    exact = bool(np.isfinite(t)) and int(t) == v
+                except OverflowError:
+                    exact = False
+                if not exact:
+                    bad.append(v)
+                    continue
+                out.append(f)
+            else:
+                out.append(float(v))
+        if bad:
+            raise DtypeError(f"{argument}: {len(bad)} value(s) such as "
+                             f"{', '.join(map(repr, bad[:3]))} cannot be stored exactly as "
+                             f"{target.name}")
+        return np.array(out, dtype=np.float64)
+    info = np.iinfo(target.numpy)
+    ints, fractions = [], []
+    for v in values:
+        if not _is_int(v):
+            f = float(v)
+            if not np.isfinite(f) or f != int(f):
+                fractions.append(f)
+                continue
+            v = f
+        ints.append(int(v))
+    if fractions:
+        raise DtypeError(f"{argument}: {len(fractions)} value(s) such as "
+                         f"{', '.join(map(repr, fractions[:3]))} are not whole numbers; "
+                         f"{target.name} holds integers only (round them first)")
+    bad = [v for v in ints if not info.min <= v <= info.max]
+    if bad:
+        raise DtypeError(f"{argument}: {len(bad)} value(s) such as "
+                         f"{', '.join(map(repr, bad[:3]))} are out of range for "
+                         f"{target.name} ({info.min}..{info.max})")
+    return np.array(ints, dtype=target.numpy)

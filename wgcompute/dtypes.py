@@ -60,6 +60,9 @@ def dtype(spec, argument: str = "dtype") -> DType:
         if name in DTYPES:
             return DTYPES[name]
         raise DtypeError(f"{argument}: unknown dtype {spec!r}; expected one of {', '.join(DTYPES)}")
+    if spec is None:  # np.dtype(None) is float64: a silent default we do not want
+        raise DtypeError(f"{argument}: expected a dtype name ({', '.join(DTYPES)}) or a numpy "
+                         f"dtype, got None")
     try:
         npd = np.dtype(spec)
     except TypeError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from . import image  # wgc.image: image files, numpy conversions, --pipeline text
 from ._version import __version__
 from .buffer import (Buffer, buffer, buffer_from_binary, buffer_zeros, empty, from_numpy,
                      live_buffers, to_numpy)
@@ -26,7 +27,7 @@ from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_
 from .streams import Event, Stream, create_stream, stream_map, upload
 
 __all__ = [
-    "__version__", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
+    "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",

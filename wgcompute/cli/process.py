@@ -1,0 +1,212 @@
+"""`wgcompute process`: run an image --pipeline over files, globs and directories, decoding and
+encoding on worker threads while the GPU works, each output written atomically."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import wgcompute as wgc
+
+DESCRIPTION = """Run an image pipeline over image files on the GPU.
+
+  wgcompute process photos/ extra/*.jpg -o out/ \\
+      --pipeline "gaussian_blur(radius=3, sigma=1.5) | sharpen(amount=0.5) | grayscale"
+
+Inputs are files, globs (** recurses) or directories (their image files). Every stage of
+--pipeline is checked before any file is read or written. Each output is written to a
+temporary file and renamed, so none is ever half-written. A file that fails is reported at
+the end; the others still run, and the exit code is 1 if any failed (2 for bad arguments).
+Image stages: """
+
+IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+
+
+def add_arguments(p) -> None:
+    p.description = DESCRIPTION + ", ".join(wgc.image.image_stage_names())
+    p.add_argument("inputs", nargs="+", metavar="IN", help="image files, globs or directories")
+    p.add_argument("-o", "--out", required=True, metavar="OUTDIR",
+                   help="folder for the results (created if missing)")
+    p.add_argument("--pipeline", required=True,
+                   help='stages separated by "|", e.g. "gaussian_blur(sigma=2) | grayscale"')
+    p.add_argument("--ext", default=None,
+                   help="output format by extension (png, jpg, ...); default: the input's")
+    p.add_argument("--suffix", default="", help="added to each output file's stem")
+    p.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+                   help="threads decoding and encoding files (default: min(4, CPUs))")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+class UsageError(Exception):
+    pass
+
+
+def expand_inputs(specs) -> list[str]:
+    """Files, globs and directories -> image files, in order, without duplicates."""
+    out, seen = [], set()
+
+    def take(path):
+        key = os.path.abspath(path)
+        if key not in seen:
+            seen.add(key)
+            out.append(path)
+
+    for spec in specs:
+        if os.path.isdir(spec):
+            found = sorted(os.path.join(spec, n) for n in os.listdir(spec)
+                           if os.path.splitext(n)[1].lower() in IMAGE_EXTS
+                           and os.path.isfile(os.path.join(spec, n)))
+            if not found:
+                raise UsageError(f"IN: directory {spec!r} holds no image files "
+                                 f"({', '.join(sorted(IMAGE_EXTS))})")
+        elif os.path.isfile(spec):
+            found = [spec]
+        elif glob.has_magic(spec):
+            found = sorted(f for f in glob.glob(spec, recursive=True) if os.path.isfile(f))
+            if not found:
+                raise UsageError(f"IN: glob {spec!r} matches no file")
+        else:
+            raise UsageError(f"IN: {spec!r} is not a file, directory or glob that matches")
+        for f in found:
+            take(f)
+    return out
+
+
+def plan_outputs(files, outdir: str, ext: str | None, suffix: str) -> list[str]:
+    if ext is not None:
+        ext = "." + ext.lstrip(".").lower()
+        if ext not in IMAGE_EXTS:
+            raise UsageError(f"--ext: {ext!r} is not one of {', '.join(sorted(IMAGE_EXTS))}")
+    dests, owner = [], {}
+    inputs = {os.path.abspath(f) for f in files}
+    for f in files:
+        stem, own_ext = os.path.splitext(os.path.basename(f))
+        dest = os.path.join(outdir, stem + suffix + (ext or own_ext.lower()))
+        key = os.path.abspath(dest)
+        if key in owner:
+            raise UsageError(f"-o: {f!r} and {owner[key]!r} would both write {dest!r} (use "
+                             f"separate runs or --suffix)")
+        if key in inputs:
+            raise UsageError(f"-o: writing {dest!r} would replace an input; choose another "
+                             f"OUTDIR, --suffix or --ext")
+        owner[key] = f
+        dests.append(dest)
+    return dests
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        self.lock = threading.Lock()
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, unit="img", desc="process", file=sys.stderr,
+                                dynamic_ncols=True)
+
+    def step(self, failed: bool) -> None:
+        if self.bar is not None:
+            with self.lock:
+                self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def process(files, dests, stages, workers: int, progress: bool):
+    """Decode on ``workers`` threads, upload and submit on this thread (one submit per image),
+    wait, read back and encode on ``workers`` threads. Returns (done, failures, pixels)."""
+    failures: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    pixels = [0]
+    done = [0]
+    bar = _Progress(len(files), progress)
+
+    def fail(path, e):
+        with lock:
+            failures.append((path, f"{type(e).__name__}: {e}"))
+        bar.step(True)
+
+    def finish(cmd, out, path, dest, npix):
+        try:
+            cmd.wait()
+            wgc.image.write_file(wgc.image.to_numpy(out), dest)
+        except Exception as e:  # one file's failure must not stop the batch
+            fail(path, e)
+            return
+        finally:
+            out.free()
+        with lock:
+            done[0] += 1
+            pixels[0] += npix
+        bar.step(False)
+
+    ahead = max(2, 2 * workers)
+    with ThreadPoolExecutor(workers, thread_name_prefix="decode") as dec, \
+            ThreadPoolExecutor(workers, thread_name_prefix="encode") as enc:
+        queue = deque()
+        todo = iter(zip(files, dests, strict=True))
+        encodes = deque()
+
+        def refill():
+            while len(queue) < ahead:
+                item = next(todo, None)
+                if item is None:
+                    return
+                queue.append((item, dec.submit(wgc.image.read_file, item[0])))
+
+        refill()
+        while queue:
+            (path, dest), fut = queue.popleft()
+            refill()
+            try:
+                arr = fut.result()
+                img = wgc.image.from_numpy(arr, label=os.path.basename(path))
+                cmd, out = wgc.image.submit_stages(img, stages, label=f"process:{path}")
+                img.free()  # freed once the submitted command is done with it
+            except Exception as e:
+                fail(path, e)
+                continue
+            encodes.append(enc.submit(finish, cmd, out, path, dest, arr.shape[0] * arr.shape[1]))
+            while len(encodes) > ahead:  # bound the images in flight (GPU and host memory)
+                encodes.popleft().result()
+        for f in encodes:
+            f.result()
+    bar.close()
+    return done[0], failures, pixels[0]
+
+
+def run(args) -> int:
+    try:
+        if args.workers < 1:
+            raise UsageError(f"--workers: expected a positive int, got {args.workers}")
+        stages = wgc.image.parse_pipeline(args.pipeline)
+        files = expand_inputs(args.inputs)
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise UsageError(f"-o: {args.out!r} exists and is not a directory")
+        dests = plan_outputs(files, args.out, args.ext, args.suffix)
+    except (UsageError, wgc.WgComputeError) as e:
+        print(f"wgcompute process: error: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    progress = not args.no_progress and sys.stderr.isatty()
+    t0 = time.perf_counter()
+    done, failures, pixels = process(files, dests, stages, args.workers, progress)
+    dt = time.perf_counter() - t0
+    print(f"processed {done} of {len(files)} image(s) in {dt:.2f} s: {done / dt:.1f} images/s, "
+          f"{pixels / dt / 1e6:.1f} Mpix/s -> {args.out}")
+    if failures:
+        print(f"{len(failures)} failed:", file=sys.stderr)
+        for path, msg in failures:
+            print(f"  {path}: {msg}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,316 @@
+"""Images in and out of the GPU: load/save files (imageio) as RGBA8 buffers, numpy
+conversions, running image kernels with outputs sized from params, and --pipeline text."""
+
+from __future__ import annotations
+
+import ast
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .buffer import Buffer, check_buffer
+from .buffer import empty as _empty
+from .buffer import from_numpy as _buffer_from_numpy
+from .commands import Command
+from .dtypes import DTYPES
+from .errors import ArgumentError, DtypeError, ShapeError, WgComputeError
+from .kernels import registry
+from .kernels.base import Meta
+from .kernels.image import ImageKernel
+
+__all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "apply", "Stage",
+           "parse_pipeline", "submit_stages"]
+
+_NO_ALPHA = {".jpg", ".jpeg", ".bmp"}
+
+
+# -- numpy <-> RGBA8 -----------------------------------------------------------------------------
+def rgba8(array: np.ndarray, argument: str = "array") -> np.ndarray:
+    """(H, W), (H, W, 1|2|3|4) uint8 -> (H, W, 4) uint8 (grey replicated, alpha 255 if none)."""
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{argument}: expected a numpy array, got {type(array).__name__}")
+    if array.dtype != np.uint8:
+        raise DtypeError(f"{argument}: is {array.dtype}; images are uint8 (convert explicitly, "
+                         f"e.g. with wgc.image.to_uint8 for floats in [0, 1])")
+    a = array[..., None] if array.ndim == 2 else array
+    if a.ndim != 3 or a.shape[2] not in (1, 2, 3, 4):
+        raise ShapeError(f"{argument}: shape {array.shape}; expected (H, W) or (H, W, C) with "
+                         f"C in 1..4")
+    h, w, c = a.shape
+    out = np.empty((h, w, 4), np.uint8)
+    if c in (1, 2):
+        out[..., :3] = a[..., :1]
+    else:
+        out[..., :3] = a[..., :3]
+    out[..., 3] = a[..., -1] if c in (2, 4) else 255
+    return out
+
+
+def to_uint8(array: np.ndarray) -> np.ndarray:
+    """Float image values in [0, 1] to uint8: clipped, then rounded to nearest (x * 255)."""
+    return np.clip(np.rint(np.asarray(array, np.float64) * 255.0), 0, 255).astype(np.uint8)
+
+
+def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
+    """An RGBA8 buffer (u8 (H, W, 4)) from a uint8 (H, W) or (H, W, 1|2|3|4) array."""
+    return _buffer_from_numpy(rgba8(array), label=label or "image")
+
+
+def to_numpy(buf: Buffer, channels: int = 4) -> np.ndarray:
+    """An image buffer as uint8 (H, W, channels): RGBA8 as is, f32 images through to_uint8.
+    channels 3 drops alpha (or replicates grey), 4 adds alpha 255 where there is none."""
+    check_buffer(buf, "buf")
+    if channels not in (3, 4):
+        raise ArgumentError(f"channels: expected 3 or 4, got {channels!r}")
+    if buf.dtype == "u8":
+        if buf.ndim != 3 or buf.shape[2] != 4:
+            raise ShapeError(f"buf: u8 {buf.shape} is not an RGBA8 image (H, W, 4)")
+        a = buf.to_numpy()
+    elif buf.dtype == "f32":
+        if buf.ndim not in (2, 3) or (buf.ndim == 3 and buf.shape[2] > 4):
+            raise ShapeError(f"buf: f32 {buf.shape} is not an image (H, W) or (H, W, 1..4)")
+        a = rgba8(to_uint8(buf.to_numpy()), "buf")
+    else:
+        raise DtypeError(f"buf: is {buf.dtype}; images are u8 RGBA8 or f32")
+    return a if channels == 4 else np.ascontiguousarray(a[..., :3])
+
+
+# -- files ---------------------------------------------------------------------------------------
+def _imageio():
+    try:
+        import imageio.v3 as iio
+    except ImportError:
+        raise WgComputeError("wgc.image needs imageio: pip install 'wgcompute[image]'") from None
+    return iio
+
+
+def read_file(path) -> np.ndarray:
+    """Decode an image file to uint8 (H, W, 4) on the CPU (no GPU involved)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ArgumentError(f"path: {path!r} is not a file")
+    try:
+        a = np.asarray(_imageio().imread(path))
+    except Exception as e:  # every codec raises its own type
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ArgumentError(f"path: cannot decode {path!r} as an image ({first})") from None
+    if a.ndim == 4 or (a.ndim == 3 and a.shape[2] > 4):
+        raise ShapeError(f"path: {path!r} holds {a.shape[0]} frames; load one with imageio "
+                         f"and pass it to wgc.image.from_numpy")
+    if a.dtype == bool:
+        a = a.astype(np.uint8) * 255
+    if a.dtype != np.uint8:
+        raise DtypeError(f"path: {path!r} decodes to {a.dtype}; wgc.image handles 8-bit images "
+                         f"(convert it first)")
+    return rgba8(a, f"path {path!r}")
+
+
+def load(path, label: str = "") -> Buffer:
+    """Read an image file (PNG, JPEG, BMP, ... through imageio) into an RGBA8 buffer:
+    u8 (H, W, 4), one pixel per 32-bit word. Grey is replicated; missing alpha is 255."""
+    return _buffer_from_numpy(read_file(path), label=label or os.path.basename(os.fspath(path)))
+
+
+def write_file(array: np.ndarray, path) -> str:
+    """Encode uint8 (H, W, 3|4) to ``path`` atomically: a temporary file beside it, then
+    os.replace, so a reader never sees half a file. Formats without alpha drop it."""
+    path = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    ext = os.path.splitext(name)[1].lower()
+    if not ext:
+        raise ArgumentError(f"path: {path!r} has no extension to choose a format by")
+    if not os.path.isdir(folder):
+        raise ArgumentError(f"path: folder {folder!r} does not exist")
+    if ext in _NO_ALPHA and array.shape[-1] == 4:
+        array = array[..., :3]
+    # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
+    tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp{ext}")
+    try:
+        _imageio().imwrite(tmp, np.ascontiguousarray(array), extension=ext)
+        os.replace(tmp, path)
+    except Exception as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, WgComputeError):
+            raise
+        raise ArgumentError(f"path: cannot write {path!r} ({e})") from None
+    return path
+
+
+def save(buf: Buffer, path) -> str:
+    """Write an image buffer to a file chosen by extension (blocks for the read-back).
+    RGBA8 is written as is; f32 images (H, W[, 1|3|4]) are clipped to [0, 1] and rounded to
+    8 bits. JPEG and BMP have no alpha: it is dropped. Returns the path."""
+    check_buffer(buf, "buf")
+    a = to_numpy(buf)
+    if buf.dtype == "f32" and (buf.ndim == 2 or buf.shape[2] in (1, 3)):
+        a = a[..., :3]
+    return write_file(a, path)
+
+
+# -- running image kernels -------------------------------------------------------------------------
+def _output_for(kernel, inputs, params, out):
+    if out is not None:
+        return out
+    shape, dtype = kernel.output_spec(list(inputs), params)
+    return _empty(shape, dtype, label=f"{kernel.name}-out")
+
+
+def apply(kernel: str, image: Buffer, out: Buffer | None = None, *extra: Buffer,
+          **params) -> Buffer:
+    """Run one image kernel on ``image`` and return its output (sized from params, so
+    ``apply("resize", img, size=(240, 320))`` works without an output buffer)."""
+    from .commands import run_kernel
+
+    k = registry.get(kernel)
+    check_buffer(image, "image")
+    inputs = [image, *extra]
+    return run_kernel(k, inputs, _output_for(k, inputs, params, out), params)
+
+
+@dataclass
+class Stage:
+    """One parsed --pipeline stage: a kernel, its params, and where it was in the text."""
+
+    kernel: str
+    params: dict = field(default_factory=dict)
+    text: str = ""
+    span: tuple[int, int] = (0, 0)
+    weights: np.ndarray | None = None  # convolve2d's kernel, given as weights=[[...]]
+
+
+def _split(text: str) -> list[tuple[int, int]]:
+    """Spans of the '|'-separated stages, ignoring '|' inside brackets or quotes."""
+    spans, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            spans.append((start, i))
+            start = i + 1
+    spans.append((start, len(text)))
+    return spans
+
+
+def _point(text: str, span, index: int, total: int, message: str) -> ArgumentError:
+    a, b = span
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    caret = " " * a + "^" * max(1, b - a)
+    return ArgumentError(f"--pipeline stage {index + 1} of {total}: {message}\n  {text}\n  {caret}")
+
+
+_NOT_IMAGES = {"preprocess": "writes a CHW model tensor, not an image",
+               "generate_gradient": "takes no input image"}
+
+
+def _parse_stage(piece: str):
+    try:
+        node = ast.parse(piece.strip(), mode="eval").body
+    except SyntaxError:
+        raise ValueError("expected name or name(param=value, ...)") from None
+    if isinstance(node, ast.Name):
+        return node.id, {}
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        raise ValueError("expected name or name(param=value, ...)")
+    if node.args:
+        raise ValueError("params must be given by name, e.g. radius=3")
+    params = {}
+    for kw in node.keywords:
+        if kw.arg is None:
+            raise ValueError("params must be given by name, e.g. radius=3")
+        try:
+            params[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError:
+            raise ValueError(f"param {kw.arg!r}: value {ast.unparse(kw.value)!r} is not a "
+                             f"literal (number, string, tuple or list)") from None
+    return node.func.id, params
+
+
+def parse_pipeline(text: str, shape=(64, 64, 4), dtype: str = "u8") -> list[Stage]:
+    """Parse "gaussian_blur(radius=3, sigma=1.5) | sharpen(amount=0.5) | grayscale" and
+    validate every stage (kernel name, param names and values, shapes through the chain on a
+    ``shape`` image) without touching the GPU. Errors point at the offending stage."""
+    if not isinstance(text, str) or not text.strip():
+        raise ArgumentError("--pipeline: expected stages like 'gaussian_blur(sigma=2) | "
+                            "grayscale', got an empty string")
+    spans = _split(text)
+    stages = []
+    meta = Meta(tuple(shape), dtype)
+    for i, span in enumerate(spans):
+        piece = text[span[0]:span[1]]
+
+        def fail(msg, i=i, span=span):
+            return _point(text, span, i, len(spans), msg)
+
+        if not piece.strip():
+            raise fail("empty stage")
+        try:
+            name, params = _parse_stage(piece)
+        except ValueError as e:
+            raise fail(str(e)) from None
+        try:
+            k = registry.get(name)
+        except WgComputeError as e:
+            raise fail(str(e)) from None
+        if not isinstance(k, ImageKernel) or name in _NOT_IMAGES:
+            why = _NOT_IMAGES.get(name, "is not an image kernel")
+            raise fail(f"{name} {why}; image stages: {', '.join(image_stage_names())}")
+        weights = None
+        inputs = [meta]
+        if name == "convolve2d":
+            if "weights" not in params:
+                raise fail("convolve2d needs weights=[[...], ...] (an odd-sized 2-D kernel)")
+            try:
+                weights = np.asarray(params.pop("weights"), dtype=np.float32)
+            except (TypeError, ValueError):
+                raise fail("convolve2d: weights must be a 2-D list of numbers") from None
+            inputs.append(Meta(weights.shape, "f32"))
+        try:
+            resolved = k.resolve_params(params, DTYPES[meta.dtype])
+            out = Meta(*k.output_spec(inputs, resolved))
+            k.check(inputs, out, resolved)
+        except WgComputeError as e:
+            raise fail(str(e)) from None
+        stages.append(Stage(name, params, piece.strip(), span, weights))
+        meta = out
+    return stages
+
+
+def image_stage_names() -> list[str]:
+    return sorted(n for n in registry.names()
+                  if isinstance(registry.get(n), ImageKernel) and n not in _NOT_IMAGES)
+
+
+def submit_stages(image: Buffer, stages: list[Stage], label: str = "image") -> tuple[Command,
+                                                                                        Buffer]:
+    """Record every stage on ``image`` into one pipeline (one submit); returns the Command
+    and the final output buffer (ready once the command completes)."""
+    from .pipeline import pipeline
+
+    if not stages:
+        raise ArgumentError("stages: expected at least one stage")
+    p = pipeline(label)
+    cur = image
+    for s in stages:
+        k = registry.get(s.kernel)
+        inputs = [cur]
+        if s.weights is not None:
+            inputs.append(_buffer_from_numpy(s.weights, label=f"{s.kernel}-weights"))
+        resolved = k.resolve_params(s.params, DTYPES[cur.dtype])
+        out = _output_for(k, inputs, resolved, None)
+        p.add(kernel=k.name, inputs=inputs, output=out, params=dict(s.params))
+        cur = out
+    return p.submit(), cur

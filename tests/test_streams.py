@@ -2,8 +2,14 @@
 blocking, stream_map results equal to the sequential run and to numpy, bounded memory with an
 endless generator, an error in batch k surfacing at position k."""
 
+import importlib.util
 import itertools
+import os
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -324,3 +330,29 @@ def test_stream_map_argument_errors():
         wgc.stream_map(lambda i, o: None, [a], params={"x": 1})
     with pytest.raises(wgc.DtypeError):
         wgc.stream_map(lambda i, o: None, [a], out_dtype="f99")
+
+
+# -- the examples --------------------------------------------------------------------------------
+
+EXAMPLES = sorted(p.name for p in
+                  (Path(__file__).resolve().parents[1] / "examples" / "streams").glob("0*.py"))
+
+
+def test_all_seven_stream_examples_are_here():
+    assert len(EXAMPLES) == 7, EXAMPLES
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_stream_example_runs(name, tmp_path):
+    """Each example checks its own results against numpy, prints a Gantt chart and its total
+    time, and writes a PNG timeline."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR", "/tmp"))
+    r = subprocess.run([sys.executable, str(root / "examples" / "streams" / name),
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "total:" in r.stdout and "|" in r.stdout
+    assert re.search(r"batch +\d+ \w+ *\|", r.stdout)
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert list(tmp_path.glob("*.png")), "no timeline PNG written"

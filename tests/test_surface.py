@@ -145,7 +145,7 @@ def test_present_scales_to_the_surface_and_resize(surface, rng):
 
 
 def test_run_to_surface_makes_no_device_to_host_transfer(surface, rng, monkeypatch):
-    a = wgc.from_numpy((rng.random((H, W, 4), dtype=np.float32) * 2 - 0.5))
+    a = wgc.from_numpy(rng.random((H, W, 4), dtype=np.float32) * 2 - 0.5)
     out = wgc.empty((H, W, 4), "f32")
     wgc.run_to_surface("relu", [a], out, surface).wait()  # warm: pipelines compiled
     counter = TransferCounter(monkeypatch)

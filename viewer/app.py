@@ -154,9 +154,12 @@ def pattern_kernel() -> str:
 
 def load_image(path: str) -> wgc.Buffer:
     """An image file as a u8 (H, W, 4) RGBA buffer."""
-    image_mod = getattr(wgc, "image", None)
-    if image_mod is not None and hasattr(image_mod, "load"):
-        return image_mod.load(path)
+    try:
+        from wgcompute import image as wgc_image  # the library's loader, where it exists
+    except ImportError:
+        wgc_image = None
+    if wgc_image is not None and hasattr(wgc_image, "load"):
+        return wgc_image.load(path)
     import imageio.v3 as iio
 
     if not os.path.exists(path):

@@ -1,0 +1,149 @@
+"""Imports point down only (ARCHITECTURE.md's layer table), read from each module's source
+with ast: module-level imports strictly, lazy (in-function) ones too unless listed below."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "wgcompute"
+
+# module (or package prefix) -> layer. A new module must be placed here: the test says so.
+LAYERS = {
+    "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
+    "wgcompute.device": 1,
+    "wgcompute._queue": 1,  # beside device: owns the queue submit and fences; buffers read
+    "wgcompute.buffer": 2, "wgcompute._staging": 2, "wgcompute.shaders": 2,
+    "wgcompute._wgsl": 2,  # the shaders/ data package
+    "wgcompute.autotune": 2,  # per-device tuning cache: needs the device, used by kernels
+    "wgcompute.kernels": 3,
+    "wgcompute.commands": 4,
+    "wgcompute.pipeline": 5,
+    "wgcompute.streams": 6, "wgcompute.surface": 6, "wgcompute.image": 6,
+    "wgcompute": 7,  # the facade (__init__): may use every layer, no library module uses it
+    "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
+}
+APP = 8
+
+# Upward imports done lazily, on purpose, each with its reason. Keep this list short.
+ALLOWED_LAZY_UP = {
+    ("wgcompute.buffer", "wgcompute.streams"):
+        "Buffer.read_async/write_async are methods for convenience; streams does the work",
+}
+
+# Third-party modules only some of the package may import, and how.
+WINDOW_LIBS = ("rendercanvas", "glfw")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(name: str) -> int | None:
+    best = None
+    for prefix, layer in LAYERS.items():
+        if name == prefix or name.startswith(prefix + "."):
+            if best is None or len(prefix) > len(best[0]):
+                best = (prefix, layer)
+    return None if best is None else best[1]
+
+
+def is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def known_modules() -> set[str]:
+    return {module_name(p) for p in PKG.rglob("*.py")}
+
+
+def imports_of(path: Path):
+    """(target module, line, lazy) for each import of a wgcompute module or a window lib."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    me = module_name(path)
+    package = me if is_package(path) else me.rpartition(".")[0]
+    modules = known_modules()
+    top_level = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        lazy = id(node) not in top_level
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, node.lineno, lazy
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                base = ".".join(base + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                yield (sub if sub in modules or sub == "wgcompute._wgsl" else base), \
+                    node.lineno, lazy
+
+
+SOURCES = sorted(PKG.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[module_name(p) for p in SOURCES])
+def test_imports_point_down(path):
+    me = module_name(path)
+    mine = layer_of(me)
+    assert mine is not None, (f"{me} is in no layer: place it in tests/test_layers.py's LAYERS "
+                              f"(and in ARCHITECTURE.md's table)")
+    problems = []
+    for target, line, lazy in imports_of(path):
+        if not (target == "wgcompute" or target.startswith("wgcompute.")):
+            continue
+        theirs = layer_of(target)
+        if theirs is None:
+            problems.append(f"line {line}: imports {target}, which is in no layer")
+            continue
+        if mine == APP:
+            if theirs != APP and target != "wgcompute":
+                problems.append(f"line {line}: app module imports {target}; use the public "
+                                f"names of `wgcompute` only")
+            continue
+        if theirs > mine and not (lazy and (me, target) in ALLOWED_LAZY_UP):
+            how = "lazily " if lazy else ""
+            problems.append(f"line {line}: layer {mine} {how}imports {target} (layer {theirs})")
+    assert not problems, f"{me}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[module_name(p) for p in SOURCES])
+def test_window_libraries_only_in_surface_and_lazily(path):
+    me = module_name(path)
+    for target, line, lazy in imports_of(path):
+        if target.split(".")[0] not in WINDOW_LIBS:
+            continue
+        if layer_of(me) == APP:
+            continue
+        assert me == "wgcompute.surface", f"{me} line {line} imports {target}"
+        assert lazy, f"wgcompute.surface line {line} imports {target} at module level"
+
+
+def test_importing_wgcompute_loads_no_window_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, wgcompute; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rendercanvas', "
+            "'glfw')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_the_allowed_lazy_imports_still_exist():
+    """An exception that is no longer needed is removed from the list."""
+    found = set()
+    for path in SOURCES:
+        me = module_name(path)
+        for target, _, lazy in imports_of(path):
+            if lazy and (me, target) in ALLOWED_LAZY_UP:
+                found.add((me, target))
+    assert found == set(ALLOWED_LAZY_UP)

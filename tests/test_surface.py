@@ -363,6 +363,21 @@ WINDOW_SCRIPT = textwrap.dedent("""
     s.close()  # with commands in flight
     res["after_close"] = [str(c.wait(timeout=60).shape) for c in cmds][-1]
     res["closed"] = s.closed
+
+    # the user closes the window (glfw's close button) while a frame is in flight
+    import glfw
+    s2 = wgc.create_surface(32, 32)
+    cmd = wgc.run_to_surface("relu", [wgc.from_numpy(np.ones((64, 64), np.float32))], None, s2)
+    glfw.set_window_should_close(s2._canvas._window, True)
+    s2.poll_events()
+    res["user_closed"] = s2.closed
+    try:
+        s2.present()
+        res["present_after_user_close"] = "no error"
+    except wgc.SurfaceError as e:
+        res["present_after_user_close"] = str(e)
+    s2.close()
+    res["in_flight_result"] = float(cmd.wait(timeout=60).to_numpy().min())
     print("RESULT " + json.dumps(res))
 """)
 
@@ -387,3 +402,6 @@ def test_glfw_window_under_xvfb(xvfb_display):
     assert res["resized_equal"]
     assert res["after_close"] == "(256, 256, 4)"
     assert res["closed"]
+    assert res["user_closed"]
+    assert res["present_after_user_close"] == "present: the surface is closed"
+    assert res["in_flight_result"] == 1.0

@@ -29,8 +29,9 @@ from .kernels import Kernel, Launch, PipelineKey, registry
 from .kernels.base import fold_grid
 from .pipeline import Pipeline
 
-# Non-sRGB formats first: the bytes of an RGBA8 buffer must reach the screen unchanged.
-_WINDOW_FORMATS = ("bgra8unorm", "rgba8unorm")
+# Non-sRGB formats first: the bytes of an RGBA8 buffer must reach the screen unchanged (an
+# sRGB target would re-encode them). The preferred format is the last resort.
+_FORMATS = ("rgba8unorm", "bgra8unorm")
 _SHOWN_FORMAT = "rgba8unorm"
 _CLOSE_WAIT_S = 10.0  # how long close() waits for this surface's last GPU work
 _EVENT_TYPES = ("key_down", "key_up", "char", "pointer_down", "pointer_up", "wheel", "resize",
@@ -178,9 +179,7 @@ class Surface:
         self._canvas = self._make_canvas(int(width), int(height), title)
         try:
             self._context = self._canvas.get_context("wgpu")
-            self._format = self._choose_format()
-            self._context.configure(device=self._device.gpu_device, format=self._format,
-                                    usage=wgpu.TextureUsage.RENDER_ATTACHMENT)
+            self._format = self._configure()
         except Exception as e:
             self._canvas.close()
             raise SurfaceError(f"create_surface: could not configure the canvas for "
@@ -217,14 +216,19 @@ class Surface:
         except Exception as e:
             raise SurfaceError(f"create_surface: glfw could not open a window: {e}") from e
 
-    def _choose_format(self) -> str:
-        if self._offscreen:
-            return "rgba8unorm"  # the bitmap canvas offers it next to rgba8unorm-srgb
-        caps = self._context._wgpu_context._get_capabilities(self._device.adapter)
-        for f in _WINDOW_FORMATS:
-            if f in caps["formats"]:
-                return f
-        return self._context.get_preferred_format(self._device.adapter)
+    def _configure(self) -> str:
+        """Configure the context with the first format it accepts; returns the format."""
+        preferred = self._context.get_preferred_format(self._device.adapter)
+        candidates = [f for f in _FORMATS if f != preferred] + [preferred]
+        for i, fmt in enumerate(candidates):
+            try:
+                self._context.configure(device=self._device.gpu_device, format=fmt,
+                                        usage=wgpu.TextureUsage.RENDER_ATTACHMENT)
+                return fmt
+            except ValueError:  # "unsupported texture format": try the next one
+                if i == len(candidates) - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _wait_for_size(self, width: int, height: int, timeout: float = 2.0) -> None:
         """glfw applies a window size asynchronously: pump events until it has."""
@@ -294,6 +298,11 @@ class Surface:
     def _recorder(self, src: Buffer, frame: Buffer):
         """A function(encoder) recording src -> frame on the GPU."""
         h, w, c = image_layout(src.shape, src.dtype, "src")
+        limit = self._device.limit("max-storage-buffer-binding-size")
+        if src.nbytes > limit and not (src.dtype == "u8" and c == 4):
+            raise ShapeError(f"surface: a {src.dtype} {src.shape} image is {src.nbytes} bytes; "
+                             f"converting it binds it whole, and this adapter binds at most "
+                             f"{limit} ({self._device.name})")
         if src.dtype == "u8" and c == 4:  # already RGBA8 bytes: a plain copy
             return lambda enc: enc.copy_buffer_to_buffer(src.gpu_buffer, 0, frame.gpu_buffer,
                                                          0, h * w * 4)

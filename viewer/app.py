@@ -153,27 +153,8 @@ def pattern_kernel() -> str:
 
 
 def load_image(path: str) -> wgc.Buffer:
-    """An image file as a u8 (H, W, 4) RGBA buffer."""
-    try:
-        from wgcompute import image as wgc_image  # the library's loader, where it exists
-    except ImportError:
-        wgc_image = None
-    if wgc_image is not None and hasattr(wgc_image, "load"):
-        return wgc_image.load(path)
-    import imageio.v3 as iio
-
-    if not os.path.exists(path):
-        raise wgc.ArgumentError(f"image: file {path!r} does not exist")
-    a = np.asarray(iio.imread(path))
-    if a.dtype != np.uint8:
-        raise wgc.DtypeError(f"image: {path!r} holds {a.dtype} pixels; the viewer reads 8-bit")
-    if a.ndim == 2:
-        a = np.repeat(a[..., None], 3, axis=2)
-    if a.ndim != 3 or a.shape[2] not in (3, 4):
-        raise wgc.ShapeError(f"image: {path!r} has shape {a.shape}; expected grey, RGB or RGBA")
-    if a.shape[2] == 3:
-        a = np.concatenate([a, np.full(a.shape[:2] + (1,), 255, np.uint8)], axis=2)
-    return wgc.from_numpy(np.ascontiguousarray(a), label="viewer-image")
+    """An image file as a u8 (H, W, 4) RGBA buffer (grey and RGB get alpha 255)."""
+    return wgc.image.load(path)
 
 
 def save_png(rgba: np.ndarray, path: str) -> str:

@@ -24,6 +24,7 @@ __all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "apply", "Stage
            "parse_pipeline", "submit_stages"]
 
 _NO_ALPHA = {".jpg", ".jpeg", ".bmp"}
+WRITE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
 
 # -- numpy <-> RGBA8 -----------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def read_file(path) -> np.ndarray:
     if not os.path.isfile(path):
         raise ArgumentError(f"path: {path!r} is not a file")
     try:
-        a = np.asarray(_imageio().imread(path))
+        a = np.asarray(_imageio().imread(path, plugin="pillow"))
     except Exception as e:  # every codec raises its own type
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ArgumentError(f"path: cannot decode {path!r} as an image ({first})") from None
@@ -119,8 +120,9 @@ def write_file(array: np.ndarray, path) -> str:
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
     ext = os.path.splitext(name)[1].lower()
-    if not ext:
-        raise ArgumentError(f"path: {path!r} has no extension to choose a format by")
+    if ext not in WRITE_EXTS:
+        raise ArgumentError(f"path: {path!r} needs an extension naming the format, one of "
+                            f"{', '.join(WRITE_EXTS)}")
     if not os.path.isdir(folder):
         raise ArgumentError(f"path: folder {folder!r} does not exist")
     if ext in _NO_ALPHA and array.shape[-1] == 4:
@@ -128,7 +130,7 @@ def write_file(array: np.ndarray, path) -> str:
     # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
     tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp{ext}")
     try:
-        _imageio().imwrite(tmp, np.ascontiguousarray(array), extension=ext)
+        _imageio().imwrite(tmp, np.ascontiguousarray(array), plugin="pillow", extension=ext)
         os.replace(tmp, path)
     except Exception as e:
         try:
@@ -143,11 +145,12 @@ def write_file(array: np.ndarray, path) -> str:
 
 def save(buf: Buffer, path) -> str:
     """Write an image buffer to a file chosen by extension (blocks for the read-back).
-    RGBA8 is written as is; f32 images (H, W[, 1|3|4]) are clipped to [0, 1] and rounded to
-    8 bits. JPEG and BMP have no alpha: it is dropped. Returns the path."""
+    RGBA8 is written as is (as RGB when alpha is 255 everywhere: it loads back the same);
+    f32 images (H, W[, 1|3|4]) are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP
+    have no alpha: it is dropped. Returns the path."""
     check_buffer(buf, "buf")
     a = to_numpy(buf)
-    if buf.dtype == "f32" and (buf.ndim == 2 or buf.shape[2] in (1, 3)):
+    if (a[..., 3] == 255).all():  # opaque: RGB is smaller and loads back identical
         a = a[..., :3]
     return write_file(a, path)
 

@@ -24,6 +24,16 @@ temporary file and renamed, so none is ever half-written. A file that fails is r
 the end; the others still run, and the exit code is 1 if any failed (2 for bad arguments).
 Image stages: """
 
+PIPELINE_DEMO = "gaussian_blur(radius=3, sigma=1.5) | sharpen(amount=0.5) | grayscale"
+
+
+def bundled_photo() -> str | None:
+    """examples/data/chelsea.png of a source checkout (a wheel does not ship examples/)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "examples", "data", "chelsea.png")
+    return path if os.path.isfile(path) else None
+
+
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
 
@@ -80,13 +90,14 @@ def expand_inputs(specs) -> list[str]:
 def plan_outputs(files, outdir: str, ext: str | None, suffix: str) -> list[str]:
     if ext is not None:
         ext = "." + ext.lstrip(".").lower()
-        if ext not in IMAGE_EXTS:
-            raise UsageError(f"--ext: {ext!r} is not one of {', '.join(sorted(IMAGE_EXTS))}")
+        if ext not in wgc.image.WRITE_EXTS:
+            raise UsageError(f"--ext: {ext!r} is not one of {', '.join(wgc.image.WRITE_EXTS)}")
     dests, owner = [], {}
     inputs = {os.path.abspath(f) for f in files}
     for f in files:
         stem, own_ext = os.path.splitext(os.path.basename(f))
-        dest = os.path.join(outdir, stem + suffix + (ext or own_ext.lower()))
+        own_ext = own_ext.lower() if own_ext.lower() in wgc.image.WRITE_EXTS else ".png"
+        dest = os.path.join(outdir, stem + suffix + (ext or own_ext))
         key = os.path.abspath(dest)
         if key in owner:
             raise UsageError(f"-o: {f!r} and {owner[key]!r} would both write {dest!r} (use "

@@ -1,0 +1,109 @@
+"""wgc.image: files (decoded independently with PIL for comparison), numpy conversions,
+atomic writes, and the errors of each boundary."""
+
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import wgcompute as wgc
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "examples", "data")
+PHOTOS = ["chelsea.png", "coffee.jpg", "astronaut.jpg"]
+
+
+@pytest.mark.parametrize("name", PHOTOS)
+def test_bundled_photos_load_as_rgba8(name):
+    path = os.path.join(DATA, name)
+    buf = wgc.image.load(path)
+    want = np.asarray(Image.open(path).convert("RGBA"))
+    assert buf.dtype == "u8" and buf.shape == want.shape
+    assert np.array_equal(wgc.image.to_numpy(buf), want)
+
+
+def test_bundled_photos_have_licences():
+    text = open(os.path.join(DATA, "LICENSES.md"), encoding="utf-8").read()
+    for name in PHOTOS:
+        assert f"`{name}`" in text
+    assert sorted(f for f in os.listdir(DATA) if f != "LICENSES.md") == sorted(PHOTOS)
+
+
+def test_numpy_conversions(rng):
+    rgb = rng.integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    a = wgc.image.to_numpy(wgc.image.from_numpy(rgb))
+    assert np.array_equal(a[..., :3], rgb) and (a[..., 3] == 255).all()
+    assert np.array_equal(wgc.image.to_numpy(wgc.image.from_numpy(rgb), channels=3), rgb)
+    grey = rng.integers(0, 256, (4, 6), dtype=np.uint8)
+    g = wgc.image.to_numpy(wgc.image.from_numpy(grey))
+    assert all(np.array_equal(g[..., c], grey) for c in range(3))
+    la = rng.integers(0, 256, (4, 6, 2), dtype=np.uint8)
+    g = wgc.image.to_numpy(wgc.image.from_numpy(la))
+    assert np.array_equal(g[..., 0], la[..., 0]) and np.array_equal(g[..., 3], la[..., 1])
+    rgba = rng.integers(0, 256, (1, 1, 4), dtype=np.uint8)
+    assert np.array_equal(wgc.image.to_numpy(wgc.image.from_numpy(rgba)), rgba)
+    f = np.array([[-0.2, 0.0, 0.5, 1.0 / 255 * 0.49, 1.7]], np.float32)
+    assert wgc.image.to_numpy(wgc.from_numpy(f))[0, :, 0].tolist() == [0, 0, 128, 0, 255]
+
+
+def test_save_load_round_trip_png(tmp_path, rng):
+    a = rng.integers(0, 256, (9, 13, 4), dtype=np.uint8)
+    path = wgc.image.save(wgc.image.from_numpy(a), tmp_path / "x.png")
+    assert np.array_equal(np.asarray(Image.open(path)), a)
+    assert np.array_equal(wgc.image.load(path).to_numpy(), a)
+    a[..., 3] = 255  # opaque: written as RGB, loads back identical
+    wgc.image.save(wgc.image.from_numpy(a), tmp_path / "y.png")
+    assert Image.open(tmp_path / "y.png").mode == "RGB"
+    assert np.array_equal(wgc.image.load(tmp_path / "y.png").to_numpy(), a)
+    assert sorted(os.listdir(tmp_path)) == ["x.png", "y.png"]  # no temporaries left
+
+
+def test_save_float_and_jpeg(tmp_path, rng):
+    f = rng.random((6, 8), dtype=np.float32)
+    wgc.image.save(wgc.from_numpy(f), tmp_path / "f.png")
+    got = np.asarray(Image.open(tmp_path / "f.png").convert("L"))
+    assert np.array_equal(got, np.clip(np.rint(f.astype(np.float64) * 255), 0, 255))
+    a = rng.integers(0, 256, (16, 16, 4), dtype=np.uint8)
+    wgc.image.save(wgc.image.from_numpy(a), tmp_path / "a.jpg")  # JPEG: alpha dropped
+    im = Image.open(tmp_path / "a.jpg")
+    assert im.mode == "RGB" and im.size == (16, 16)
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    buf = wgc.image.from_numpy(np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(wgc.ArgumentError, match="needs an extension"):
+        wgc.image.save(buf, tmp_path / "x.notaformat")
+    with pytest.raises(wgc.ArgumentError, match="needs an extension"):
+        wgc.image.save(buf, tmp_path / "noext")
+    os.mkdir(tmp_path / "taken.png")  # the rename fails: the temporary must go too
+    with pytest.raises(wgc.ArgumentError, match="cannot write"):
+        wgc.image.save(buf, tmp_path / "taken.png")
+    os.rmdir(tmp_path / "taken.png")
+    with pytest.raises(wgc.ArgumentError, match="does not exist"):
+        wgc.image.save(buf, tmp_path / "missing" / "x.png")
+    assert os.listdir(tmp_path) == []
+
+
+def test_errors_name_the_argument(tmp_path):
+    with pytest.raises(wgc.ArgumentError, match="is not a file"):
+        wgc.image.load(tmp_path / "nope.png")
+    (tmp_path / "bad.png").write_bytes(b"not a png")
+    with pytest.raises(wgc.ArgumentError, match="cannot decode"):
+        wgc.image.load(tmp_path / "bad.png")
+    import imageio.v3 as iio
+
+    iio.imwrite(tmp_path / "deep.png", np.full((3, 3), 40000, np.uint16))
+    with pytest.raises(wgc.DtypeError, match="8-bit"):
+        wgc.image.load(tmp_path / "deep.png")
+    with pytest.raises(wgc.DtypeError, match="uint8"):
+        wgc.image.from_numpy(np.zeros((2, 2, 3), np.float32))
+    with pytest.raises(wgc.ShapeError, match="C in 1..4"):
+        wgc.image.from_numpy(np.zeros((2, 2, 5), np.uint8))
+    with pytest.raises(wgc.ArgumentError, match="numpy array"):
+        wgc.image.from_numpy([[1, 2]])
+    with pytest.raises(wgc.ShapeError, match="RGBA8"):
+        wgc.image.to_numpy(wgc.empty((2, 3), "u8"))
+    with pytest.raises(wgc.ArgumentError, match="channels"):
+        wgc.image.to_numpy(wgc.empty((2, 3, 4), "u8"), channels=2)
+    with pytest.raises(wgc.DtypeError, match="images are"):
+        wgc.image.save(wgc.empty((2, 3), "s32"), tmp_path / "s.png")

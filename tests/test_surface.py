@@ -405,3 +405,25 @@ def test_glfw_window_under_xvfb(xvfb_display):
     assert res["user_closed"]
     assert res["present_after_user_close"] == "present: the surface is closed"
     assert res["in_flight_result"] == 1.0
+
+
+# -- the docs' snippets run ------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = ["docs/guide/surfaces.md", "docs/viewer.md"]
+
+
+def snippets(doc: str) -> list[str]:
+    text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_doc_snippets_run(doc, monkeypatch):
+    blocks = snippets(doc)
+    assert blocks, f"{doc} has no python snippet"
+    monkeypatch.chdir(ROOT)  # snippets name examples/data/... like a reader in the repo
+    monkeypatch.delenv("DISPLAY", raising=False)  # offscreen here; the window is tested above
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"{doc} snippet {i}", "exec"), {"__name__": f"doc_snippet_{i}"})

@@ -111,7 +111,7 @@ def test_pattern_animates_and_matches_compute(tmp_path):
     assert (pattern[..., 3] == 255).all() and pattern[..., :3].std() > 20
 
 
-def test_cli_frames_and_errors(tmp_path, capsys):
+def test_cli_frames_and_errors(tmp_path, capsys, monkeypatch):
     from wgcompute.cli import main
 
     assert main(["view", "--frames", "2", "--size", "40x30", "--out", str(tmp_path)]) == 0
@@ -121,6 +121,12 @@ def test_cli_frames_and_errors(tmp_path, capsys):
     assert "missing.png" in capsys.readouterr().err
     assert main(["view", "--frames", "1", "--keys", "oops"]) == 1
     assert "FRAME:KEYS" in capsys.readouterr().err
+    assert main(["view", "--frames", "0"]) == 1
+    assert "frames: expected a positive int" in capsys.readouterr().err
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert main(["view"]) == 1  # no display, no --frames: an error, not an invisible loop
+    assert "--frames N" in capsys.readouterr().err
 
 
 def test_window_loop_under_xvfb(tmp_path):

@@ -17,8 +17,7 @@ def _window_size(h: int, w: int) -> tuple[int, int]:
 
 
 def view(image: str | None = None, frames: int | None = None, out: str | None = None,
-         keys: str = "", size: tuple[int, int] = (640, 400), offscreen: bool | None = None,
-         quiet: bool = False) -> list[str]:
+         keys: str = "", size: tuple[int, int] = (640, 400), quiet: bool = False) -> list[str]:
     """Run the viewer. With ``frames``, render that many frames on an offscreen surface
     (PNG files in ``out``, if given) and return their paths; otherwise open a window until
     it is closed (or q / Escape). ``keys`` scripts key presses: "FRAME:KEYS,...".
@@ -32,7 +31,12 @@ def view(image: str | None = None, frames: int | None = None, out: str | None = 
     headless = frames is not None
     sw, sh = (w, h) if headless else _window_size(h, w)
     surface = wgc.create_surface(sw, sh, title="wgcompute viewer",
-                                 offscreen=True if headless else offscreen)
+                                 offscreen=True if headless else None)
+    if surface.offscreen and not headless:
+        surface.close()
+        raise wgc.SurfaceError("view: there is no display to open a window on (DISPLAY and "
+                               "WAYLAND_DISPLAY are unset); render headless with --frames N "
+                               "--out DIR, or run under a desktop or Xvfb")
     viewer = None
     try:
         viewer = Viewer(surface, src, size=(w, h), screenshot_dir=out or ".",

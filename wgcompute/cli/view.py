@@ -43,14 +43,8 @@ def add_arguments(p) -> None:
                    '(_ is space)')
     p.add_argument("--size", type=_size, default=(640, 400), metavar="WxH",
                    help="size of the animated pattern (default 640x400)")
-    p.add_argument("--offscreen", action="store_true",
-                   help="force an offscreen surface even when a display exists")
 
 
 def run(args) -> int:
-    if args.frames is not None and args.frames < 1:
-        print("wgcompute view: error: --frames must be at least 1")
-        return 2
-    view(args.image, frames=args.frames, out=args.out, keys=args.keys, size=args.size,
-         offscreen=True if args.offscreen else None)
+    view(args.image, frames=args.frames, out=args.out, keys=args.keys, size=args.size)
     return 0

@@ -9,9 +9,9 @@ fn op(y: u32, x: u32, c: u32) -> V {
 
 @compute @workgroup_size(${WGX}, ${WGY})
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-    if (g.x >= p.OW * p.OC || g.y >= p.rows) {
+    if (g.x >= p.OW * OC || g.y >= p.rows) {
         return;
     }
     let y = p.y0 + g.y;
-    out_st(y * p.OW * p.OC + g.x, op(y, g.x / p.OC, g.x % p.OC));
+    out_st(y * p.OW * OC + g.x, op(y, g.x / OC, g.x % OC));
 }

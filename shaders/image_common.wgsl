@@ -6,7 +6,7 @@
 // launch may bind a band of rows), then the family's own fields.
 // Templates: FIELDS, ACCESSORS (NAME_ld(i) / NAME_st(i, v) per binding: RGBA8 unpacks a u32
 // word to vec4 unorm, RGBA16 two words, f32 one float), UB, V (vec4<f32> or f32),
-// KEEP_ALPHA.
+// KEEP_ALPHA, C, OC.
 
 struct Params {
 ${FIELDS}
@@ -15,6 +15,11 @@ ${FIELDS}
 @group(0) @binding(${UB}) var<uniform> p: Params;
 
 alias V = ${V};
+
+// Elements per pixel of the input and of the output (1 for RGBA): constants, so the
+// divisions by them compile to shifts or multiplies.
+const C: u32 = ${C}u;
+const OC: u32 = ${OC}u;
 
 ${ACCESSORS}
 

@@ -6,12 +6,12 @@
 
 @compute @workgroup_size(${WGX}, ${WGY})
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-    if (g.x >= p.W * p.C || g.y >= p.rows) {
+    if (g.x >= p.W * C || g.y >= p.rows) {
         return;
     }
     let y = p.y0 + g.y;
-    let x = g.x / p.C;
-    let c = g.x % p.C;
-    let i = (y * p.W + x) * p.C + c;
+    let x = g.x / C;
+    let c = g.x % C;
+    let i = (y * p.W + x) * C + c;
     ${BODY}
 }

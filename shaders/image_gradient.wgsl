@@ -5,11 +5,11 @@
 
 @compute @workgroup_size(${WGX}, ${WGY})
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-    if (g.x >= p.OW * p.OC || g.y >= p.rows) {
+    if (g.x >= p.OW * OC || g.y >= p.rows) {
         return;
     }
     let y = p.y0 + g.y;
-    let x = g.x / p.OC;
+    let x = g.x / OC;
     let fx = select(f32(x) / f32(p.OW - 1u), 0.0, p.OW == 1u);
     let fy = select(f32(y) / f32(p.OH - 1u), 0.0, p.OH == 1u);
     var t = fx;
@@ -21,5 +21,5 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
         t = min(1.0, length(vec2<f32>(fx - 0.5, fy - 0.5)) / length(vec2<f32>(0.5, 0.5)));
     }
     let v = p.start + (p.end - p.start) * t;
-    out_st(y * p.OW * p.OC + g.x, ${PACK});
+    out_st(y * p.OW * OC + g.x, ${PACK});
 }

@@ -13,10 +13,10 @@ fn sample(oy: u32, ox: u32, c: u32) -> V {
     let x1 = min(x0 + 1u, p.W - 1u);
     let fy = sy - f32(y0);
     let fx = sx - f32(x0);
-    let a = src_ld((y0 * p.W + x0) * p.C + c);
-    let b = src_ld((y0 * p.W + x1) * p.C + c);
-    let d = src_ld((y1 * p.W + x0) * p.C + c);
-    let e = src_ld((y1 * p.W + x1) * p.C + c);
+    let a = src_ld((y0 * p.W + x0) * C + c);
+    let b = src_ld((y0 * p.W + x1) * C + c);
+    let d = src_ld((y1 * p.W + x0) * C + c);
+    let e = src_ld((y1 * p.W + x1) * C + c);
     return mix(mix(a, b, fx), mix(d, e, fx), fy);
 }
 

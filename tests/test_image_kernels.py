@@ -284,17 +284,24 @@ def test_empty_images_run_nothing():
         assert wgc.run_kernel("sobel", [buf]).shape == shape
 
 
-def test_multipass_set_params_reuses_temporaries(rng):
+def test_multipass_in_a_pipeline_and_set_params(rng):
+    """gaussian_blur's two passes run as one pipeline stage; set_params(sigma=...) rewrites
+    the uploaded weights in place (no new temporaries) and the next run uses them."""
     x = floats(rng, 20, 24, None)
     src, out = wgc.from_numpy(x), wgc.empty(x.shape, "f32")
-    d = bind(wgc.kernel_info("gaussian_blur"), [src], out, {"radius": 3, "sigma": 1.0})
+    p = wgc.pipeline("blur").add(kernel="gaussian_blur", inputs=[src], output=out,
+                                 params={"radius": 3, "sigma": 1.0})
+    p.run()
+    ref = lambda s: ndimage.gaussian_filter(x.astype(np.float64), s, radius=3, mode="nearest")
+    np.testing.assert_allclose(out.to_numpy(), ref(1.0), atol=F32_ATOL)
+    d = p._stages[0].dispatch
     temps = list(d.temps)
-    d.set_params(sigma=2.5)
-    assert d.temps == temps and d.params["sigma"] == 2.5
-    got = wgc.run_kernel("gaussian_blur", [src], out, {"radius": 3, "sigma": 2.5}).to_numpy()
-    np.testing.assert_allclose(got, ndimage.gaussian_filter(x.astype(np.float64), 2.5,
-                                                            radius=3, mode="nearest"),
-                               atol=F32_ATOL)
+    p.set_params(0, sigma=2.5)
+    assert d.temps == temps
+    p.run()
+    np.testing.assert_allclose(out.to_numpy(), ref(2.5), atol=F32_ATOL)
+    with pytest.raises(wgc.PipelineError, match="change the passes"):
+        p.set_params(0, radius=4)  # 9 weights instead of 7: a new stage is needed
 
 
 @pytest.mark.parametrize("name,params,err,match", [

@@ -14,9 +14,10 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from ..buffer import Buffer, check_buffer, empty
+from ..buffer import Buffer, check_buffer, empty, from_numpy
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
+from ..dtypes import dtype as _resolve_dtype
 from ..errors import (ArgumentError, DtypeError, ShaderCompileError, ShapeError,
                       UnsupportedDtypeError)
 
@@ -159,7 +160,8 @@ class Kernel:
 
     def passes(self, inputs, output, params):
         """Multi-pass kernels return ``(temporaries, steps)``: temporaries a list of
-        (shape, dtype) buffers to allocate, steps a list of (kernel, input refs, output ref,
+        (shape, dtype) buffers to allocate or numpy arrays to upload (small tables such as
+        filter weights), steps a list of (kernel, input refs, output ref,
         params) run in order inside one compute pass, a ref being "in0", "in1"..., "out" or
         "tmp0"... Inputs and output are Buffers or Metas (only shape and dtype are read).
         None (the default) means a single pass through render()/launches()."""
@@ -324,14 +326,24 @@ class MultiDispatch(Dispatch):
         merged.update(params)
         new = self.kernel.resolve_params(merged, dt)
         temps, steps = self.kernel.passes(self.inputs, self.output, new)
-        if ([(tuple(s), d) for s, d in temps] != [(t.shape, t.dtype) for t in self.temps]
+        if ([_temp_spec(t) for t in temps] != [(t.shape, t.dtype) for t in self.temps]
                 or [s[0] for s in steps] != [p.kernel for p in self.parts]):
             raise ArgumentError(f"{self.kernel.name}: these params change the passes; build a "
                                 f"new stage instead")
+        for spec, t in zip(temps, self.temps, strict=True):
+            if isinstance(spec, np.ndarray):
+                t.write(spec)
         for part, step in zip(self.parts, steps, strict=True):
             part.set_params(**step[3])
         self.params = new
         self.launches = [launch for part in self.parts for launch in part.launches]
+
+
+def _temp_spec(spec) -> tuple[tuple[int, ...], str]:
+    if isinstance(spec, np.ndarray):
+        return spec.shape, _resolve_dtype(spec.dtype).name
+    shape, dtype = spec
+    return tuple(shape), dtype
 
 
 def _free_all(buffers) -> None:
@@ -342,8 +354,9 @@ def _free_all(buffers) -> None:
 def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
                  plan) -> MultiDispatch:
     temp_specs, steps = plan
-    temps = [empty(shape, dtype, label=f"{kernel.name}-tmp{i}")
-             for i, (shape, dtype) in enumerate(temp_specs)]
+    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}") if isinstance(spec, np.ndarray)
+             else empty(*_temp_spec(spec), label=f"{kernel.name}-tmp{i}")
+             for i, spec in enumerate(temp_specs)]
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
     parts = [bind(k, [env[r] for r in ins], env[o], p) for k, ins, o, p in steps]

@@ -198,8 +198,10 @@ class ImageKernel(Kernel):
 
     # machinery
     def key(self, inputs, output, params):
+        oc = self.out_dims(output)[2]
+        c = layout(inputs[0]).c if inputs else oc
         return PipelineKey(self.name, tuple(b.dtype for b in [*inputs, output]),
-                           self.constants(inputs, output, params))
+                           (("C", c), ("OC", oc)) + self.constants(inputs, output, params))
 
     def constants(self, inputs, output, params) -> tuple:
         return ()
@@ -218,8 +220,9 @@ class ImageKernel(Kernel):
             "UB": len(names),
             "V": "vec4<f32>" if rgba else "f32",
             "KEEP_ALPHA": "return vec4<f32>(v.xyz, orig.w);" if rgba else "return v;",
-            "WGX": WGX, "WGY": WGY, "WGN": WGX * WGY,
+            "WGX": WGX, "WGY": WGY,
         }
+        subs.update(dict(key.constants))
         subs.update(self.templates(key, rgba))
         src = shaders.render(shaders.load("image_common.wgsl") + "\n"
                              + shaders.load(self.family), subs)
@@ -304,40 +307,34 @@ class _SeparablePass(ImageKernel):
 
     family = "image_filter.wgsl"
     dtypes = ("u8", "u32", "f32")
-    extra = (("radius", "u32"), ("inv2s2", "f32"), ("inv_sum", "f32"), ("amount", "f32"))
-    params = (Param("mode", "u32", 0), Param("radius", "u32", 0), Param("inv2s2", "f32", 0.0),
-              Param("inv_sum", "f32", 1.0), Param("amount", "f32", 0.0))
+    extra = (("radius", "u32"), ("amount", "f32"))
+    params = (Param("mode", "u32", 0), Param("radius", "u32", 0), Param("amount", "f32", 0.0))
 
     def __init__(self, axis: str, unsharp: bool = False):
         self.axis = axis
         self.unsharp = unsharp
         self.name = f"separable_{axis}" + ("_unsharp" if unsharp else "")
-        self.inputs = ("tmp", "src") if unsharp else (("src",) if axis == "x" else ("tmp",))
+        self.inputs = ("tmp", "src", "wts") if unsharp else \
+            (("src", "wts") if axis == "x" else ("tmp", "wts"))
 
     def templates(self, key, rgba):
-        src = self.inputs[0]
-        if self.axis == "x":
-            tap = ("let xx = border(i32(x) + k, i32(p.W));\n        if (xx >= 0) {\n"
-                   f"            acc = acc + wts[k + r] * {src}_ld((y * p.W + u32(xx)) * p.C + c);"
-                   "\n        }")
-        else:
-            tap = ("let yy = border(i32(y) + k, i32(p.H));\n        if (yy >= 0) {\n"
-                   f"            acc = acc + wts[k + r] * {src}_ld((u32(yy) * p.W + x) * p.C + c);"
-                   "\n        }")
         store = "out_st(i, acc);"
         if self.unsharp:
             store = "let o = src_ld(i);\n    out_st(i, keep_alpha(o + p.amount * (o - acc), o));"
-        return {"TAP": tap, "STORE": store, "NW": 2 * MAX_RADIUS + 1}
+        along_x = self.axis == "x"
+        return {"POS": "x" if along_x else "y", "LEN": "p.W" if along_x else "p.H",
+                "STEP": "C" if along_x else "p.W * C", "LD": f"{self.inputs[0]}_ld",
+                "STORE": store}
 
     def values(self, inputs, output, params):
-        return {k: params[k] for k in ("radius", "inv2s2", "inv_sum", "amount")}
+        return {k: params[k] for k in ("radius", "amount")}
 
     def windows(self, inputs, output, params):
         same = lambda y0, y1: (y0, y1)
         if self.axis == "x":
-            return [same, same]
+            return [same, None, same]
         h = layout(output).h
-        return [_halo(h, params["radius"])] + [same] * len(inputs)
+        return [_halo(h, params["radius"])] + [same] * (len(inputs) - 2) + [None, same]
 
 
 _PASS_X = _SeparablePass("x")
@@ -345,14 +342,12 @@ _PASS_Y = _SeparablePass("y")
 _PASS_Y_UNSHARP = _SeparablePass("y", unsharp=True)
 
 
-def gaussian_weights(radius: int, sigma: float | None) -> tuple[float, float]:
-    """(1 / (2 sigma^2), 1 / sum of weights) for taps exp(-d^2 / (2 sigma^2)), |d| <= radius;
-    sigma None gives a box (all weights equal)."""
-    if sigma is None:
-        return 0.0, 1.0 / (2 * radius + 1)
-    inv2s2 = 1.0 / (2.0 * sigma * sigma)
+def gaussian_weights(radius: int, sigma: float | None) -> np.ndarray:
+    """The 2r+1 taps exp(-d^2 / (2 sigma^2)), |d| <= radius, normalized to sum 1 (f64 math,
+    f32 result); sigma None gives a box (all weights equal)."""
     d = np.arange(-radius, radius + 1, dtype=np.float64)
-    return inv2s2, float(1.0 / np.exp(-d * d * inv2s2).sum())
+    w = np.ones_like(d) if sigma is None else np.exp(-d * d / (2.0 * sigma * sigma))
+    return (w / w.sum()).astype(np.float32)
 
 
 def auto_radius(sigma: float) -> int:
@@ -377,14 +372,12 @@ class _Separable(ImageKernel):
         r = params["radius"]
         if r is None:
             r = auto_radius(sigma)
-        inv2s2, inv_sum = gaussian_weights(r, sigma)
-        p = {"mode": MODES[params["mode"]], "radius": r, "inv2s2": inv2s2, "inv_sum": inv_sum,
-             "amount": params.get("amount", 0.0)}
+        p = {"mode": MODES[params["mode"]], "radius": r, "amount": params.get("amount", 0.0)}
         tmp = ((src.shape[0], src.shape[1], 2), "u32") if src.dtype == "u8" else \
             (src.shape, "f32")
-        second = (_PASS_Y_UNSHARP, ("tmp0", "in0"), "out", p) if self.unsharp else \
-            (_PASS_Y, ("tmp0",), "out", p)
-        return [tmp], [(_PASS_X, ("in0",), "tmp0", p), second]
+        second = (_PASS_Y_UNSHARP, ("tmp0", "in0", "tmp1"), "out", p) if self.unsharp else \
+            (_PASS_Y, ("tmp0", "tmp1"), "out", p)
+        return [tmp, gaussian_weights(r, sigma)], [(_PASS_X, ("in0", "tmp1"), "tmp0", p), second]
 
 
 class GaussianBlur(_Separable):
@@ -421,6 +414,24 @@ class Sharpen(_Separable):
 _CONV_BODY = """var acc = V(0.0);
     let hy = i32(p.KH / 2u);
     let hx = i32(p.KW / 2u);
+    let xi = i32(x);
+    let yi = i32(y);
+    if (xi >= hx && xi + hx < i32(p.W) && yi >= hy && yi + hy < i32(p.H)) {
+        // inside: weight (a, b) meets pixel (y + hy - a, x + hx - b), no border handling
+        var row = i + (u32(hy) * p.W + u32(hx)) * C;
+        var w = 0u;
+        for (var a = 0u; a < p.KH; a = a + 1u) {
+            var j = row;
+            for (var b = 0u; b < p.KW; b = b + 1u) {
+                acc = acc + weights_ld(w) * src_ld(j);
+                w = w + 1u;
+                j = j - C;
+            }
+            row = row - p.W * C;
+        }
+        out_st(i, keep_alpha(acc, src_ld(i)));
+        return;
+    }
     for (var a = 0; a < i32(p.KH); a = a + 1) {
         let yy = border(i32(y) + hy - a, i32(p.H));
         if (yy < 0) {
@@ -432,13 +443,28 @@ _CONV_BODY = """var acc = V(0.0);
                 continue;
             }
             acc = acc + weights_ld(u32(a) * p.KW + u32(b))
-                * src_ld((u32(yy) * p.W + u32(xx)) * p.C + c);
+                * src_ld((u32(yy) * p.W + u32(xx)) * C + c);
         }
     }
     out_st(i, keep_alpha(acc, src_ld(i)));"""
 
 _SOBEL_BODY = """var gx = V(0.0);
     var gy = V(0.0);
+    if (x >= 1u && x + 1u < p.W && y >= 1u && y + 1u < p.H) {
+        let s = p.W * C;
+        let a00 = src_ld(i - s - C);
+        let a01 = src_ld(i - s);
+        let a02 = src_ld(i - s + C);
+        let a10 = src_ld(i - C);
+        let a12 = src_ld(i + C);
+        let a20 = src_ld(i + s - C);
+        let a21 = src_ld(i + s);
+        let a22 = src_ld(i + s + C);
+        gx = (a02 + 2.0 * a12 + a22) - (a00 + 2.0 * a10 + a20);
+        gy = (a20 + 2.0 * a21 + a22) - (a00 + 2.0 * a01 + a02);
+        out_st(i, keep_alpha(sqrt(gx * gx + gy * gy) * p.scale, src_ld(i)));
+        return;
+    }
     for (var a = -1; a <= 1; a = a + 1) {
         let yy = border(i32(y) + a, i32(p.H));
         for (var b = -1; b <= 1; b = b + 1) {
@@ -446,7 +472,7 @@ _SOBEL_BODY = """var gx = V(0.0);
             if (yy < 0 || xx < 0) {
                 continue;
             }
-            let v = src_ld((u32(yy) * p.W + u32(xx)) * p.C + c);
+            let v = src_ld((u32(yy) * p.W + u32(xx)) * C + c);
             gx = gx + f32(b * (2 - abs(a))) * v;
             gy = gy + f32(a * (2 - abs(b))) * v;
         }
@@ -508,7 +534,7 @@ class Sobel(ImageKernel):
 
 
 # -- per-pixel colour kernels -----------------------------------------------------------------
-_LD = "let v = src_ld((y * p.W + x) * p.C + c);\n    "
+_LD = "let v = src_ld((y * p.W + x) * C + c);\n    "
 
 
 class _Pointwise(ImageKernel):
@@ -581,7 +607,7 @@ class Grayscale(_Pointwise):
             op = ("let v = src_ld(y * p.W + x);\n    let l = dot(v.xyz, vec3<f32>(0.299, 0.587, "
                   "0.114));\n    return vec4<f32>(l, l, l, v.w);")
         else:
-            op = ("let b = (y * p.W + x) * p.C;\n    if (c == 3u) {\n        return src_ld(b + "
+            op = ("let b = (y * p.W + x) * C;\n    if (c == 3u) {\n        return src_ld(b + "
                   "3u);\n    }\n    return 0.299 * src_ld(b) + 0.587 * src_ld(b + 1u) + 0.114 * "
                   "src_ld(b + 2u);")
         return {"OP": op}
@@ -615,11 +641,11 @@ class GenerateGradient(ImageKernel):
 
 
 # -- resize, preprocess ---------------------------------------------------------------------------
-_RESIZE_MAIN = """if (g.x >= p.OW * p.OC || g.y >= p.rows) {
+_RESIZE_MAIN = """if (g.x >= p.OW * OC || g.y >= p.rows) {
         return;
     }
     let y = p.y0 + g.y;
-    out_st(y * p.OW * p.OC + g.x, sample(y, g.x / p.OC, g.x % p.OC));"""
+    out_st(y * p.OW * OC + g.x, sample(y, g.x / OC, g.x % OC));"""
 
 _PRE_MAIN = """if (g.x >= p.OW || g.y >= p.rows) {
         return;

@@ -107,3 +107,16 @@ def test_errors_name_the_argument(tmp_path):
         wgc.image.to_numpy(wgc.empty((2, 3, 4), "u8"), channels=2)
     with pytest.raises(wgc.DtypeError, match="images are"):
         wgc.image.save(wgc.empty((2, 3), "s32"), tmp_path / "s.png")
+
+
+def test_apply_sizes_outputs_and_takes_extra_inputs(rng):
+    u = rng.integers(0, 256, (6, 9, 4), dtype=np.uint8)
+    img = wgc.image.from_numpy(u)
+    assert wgc.image.apply("resize", img, size=(3, 4)).shape == (3, 4, 4)
+    ident = wgc.from_numpy(np.array([[0, 0, 0], [0, 1, 0], [0, 0, 0]], np.float32))
+    assert np.array_equal(wgc.image.apply("convolve2d", img, ident, mode="zero").to_numpy(), u)
+    out = wgc.empty(u.shape, "u8")
+    assert wgc.image.apply("invert", img, out=out) is out
+    assert np.array_equal(out.to_numpy()[..., :3], 255 - u[..., :3])
+    with pytest.raises(wgc.KernelNotFoundError, match="invert"):
+        wgc.image.apply("invrt", img)

@@ -163,10 +163,11 @@ def _output_for(kernel, inputs, params, out):
     return _empty(shape, dtype, label=f"{kernel.name}-out")
 
 
-def apply(kernel: str, image: Buffer, out: Buffer | None = None, *extra: Buffer,
+def apply(kernel: str, image: Buffer, *extra: Buffer, out: Buffer | None = None,
           **params) -> Buffer:
-    """Run one image kernel on ``image`` and return its output (sized from params, so
-    ``apply("resize", img, size=(240, 320))`` works without an output buffer)."""
+    """Run one image kernel on ``image`` (and ``extra`` inputs, e.g. convolve2d's weights)
+    and return its output, sized from params when ``out`` is None, so
+    ``apply("resize", img, size=(240, 320))`` needs no output buffer."""
     from .commands import run_kernel
 
     k = registry.get(kernel)

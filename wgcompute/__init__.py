@@ -41,6 +41,9 @@ __all__ = [
     # kernels
     "kernels", "kernel_info", "kernels_stats", "register_kernel", "run_kernel", "run_kernel_async", "add",
     "sub", "multiply", "divide", "scale", "relu", "matmul",
+    # reductions (sum, max and min are also reduce_sum, reduce_max, reduce_min) and autotuning
+    "sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean", "argmax", "softmax",
+    "autotune_reset",
     # commands
     "submit", "poll", "wait",
     # pipelines
@@ -149,6 +152,64 @@ def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
 def matmul(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out (M×N) = a (M×K) · b (K×N)."""
     return run_kernel("matmul", [a, b], out)
+
+
+# -- reductions (sum/max/min shadow builtins as module attributes only: code in this module
+#    calls the reduce_* names and never the builtins) -------------------------------------------
+def _reduce(name: str, x: Buffer, axis, out: Buffer | None, params: dict | None = None):
+    _check_buffer(x, "x")
+    if out is None:
+        shape, dt = _registry.get(name).output_spec([x], {"axis": axis})
+        out = empty(shape, dt, label=f"{name}-out")
+    return run_kernel(name, [x], out, {"axis": axis, **(params or {})})
+
+
+def reduce_sum(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+    """Sum over the last axis (axis=-1: (..., n) -> (...)) or everything (axis=None: shape
+    ()). Integers wrap around in their own dtype; u8 sums into u32."""
+    return _reduce("sum", x, axis, out)
+
+
+def reduce_max(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+    """Maximum over the last axis (axis=-1) or everything (axis=None); same dtype."""
+    return _reduce("max", x, axis, out)
+
+
+def reduce_min(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+    """Minimum over the last axis (axis=-1) or everything (axis=None); same dtype."""
+    return _reduce("min", x, axis, out)
+
+
+def mean(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+    """Mean over the last axis (axis=-1) or everything (axis=None): f64 for f64, f16 for f16,
+    f32 for f32 and every integer dtype (accumulated in f32)."""
+    return _reduce("mean", x, axis, out)
+
+
+def argmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+    """u32 index of the first maximum along the last axis (axis=-1) or of the flattened
+    buffer (axis=None)."""
+    return _reduce("argmax", x, axis, out)
+
+
+def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+    """exp(x - max) / sum(exp(x - max)) along the last axis (axis=-1) or over every element
+    (axis=None); f32 or f16 (computed in f32), same shape."""
+    _check_buffer(x, "x")
+    return run_kernel("softmax", [x], out, {"axis": axis})
+
+
+sum = reduce_sum
+max = reduce_max
+min = reduce_min
+
+
+def autotune_reset() -> None:
+    """Forget the tile configurations the autotuner chose (the on-disk cache for every
+    adapter); the next matmul that needs one tunes again on a real GPU."""
+    from .autotune import autotune_reset as _reset
+
+    _reset()
 
 
 # -- surfaces (wgcompute.surface imports rendercanvas: loaded on first use) -----------------

@@ -20,7 +20,7 @@ from .device import get_device
 
 log = logging.getLogger("wgcompute")
 _lock = threading.Lock()
-_memory: dict | None = None  # the file's contents for this process
+_memory: tuple[str, dict] | None = None  # (path, contents) of the cache file, read once
 
 
 def cache_dir() -> str:
@@ -54,14 +54,16 @@ def enabled() -> bool:
 
 def _load() -> dict:
     global _memory
-    if _memory is None:
+    path = cache_path()
+    if _memory is None or _memory[0] != path:
         try:
-            with open(cache_path(), encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 data = json.load(f)
-            _memory = data if isinstance(data, dict) else {}
+            data = data if isinstance(data, dict) else {}
         except (OSError, ValueError):
-            _memory = {}  # missing or corrupt: start afresh, it is only a cache
-    return _memory
+            data = {}  # missing or corrupt: start afresh, it is only a cache
+        _memory = (path, data)
+    return _memory[1]
 
 
 def _save(data: dict) -> None:
@@ -116,7 +118,7 @@ def autotune_reset() -> None:
     The next call that needs a choice tunes again."""
     global _memory
     with _lock:
-        _memory = {}
+        _memory = None
         try:
             os.remove(cache_path())
         except FileNotFoundError:

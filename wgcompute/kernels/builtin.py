@@ -11,6 +11,7 @@ from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from .base import Kernel, Launch, Param, PipelineKey, fold_grid
 from .matmul import Matmul
+from .reduce import reduce_kernels
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 FLOATS = ("f32", "f64", "f16")
@@ -161,4 +162,5 @@ def builtin_kernels() -> list[Kernel]:
         Elementwise("scale", 1, "x * p.p0", ALL, scalar, description="out = input * scalar"),
         Relu(),
         Matmul(),
+        *reduce_kernels(),
     ]

@@ -1,0 +1,66 @@
+// Reductions sum, max, min, mean, argmax over the last axis ("rows" mode) or over everything
+// ("full" mode). Filled in by wgcompute/kernels/reduce.py.
+// Bindings: 0 x (read), 1 out (read_write; array<atomic<u32>> in full mode), 2 params (uniform).
+// Params: rows (rows of this launch), n (elements per row, or in all), phase (full mode:
+//   0 init, 1 accumulate, 2 argmax indices, 3 finalize; rows mode ignores it), groups
+//   (workgroups of the accumulate phases), ident (the reduction's identity, as ACC).
+// Templates: ENABLE, ACC (accumulator type), XT (x's array element: T, vec4<T>, or u32 words of
+//   four u8), OT (out's element in rows mode), WG (workgroup size), MERGE (combine two VI),
+//   ELEM (element i as ACC), LOAD4 (vec4 item q as vec4<ACC>, vector path only), SCAN (one
+//   invocation's strided pass), WGREDUCE (subgroup or workgroup-memory reduction), MAIN.
+// Rows mode: one workgroup per row (RPW rows for u8 output, whose four lanes share a word).
+// Full mode: grid-stride partials per workgroup combined into out's padding words 1 and 2
+// (buffers are allocated in 16-byte multiples) by compare-and-swap; phase 3 writes word 0.
+${ENABLE}
+
+struct Params {
+    rows: u32,
+    n: u32,
+    phase: u32,
+    groups: u32,
+    ident: ${ACC},
+}
+
+struct VI {
+    v: ${ACC},
+    i: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<${XT}>;
+@group(0) @binding(1) var<storage, read_write> out: array<${OT}>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+var<workgroup> wv: array<${ACC}, ${WG}>;
+var<workgroup> wi: array<u32, ${WG}>;
+var<workgroup> wslot: atomic<u32>;
+
+fn merge(a: VI, b: VI) -> VI {
+    ${MERGE}
+}
+
+fn elem(i: u32) -> ${ACC} {
+    ${ELEM}
+}
+
+${LOAD4}
+
+// One invocation's pass over elements start, start + stride, ... < count of the row at base
+// (indices are relative to base), merged into one VI.
+fn scan(base: u32, count: u32, start: u32, stride: u32) -> VI {
+    var acc = VI(p.ident, 0xffffffffu);
+    ${SCAN}
+    return acc;
+}
+
+// The workgroup's merge of every invocation's VI; all invocations get the result.
+fn reduce_wg(lid: u32, sid: u32, mine: VI) -> VI {
+    ${WGREDUCE}
+}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32${SGARG}) {
+    let g = wid.y * nwg.x + wid.x;
+    ${MAIN}
+}

@@ -175,8 +175,10 @@ class Matmul(Kernel):
         n = b.shape[1]
         cfg = params.get("_config") if isinstance(params, dict) else None
         cfg = cfg or self.config_for(m, n, k, output.dtype)
+        # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
         return PipelineKey(self.name, (output.dtype,),
-                           (("config", cfg.name), ("vec_a", k % 4 == 0), ("vec_b", n % 4 == 0)))
+                           (("config", cfg.name), ("vec_a", k > 0 and k % 4 == 0),
+                            ("vec_b", k > 0 and n % 4 == 0)))
 
     def render(self, key):
         consts = dict(key.constants)

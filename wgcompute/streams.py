@@ -106,7 +106,7 @@ def _start_read(buf: Buffer, cmd: HostCommand) -> None:
         cmd._started = True
         cmd._complete(out)
         return
-    parts = _staging.submit_download(buf.gpu_buffer, 0, nbytes)
+    parts = _staging.submit_download(buf._gpu, 0, nbytes)  # checked, and retained by cmd
     cmd._started = True
 
     def finish():
@@ -418,7 +418,7 @@ class Stream:
 
         def op():
             self._track(batch, "upload", cmd, time.perf_counter())
-            fence = _staging.upload(buf.gpu_buffer, 0, arr) if arr.size else None
+            fence = _staging.upload(buf._gpu, 0, arr) if arr.size else None
             cmd._attach(fence if fence is not None else _queue.Fence.completed())
 
         self._lane.enqueue(op, cmd)

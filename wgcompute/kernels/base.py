@@ -18,7 +18,7 @@ from ..buffer import Buffer, check_buffer, empty, from_numpy
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
-from ..errors import (ArgumentError, DtypeError, ShaderCompileError, ShapeError,
+from ..errors import (ArgumentError, DeviceError, DtypeError, ShaderCompileError, ShapeError,
                       UnsupportedDtypeError)
 
 REQUIRED = object()
@@ -401,13 +401,14 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
                  Meta.of(output) if output is not None else None, resolved, compiled, launches)
+    storage = list(inputs) + ([output] if output is not None else [])
+    _check_binding_sizes(kernel, storage, launches, device)
     dev = device.gpu_device
     if compiled.uniform_fields and launches:
         d.uniform = dev.create_buffer_with_data(
             label=f"{kernel.name}-params", data=d._uniform_bytes(),
             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         stats["uniform_buffers_created"] += 1
-    storage = list(inputs) + ([output] if output is not None else [])
     n_storage = len(storage)
     for i, launch in enumerate(launches):
         entries = []
@@ -421,7 +422,26 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             entries.append({"binding": n_storage, "resource": {
                 "buffer": d.uniform, "offset": i * _UNIFORM_STRIDE,
                 "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
-        d.bind_groups.append(dev.create_bind_group(label=kernel.name, layout=compiled.layout,
-                                                   entries=entries))
+        try:
+            bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
+                                       entries=entries)
+        except Exception as e:  # what the checks above did not foresee: wrap, never leak
+            raise DeviceError(f"{kernel.name}: the GPU refused to bind its buffers: {e}") from e
+        d.bind_groups.append(bg)
         stats["bind_groups_created"] += 1
     return d
+
+
+def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:
+    """A kernel whose launches bind whole buffers cannot take one larger than the adapter's
+    max-storage-buffer-binding-size; say so before wgpu's validation does."""
+    limit = device.limit("max-storage-buffer-binding-size")
+    names = kernel.storage_bindings()
+    for launch in launches:
+        for j, b in enumerate(storage):
+            size = launch.ranges[j][1] if launch.ranges is not None else b.gpu_buffer.size
+            if size > limit:
+                raise ShapeError(
+                    f"{kernel.name}: {names[j]!r} {b.shape} {b.dtype} binds {size} bytes; "
+                    f"{device.name} binds at most {limit} bytes per buffer, and this kernel "
+                    f"does not split its work into ranges")

@@ -209,3 +209,28 @@ def test_register_kernel_bad_name_source_and_template():
         wgc.register_kernel(unique("k"), "missing_file.wgsl", bindings=[("o", "read_write")])
     with pytest.raises(wgc.ArgumentError, match="placeholder 'FOO'.*T, WG, ENABLE"):
         wgc.register_kernel(unique("k"), "${FOO}", bindings=[("o", "read_write")])
+
+
+def test_buffer_past_the_binding_limit_is_a_clear_error():
+    """A custom kernel binds whole buffers: one larger than max-storage-buffer-binding-size
+    must be refused with a ShapeError naming it, not a raw wgpu validation error."""
+    limit = wgc.device_info()["limits"]["max-storage-buffer-binding-size"]
+    n = limit // 4 + 1024
+    if (n * 4) > wgc.device_info()["limits"]["max-buffer-size"]:
+        pytest.skip("this adapter cannot allocate a buffer past its binding limit")
+    name = unique("plus_one")
+    wgc.register_kernel(name, """
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+struct P { n: u32 }
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
+    if (i < p.n) { out[i] = a[i] + 1.0; }
+}
+""", bindings=[("a", "read"), ("out", "read_write"), ("p", "uniform")], params={"n": "u32"})
+    with wgc.empty((n,), "f32") as big, wgc.empty((n,), "f32") as out:
+        with pytest.raises(wgc.ShapeError, match=rf"'a' \({n},\) f32 binds .* at most {limit}"):
+            wgc.run_kernel(name, [big], out)

@@ -115,3 +115,32 @@ def test_mismatched_inputs_name_the_argument():
         wgc.add(a, wgc.empty(5, "s32"))
     with pytest.raises(wgc.DtypeError, match="slope"):
         wgc.relu(wgc.empty(5, "s32"), slope=0.5)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64", "f16", "s32", "s64", "u32"])
+def test_transpose_matches_numpy(rng, dt):
+    need(dt)
+    for shape in [(1, 1), (3, 5), (33, 70), (64, 32), (100, 1), (0, 4)]:
+        a = make(rng, dt, shape)
+        got = wgc.transpose(wgc.from_numpy(a)).to_numpy()
+        np.testing.assert_array_equal(got, a.T)
+
+
+def test_transpose_errors_name_the_problem():
+    with pytest.raises(wgc.ShapeError, match="2-D"):
+        wgc.transpose(wgc.empty((2, 3, 4)))
+    with pytest.raises(wgc.ShapeError, match="expected"):
+        wgc.transpose(wgc.empty((2, 3)), wgc.empty((2, 3)))
+    with pytest.raises(wgc.DtypeError, match="u8"):
+        wgc.transpose(wgc.empty((2, 3), "u8"))
+
+
+@pytest.mark.parametrize("dt,value", [("f32", 1.5), ("f16", -2.5), ("f64", 0.1), ("s32", -7),
+                                      ("s64", -2**40), ("u32", 4_000_000_000), ("u8", 200)])
+def test_fill_every_dtype(dt, value):
+    need(dt)
+    for n in [0, 1, 5, 17, 1000, 4099]:
+        out = wgc.fill(wgc.empty(n, dt), value).to_numpy()
+        np.testing.assert_array_equal(out, np.full(n, value, wgc.DTYPES[dt].numpy))
+    with pytest.raises(wgc.ArgumentError, match="value"):
+        wgc.fill(wgc.empty(3, "u8"), 300)

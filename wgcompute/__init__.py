@@ -43,7 +43,7 @@ __all__ = [
     "sub", "multiply", "divide", "scale", "relu", "matmul",
     # reductions (sum, max and min are also reduce_sum, reduce_max, reduce_min) and autotuning
     "sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean", "argmax", "softmax",
-    "autotune_reset",
+    "autotune_reset", "transpose", "fill",
     # commands
     "submit", "poll", "wait",
     # pipelines
@@ -153,6 +153,15 @@ def matmul(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out (M×N) = a (M×K) · b (K×N)."""
     return run_kernel("matmul", [a, b], out)
 
+
+def transpose(a: Buffer, out: Buffer | None = None) -> Buffer:
+    """out (C×R) = a (R×C) transposed (2-D; every dtype but u8)."""
+    return run_kernel("transpose", [a], out)
+
+
+def fill(out: Buffer, value) -> Buffer:
+    """Set every element of ``out`` to ``value`` (converted exactly to out's dtype)."""
+    return run_kernel("fill", [], out, {"value": value})
 
 # -- reductions (sum/max/min shadow builtins as module attributes only: code in this module
 #    calls the reduce_* names and never the builtins) -------------------------------------------

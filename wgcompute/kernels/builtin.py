@@ -23,6 +23,7 @@ _PACKED = ("var r = V(0u);\n    let m = V(0xffu);\n"
            "        r = r | ((op({args}) & m) << s);\n    }}\n    return r;")
 _PACKED_BINARY = _PACKED.format(args="(x >> s) & m, (y >> s) & m")
 _PACKED_UNARY = _PACKED.format(args="(x >> s) & m")
+_PACKED_NULLARY = _PACKED.format(args="")
 
 
 def item_layout(dt) -> tuple[int, int, str]:
@@ -92,15 +93,15 @@ class Elementwise(Kernel):
         dt = DTYPES[key.dtypes[0]]
         t = dt.wgsl
         v = item_layout(dt)[2]
-        binary = len(self.inputs) == 2
+        arity = len(self.inputs)
         lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
                  for i, n in enumerate(self.inputs)]
         lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
                      f"out: array<{v}>;")
         if dt.packed:
-            apply = (_PACKED_BINARY if binary else _PACKED_UNARY).replace("V(", f"{v}(")
+            apply = (_PACKED_NULLARY, _PACKED_UNARY, _PACKED_BINARY)[arity].replace("V(", f"{v}(")
         else:
-            apply = "return op(x, y);" if binary else "return op(x);"
+            apply = ("return op();", "return op(x);", "return op(x, y);")[arity]
         expr = self.expr if dt.is_float else self.int_expr
         src = shaders.render(shaders.load("elementwise.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
@@ -111,8 +112,8 @@ class Elementwise(Kernel):
             "UB": len(self.inputs) + 1,
             "WG": self.workgroup_size,
             "U": self.per_invocation,
-            "ARGS": f"x: {v}, y: {v}" if binary else f"x: {v}",
-            "CALL": "a[i], b[i]" if binary else "a[i]",
+            "ARGS": ("", f"x: {v}", f"x: {v}, y: {v}")[arity],
+            "CALL": ("", "a[i]", "a[i], b[i]")[arity],
             "EXPR": expr.replace("V(", f"{v}(").replace("T(", f"{t}("),
             "APPLY": apply,
         })
@@ -151,6 +152,53 @@ class Relu(Elementwise):
         return launches
 
 
+class Transpose(Kernel):
+    """out (C×R) = a (R×C) transposed, through 32×32 tiles in workgroup memory so that both
+    the reads and the writes are coalesced."""
+
+    name = "transpose"
+    inputs = ("a",)
+    dtypes = ("f32", "f64", "f16", "s32", "s64", "u32")  # u8 lanes share words: not here
+    description = "out = a.T for a 2-D a"
+    tile = 32
+    rows_per_pass = 8  # a 32×8 workgroup moves a 32×32 tile in four passes
+
+    def check(self, inputs, output, params) -> None:
+        (a,) = inputs
+        if a.ndim != 2:
+            raise ShapeError(f"transpose: a must be 2-D, got shape {a.shape}")
+        if a.dtype != output.dtype:
+            raise DtypeError(f"transpose: a is {a.dtype} and out is {output.dtype}; dtypes "
+                             f"must match")
+        if output.shape != a.shape[::-1]:
+            raise ShapeError(f"transpose: out is {output.shape}, expected {a.shape[::-1]} for "
+                             f"a {a.shape}")
+
+    def output_spec(self, inputs, params):
+        (a,) = inputs
+        if a.ndim != 2:
+            raise ShapeError(f"transpose: a must be 2-D, got shape {a.shape}")
+        return a.shape[::-1], a.dtype
+
+    def render(self, key: PipelineKey):
+        t = DTYPES[key.dtypes[0]].wgsl
+        src = shaders.render(shaders.load("transpose.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]), "T": t, "TILE": self.tile,
+            "ROWS": self.rows_per_pass})
+        return src, (("R", "u32"), ("C", "u32"))
+
+    def launches(self, inputs, output, params, device):
+        r, c = inputs[0].shape
+        if r == 0 or c == 0:
+            return []
+        limit = device.limit("max-compute-workgroups-per-dimension")
+        gx, gy = math.ceil(c / self.tile), math.ceil(r / self.tile)
+        if gx > limit or gy > limit:
+            raise ShapeError(f"transpose: a {inputs[0].shape} needs a {gy}×{gx} grid; this "
+                             f"adapter allows {limit} per dimension")
+        return [Launch((gx, gy, 1), {"R": r, "C": c})]
+
+
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
     return [
@@ -161,6 +209,9 @@ def builtin_kernels() -> list[Kernel]:
                     description="out = a / b (integers: truncated; x / 0 gives x, as in WGSL)"),
         Elementwise("scale", 1, "x * p.p0", ALL, scalar, description="out = input * scalar"),
         Relu(),
+        Elementwise("fill", 0, "V(p.p0)", ALL, Param("value", "T", doc="the value"),
+                    description="out[...] = value"),
+        Transpose(),
         Matmul(),
         *reduce_kernels(),
     ]

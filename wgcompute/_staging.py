@@ -19,7 +19,9 @@ from wgpu.backends.wgpu_native._ffi import ffi
 from . import _queue
 from .device import get_device
 
-CHUNK = 64 << 20  # bytes per staging buffer for large transfers
+CHUNK = 32 << 20  # bytes per staging buffer for large transfers
+_RING = 4  # staging buffers one large upload cycles through (each refilled once it is free)
+_READ_DEPTH = 3  # download chunks in flight: the GPU copies ahead while the host copies out
 MIN_SIZE = 64 << 10
 _PARALLEL_COPY = 8 << 20  # copies larger than this are split over threads
 _KEEP_PER_CLASS = 4
@@ -129,21 +131,36 @@ def upload(dst, dst_offset: int, data: np.ndarray) -> _queue.Fence | None:
     n = src.nbytes
     fence = None
     dev = get_device().gpu_device
-    for start in range(0, n, CHUNK):
-        part = src[start:start + CHUNK]
-        size = part.nbytes
-        padded = (size + 3) & ~3
-        stage = _up.acquire(padded)
-        view = _mapped_array(stage, padded)
-        copy_bytes(view[:size], part)
-        if padded != size:
-            view[size:padded] = 0
-        del view
-        stage.unmap()
-        enc = dev.create_command_encoder(label="wgcompute-upload")
-        enc.copy_buffer_to_buffer(stage, 0, dst, dst_offset + start, padded)
-        fence = _queue.submit([enc.finish()])
-        _up.release(stage, stage.map_async("WRITE"))
+    ring: list[list] = []  # [staging buffer, its pending re-map or None]
+    try:
+        for i, start in enumerate(range(0, n, CHUNK)):
+            part = src[start:start + CHUNK]
+            size = part.nbytes
+            padded = (size + 3) & ~3
+            if len(ring) < _RING:
+                slot = [_up.acquire(padded), None]
+                ring.append(slot)
+            else:  # the chunk RING steps back has been copied: its buffer is mapped again
+                slot = ring[i % _RING]
+                slot[1].sync_wait()
+                slot[1] = None
+            stage = slot[0]
+            view = _mapped_array(stage, padded)
+            copy_bytes(view[:size], part)
+            if padded != size:
+                view[size:padded] = 0
+            del view
+            stage.unmap()
+            enc = dev.create_command_encoder(label="wgcompute-upload")
+            enc.copy_buffer_to_buffer(stage, 0, dst, dst_offset + start, padded)
+            fence = _queue.submit([enc.finish()])
+            slot[1] = stage.map_async("WRITE")
+    except BaseException:
+        for stage, _ in ring:  # in an unknown map state: not fit for the pool
+            stage.destroy()
+        raise
+    for stage, promise in ring:
+        _up.release(stage, promise)
     return fence
 
 
@@ -169,7 +186,7 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         _queue.submit([enc.finish()])
         return start, size, padded, stage, stage.map_async("READ_NOSYNC", 0, padded)
 
-    depth = 2
+    depth = _READ_DEPTH
     for s in starts[:depth]:
         inflight.append(issue(s))
     nxt = depth

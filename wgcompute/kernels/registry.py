@@ -6,11 +6,13 @@ import math
 import os
 import threading
 
+import numpy as np
+
 from .. import shaders
 from ..device import get_device
 from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
-from ..errors import ArgumentError, KernelNotFoundError
+from ..errors import ArgumentError, KernelNotFoundError, ShapeError
 from . import base
 from .base import REQUIRED, Kernel, Launch, Param, PipelineKey, fold_grid
 
@@ -102,11 +104,24 @@ class CustomKernel(Kernel):
         if "n" in values:
             values["n"] = output.size
         if self.grid is not None:
-            wg = tuple(int(v) for v in self.grid(inputs, output, params))
-            wg = (wg + (1, 1))[:3]
-            return [Launch(wg, values)]
+            wg = self._check_grid(self.grid(inputs, output, params), device)
+            return [Launch(wg, values)] if all(wg) else []
         groups = math.ceil(output.size / self.workgroup_size)
         return [Launch(fold_grid(groups, device, self.name), values)] if groups else []
+
+
+    def _check_grid(self, wg, device) -> tuple[int, int, int]:
+        """The user's grid() result: 1 to 3 whole, non-negative counts within the limit."""
+        limit = device.limit("max-compute-workgroups-per-dimension")
+        ok = isinstance(wg, (list, tuple)) and 1 <= len(wg) <= 3 and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in wg)
+        if not ok:
+            raise ArgumentError(f"{self.name}: grid() must return 1 to 3 non-negative ints "
+                                f"(workgroup counts), got {wg!r}")
+        if max(wg) > limit:
+            raise ShapeError(f"{self.name}: grid() asked for {tuple(wg)} workgroups; this "
+                             f"adapter allows at most {limit} per dimension (fold the grid)")
+        return (tuple(int(v) for v in wg) + (1, 1))[:3]
 
 
 def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_size: int = 256,

@@ -328,7 +328,7 @@ def submit(spec: dict) -> Command:
                                 spec.get("params"))
     if op == "copy_buffer":
         inputs = spec.get("inputs") or []
-        if len(inputs) != 1:
+        if not isinstance(inputs, (list, tuple)) or len(inputs) != 1:
             raise ArgumentError("spec: op 'copy_buffer' needs inputs=[source]")
         return copy_buffer_async(inputs[0], spec.get("output"))
     if op == "barrier":

@@ -181,10 +181,10 @@ class Buffer:
         return self.to_numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:  # numpy's protocol: copy=False must fail when a copy is needed
+            raise ValueError("wgc.Buffer: its data is in GPU memory; reading it is a copy")
         a = self.to_numpy()
         if dtype is not None and np.dtype(dtype) != a.dtype:
-            if copy is False:
-                raise ValueError("wgc.Buffer: converting dtype needs a copy")
             a = a.astype(dtype)
         return a
 
@@ -225,6 +225,8 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _alloc(nbytes: int, label: str):
+    if label is not None and not isinstance(label, str):
+        raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
     dev = get_device()
     size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
     limit = dev.limit("max-buffer-size")

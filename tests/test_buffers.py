@@ -188,6 +188,8 @@ def test_array_protocol():
     assert a.dtype == np.float32 and a.tolist() == [[1.0, 2.0], [3.0, 4.0]]
     assert np.asarray(buf, dtype=np.float64).dtype == np.float64
     assert float(np.sum(buf)) == 10.0
+    with pytest.raises(ValueError, match="copy"):  # numpy 2: copy=False cannot be honoured
+        np.asarray(buf, copy=False)
 
 
 def test_free_then_use_raises_buffer_freed():

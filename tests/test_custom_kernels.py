@@ -234,3 +234,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     with wgc.empty((n,), "f32") as big, wgc.empty((n,), "f32") as out:
         with pytest.raises(wgc.ShapeError, match=rf"'a' \({n},\) f32 binds .* at most {limit}"):
             wgc.run_kernel(name, [big], out)
+
+
+@pytest.mark.parametrize("grid,error,match", [
+    ((70_000,), wgc.ShapeError, "at most 65535 per dimension"),
+    ((-1,), wgc.ArgumentError, "non-negative ints"),
+    ((1.5,), wgc.ArgumentError, "non-negative ints"),  # never silently truncated to 1
+    (("a",), wgc.ArgumentError, "non-negative ints"),
+    (None, wgc.ArgumentError, "non-negative ints"),
+    ((1, 1, 1, 1), wgc.ArgumentError, "1 to 3"),
+])
+def test_bad_grid_results(grid, error, match):
+    name = unique("grid")
+    wgc.register_kernel(name, """
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < arrayLength(&out)) { out[g.x] = 1u; }
+}
+""", bindings=[("out", "read_write")], dtypes="u32", grid=lambda i, o, p: grid)
+    with pytest.raises(error, match=match):
+        wgc.run_kernel(name, [], wgc.empty((4,), "u32"))

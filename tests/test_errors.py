@@ -136,6 +136,13 @@ def test_facade_wrong_types():
         wgc.buffer([1.0]).write("abc")
 
 
+def test_label_must_be_a_string():
+    for make in (lambda: wgc.buffer([1.0], label=5), lambda: wgc.empty((1,), label=b"x"),
+                 lambda: wgc.buffer_zeros((1,), "f32", label=3.0)):
+        with pytest.raises(wgc.ArgumentError, match="label: expected a str"):
+            make()
+
+
 def test_free_many_checks_all_before_freeing_any():
     a = wgc.buffer([1.0])
     with pytest.raises(wgc.ArgumentError, match=r"bufs\[1\]"):
@@ -286,6 +293,8 @@ def test_commands_bad_arguments(f3):
         wgc.submit({"op": "nope"})
     with pytest.raises(wgc.ArgumentError, match="unknown key"):
         wgc.submit({"op": "run_kernel", "kernel": "relu", "inputs": [f3], "x": 1})
+    with pytest.raises(wgc.ArgumentError, match="inputs=\\[source\\]"):
+        wgc.submit({"op": "copy_buffer", "inputs": 5, "output": f3})
     cmd = wgc.run_kernel_async("relu", [f3])
     with pytest.raises(wgc.ArgumentError, match="timeout"):
         cmd.wait(-1)

@@ -224,7 +224,11 @@ def pack_uniform(fields, values: dict) -> bytes:
         fmt, size = _SCALAR[wgsl_type]
         pad = (-len(out)) % size
         out += b"\0" * pad
-        out += struct.pack("<" + fmt, values[name])
+        try:
+            out += struct.pack("<" + fmt, values[name])
+        except (OverflowError, struct.error) as e:  # a kernel let through a value too big
+            raise ArgumentError(f"param {name!r}: {values[name]!r} does not fit the shader's "
+                                f"{wgsl_type} ({e})") from None
     out += b"\0" * ((-len(out)) % 16)
     return bytes(out) or b"\0" * 16
 

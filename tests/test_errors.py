@@ -234,6 +234,10 @@ def test_param_values_out_of_range_or_inexact():
         wgc.scale(wgc.buffer([1.0], dtype="f16"), 1e6)
     with pytest.raises(wgc.DtypeError, match="slope=0.5 needs a float dtype"):
         wgc.relu(s, slope=0.5)
+    with pytest.raises(wgc.ArgumentError, match="1000000.0"):  # past f16's range
+        wgc.relu(wgc.buffer([1.0], dtype="f16"), slope=1e6)
+    with pytest.raises(wgc.ArgumentError, match="1e\\+300"):
+        wgc.relu(wgc.buffer([1.0]), slope=1e300)
 
 
 def test_wrong_input_count(f3):

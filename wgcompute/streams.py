@@ -1025,7 +1025,8 @@ def stream_map(work, batches, depth: int = 3, *, params: dict | None = None,
     after another (the baseline), 2 is double and 3 triple buffering. Each slot's GPU buffers
     and mapped staging are reused while batch shapes repeat. An error in batch k is raised
     at position k of the iterator (earlier results all come first); iteration may continue
-    after it, unless the error came from ``batches`` itself."""
+    after it, unless the error came from ``batches`` itself. A ``timeline`` keeps a span per
+    stage and batch: give one to finite runs only."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ArgumentError(f"depth: expected an int >= 1 (1 sequential, 2 double, 3 triple "
                             f"buffering), got {depth!r}")

@@ -254,6 +254,23 @@ def test_stream_map_bounded_memory_with_an_endless_generator():
     assert wgc.live_buffers() == base
 
 
+def test_stream_map_reuses_slot_buffers_and_bindings(rng):
+    depth = 3
+    batches = [rng.standard_normal(4096).astype(np.float32) for _ in range(24)]
+    before_stats, before_live = wgc.kernels_stats(), wgc.live_buffers()
+    created = []
+    it = wgc.stream_map("scale", batches, depth=depth, params={"scalar": 0.5})
+    for b, got in zip(batches, it, strict=True):
+        np.testing.assert_array_equal(got, b * np.float32(0.5))
+        created.append(wgc.live_buffers() - before_live)
+    after = wgc.kernels_stats()
+    # one input and one output per slot, one bind group and params buffer per slot: the
+    # count follows depth, not the 24 batches
+    assert max(created) <= 2 * depth
+    assert after["bind_groups_created"] - before_stats["bind_groups_created"] <= depth
+    assert after["uniform_buffers_created"] - before_stats["uniform_buffers_created"] <= depth
+
+
 def test_stream_map_error_in_batch_k_surfaces_at_k(rng):
     batches = [np.full(1000, i, dtype=np.float32) for i in range(7)]
 

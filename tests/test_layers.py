@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+import wgcompute as wgc
+
 PKG = Path(__file__).resolve().parent.parent / "wgcompute"
 
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
@@ -24,6 +26,7 @@ LAYERS = {
     "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
 }
 APP = 8
+PUBLIC = set(wgc.__all__)
 
 # Upward imports done lazily, on purpose, each with its reason. Keep this list short.
 ALLOWED_LAZY_UP = {
@@ -62,6 +65,12 @@ def known_modules() -> set[str]:
 
 def imports_of(path: Path):
     """(target module, line, lazy) for each import of a wgcompute module or a window lib."""
+    for target, line, lazy, _names in imports_with_names(path):
+        yield target, line, lazy
+
+
+def imports_with_names(path: Path):
+    """(target module, line, lazy, names taken from it: () for a whole module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     me = module_name(path)
     package = me if is_package(path) else me.rpartition(".")[0]
@@ -71,7 +80,7 @@ def imports_of(path: Path):
         lazy = id(node) not in top_level
         if isinstance(node, ast.Import):
             for a in node.names:
-                yield a.name, node.lineno, lazy
+                yield a.name, node.lineno, lazy, ()
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -81,8 +90,10 @@ def imports_of(path: Path):
                 base = node.module
             for a in node.names:
                 sub = f"{base}.{a.name}"
-                yield (sub if sub in modules or sub == "wgcompute._wgsl" else base), \
-                    node.lineno, lazy
+                if sub in modules or sub == "wgcompute._wgsl":
+                    yield sub, node.lineno, lazy, ()
+                else:
+                    yield base, node.lineno, lazy, (a.name,)
 
 
 SOURCES = sorted(PKG.rglob("*.py"))
@@ -95,7 +106,7 @@ def test_imports_point_down(path):
     assert mine is not None, (f"{me} is in no layer: place it in tests/test_layers.py's LAYERS "
                               f"(and in ARCHITECTURE.md's table)")
     problems = []
-    for target, line, lazy in imports_of(path):
+    for target, line, lazy, names in imports_with_names(path):
         if not (target == "wgcompute" or target.startswith("wgcompute.")):
             continue
         theirs = layer_of(target)
@@ -103,9 +114,12 @@ def test_imports_point_down(path):
             problems.append(f"line {line}: imports {target}, which is in no layer")
             continue
         if mine == APP:
-            if theirs != APP and target != "wgcompute":
-                problems.append(f"line {line}: app module imports {target}; use the public "
-                                f"names of `wgcompute` only")
+            # public names only: what `import wgcompute` exports, wherever it is taken from
+            private = [n for n in names if n not in PUBLIC]
+            if theirs != APP and target != "wgcompute" and (not names or private):
+                problems.append(f"line {line}: app module imports "
+                                f"{', '.join(private) or 'the module'} from {target}; use "
+                                f"the public names of `wgcompute` only")
             continue
         if theirs > mine and not (lazy and (me, target) in ALLOWED_LAZY_UP):
             how = "lazily " if lazy else ""

@@ -306,14 +306,16 @@ def test_commands_bad_arguments(f3):
 
 
 def test_unsupported_dtype_error_names_the_missing_feature(monkeypatch):
-    """Remove shader-f64 from the device's feature set for one test (the check reads it
+    """Remove shader-f64/-int64/-f16 from the device's feature set for one test (the check reads it
     when compiling; the adapter cannot really lose the feature) and see the refusal."""
     dev = get_device()
     # compiled pipelines skip the check: set aside those of the two dtypes, restore after
-    saved = {k: c for k, c in base._cache.items() if {"f64", "s64"} & set(k.dtypes)}
+    gated = {"f64", "s64", "f16"}
+    saved = {k: c for k, c in base._cache.items() if gated & set(k.dtypes)}
     for k in saved:
         base._cache.pop(k, None)
-    monkeypatch.setattr(dev, "features", dev.features - {"shader-f64", "shader-int64"})
+    monkeypatch.setattr(dev, "features",
+                        dev.features - {"shader-f64", "shader-int64", "shader-f16"})
     try:
         a = wgc.buffer([1.0, 2.0], dtype="f64")  # storing f64 still works
         assert a.tolist() == [1.0, 2.0]
@@ -324,9 +326,11 @@ def test_unsupported_dtype_error_names_the_missing_feature(monkeypatch):
         assert isinstance(e.value, wgc.DtypeError)
         with pytest.raises(wgc.UnsupportedDtypeError, match="shader-int64"):
             wgc.relu(wgc.buffer([1], dtype="s64"), wgc.empty((1,), "s64"))
+        with pytest.raises(wgc.UnsupportedDtypeError, match="shader-f16"):
+            wgc.matmul(wgc.buffer_zeros((2, 2), "f16"), wgc.buffer_zeros((2, 2), "f16"))
     finally:
         monkeypatch.undo()
-        for k in [k for k in base._cache if {"f64", "s64"} & set(k.dtypes)]:
+        for k in [k for k in base._cache if gated & set(k.dtypes)]:
             base._cache.pop(k)  # nothing compiled without the feature may stay
         base._cache.update(saved)
     assert wgc.add(a, a).tolist() == [2.0, 4.0]

@@ -17,6 +17,7 @@ from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, Sh
 
 _USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 _ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
+_RAW_FORMATS = ("B", "b", "c")  # memoryviews of these are raw bytes; others carry values
 
 _live_lock = threading.Lock()
 _live_count = 0
@@ -254,6 +255,8 @@ def _to_array(data, dt: DType, argument: str) -> np.ndarray:
         return data.to_numpy()
     if isinstance(data, np.ndarray):
         return convert_exact(data, dt, argument)
+    if isinstance(data, memoryview) and data.format not in _RAW_FORMATS:
+        return convert_exact(np.asarray(data), dt, argument)  # typed: values, not bytes
     if isinstance(data, (bytes, bytearray, memoryview)):
         mv = memoryview(data).cast("B")
         if mv.nbytes % dt.itemsize:
@@ -277,8 +280,14 @@ def buffer(data, shape=None, dtype=None, label: str = "") -> Buffer:
     ``shape`` defaults to the data's shape; when given, its element count must match.
     Values that the dtype cannot hold exactly are an error, never silently cast."""
     if dtype is None:
-        dt = resolve_dtype(data.dtype, "data") if isinstance(data, np.ndarray) else \
-            resolve_dtype("f32")
+        if isinstance(data, memoryview) and data.format not in _RAW_FORMATS:
+            data = np.asarray(data)
+        if isinstance(data, np.ndarray):
+            dt = resolve_dtype(data.dtype, "data")
+        elif isinstance(data, Buffer):
+            dt = data._dt
+        else:
+            dt = resolve_dtype("f32")
     else:
         dt = resolve_dtype(dtype)
     arr = _to_array(data, dt, "data")

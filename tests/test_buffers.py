@@ -256,3 +256,23 @@ def test_large_round_trip_through_chunked_staging(rng):
     buf = wgc.from_numpy(a)
     np.testing.assert_array_equal(buf.to_numpy(), a)
     buf.free()
+
+
+def test_typed_memoryview_carries_values_not_bytes():
+    """A memoryview of float64 is two numbers, not sixteen bytes to reinterpret as f32."""
+    buf = wgc.buffer(memoryview(np.float64([1.0, 2.0])))
+    assert buf.dtype == "f64" and buf.tolist() == [1.0, 2.0]
+    assert wgc.buffer(memoryview(np.int32([1, 2])), dtype="f32").tolist() == [1.0, 2.0]
+    assert wgc.buffer(memoryview(np.float64([[1.0, 2.0]]))).shape == (1, 2)
+    raw = memoryview(np.float32([1.5]).tobytes())  # format "B": raw bytes, as documented
+    assert wgc.buffer(raw, dtype="f32").tolist() == [1.5]
+    with pytest.raises(wgc.DtypeError, match="not whole"):
+        wgc.buffer(memoryview(np.float64([0.5])), dtype="s32")
+
+
+def test_buffer_from_a_buffer_keeps_its_dtype():
+    src = wgc.buffer([1, 2], dtype="s32")
+    copy = wgc.buffer(src)
+    assert copy.dtype == "s32" and copy.tolist() == [1, 2] and copy is not src
+    with pytest.raises(wgc.DtypeError, match="buffer is s32, expected f32"):
+        wgc.buffer(src, dtype="f32")

@@ -204,6 +204,8 @@ def test_stream_map_depths_equal_sequential_and_numpy(rng):
             assert got.shape == want.shape
             np.testing.assert_array_equal(got, want)
     for got, b in zip(runs[1], batches, strict=True):
+        plain = wgc.run_kernel(LOOP, [wgc.upload(b)], None, loop_params(ITERS)).to_numpy()
+        np.testing.assert_array_equal(got, plain)  # the plain blocking calls, bit for bit
         np.testing.assert_allclose(got, loop_ref(b, ITERS), rtol=1e-5, atol=1e-6)
 
 

@@ -335,3 +335,26 @@ def test_bad_images_are_rejected():
         wgc.run_kernel("grayscale", [wgc.empty((4, 4), "f32")])
     with pytest.raises(wgc.ArgumentError, match="needs an output"):
         wgc.run_kernel("generate_gradient", [])
+
+
+@pytest.mark.skipif(not wgc.is_gpu(), reason="8192x8192 RGBA takes about 40 s on lavapipe "
+                    "(the banded path is covered above at a small size); runs on GPUs")
+def test_8192_rgba_in_bands_of_a_128_mib_binding(monkeypatch):
+    """The issue's 8192×8192 RGBA image, with lavapipe's 128 MiB binding limit imposed so
+    the row bands are used on any adapter; rows around every band edge against scipy."""
+    n = 8192
+    monkeypatch.setattr(image, "MAX_BINDING", 128 << 20)
+    img = np.random.default_rng(5).integers(0, 256, (n, n, 4), dtype=np.uint8)
+    src, out = wgc.from_numpy(img), wgc.empty((n, n, 4), "u8")
+    d = bind(wgc.kernel_info("gaussian_blur"), [src], out, {"radius": 2, "sigma": 1.0})
+    assert all(len(part.launches) > 1 for part in d.parts)
+    got = wgc.run_kernel("gaussian_blur", [src], out, {"radius": 2, "sigma": 1.0}).to_numpy()
+    for y0 in (0, 1020, 2040, 4090, 6140, n - 24):
+        lo = max(0, y0 - 8)
+        crop = img[lo:y0 + 32].astype(np.float64) / 255
+        ref = per_channel(lambda c: ndimage.gaussian_filter(c, 1.0, radius=2, mode="nearest"),
+                          crop)
+        skip = 0 if y0 == 0 else 4  # rows next to the crop's own edge are not the image's
+        want = np.round(ref[y0 - lo + skip:y0 - lo + 24] * 255)
+        diff = np.abs(got[y0 + skip:y0 + 24].astype(int) - want)
+        assert diff.max() <= 1, f"rows {y0}..{y0 + 24}: {diff.max()} levels"

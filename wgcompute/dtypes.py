@@ -130,7 +130,10 @@ def convert_exact(arr: np.ndarray, target: DType, argument: str = "data") -> np.
         if bad.any():
             raise DtypeError(f"{argument}: {_describe(arr, bad)} are not whole numbers; "
                              f"{target.name} holds integers only (round them first)")
-        bad = (arr < info.min) | (arr > info.max)
+        # Bounds as exact powers of two, compared in float64: int64's max is no float, and
+        # `arr > info.max` lets 2.0**63 through (it rounds the bound up to 2**63).
+        a64 = arr.astype(np.float64)
+        bad = (a64 < float(info.min)) | (a64 >= 2.0 ** (8 * dst.itemsize - (info.min < 0)))
     else:
         if src.kind == "u" and info.min == 0:
             bad = arr > info.max

@@ -165,3 +165,22 @@ def test_extremes_round_trip_through_the_gpu(dt):
     got = wgc.from_numpy(vals).to_numpy()
     np.testing.assert_array_equal(got, vals)
     assert got.tobytes() == vals.tobytes()
+
+
+@pytest.mark.parametrize("value,dst,ok", [
+    (2.0**63, "s64", False),  # float64 rounds int64's max up to exactly this
+    (-(2.0**63), "s64", True),
+    (2.0**63 - 1024, "s64", True),  # the largest float64 below 2**63
+    (np.float32(2.0**31), "s32", False),
+    (-(2.0**31), "s32", True),
+    (2.0**32, "u32", False),
+    (4294967295.0, "u32", True),
+    (2.0**64, "u32", False),
+])
+def test_float_to_int_bounds_are_exact(value, dst, ok):
+    arr = np.array([value])
+    if ok:
+        assert convert_exact(arr, DTYPES[dst]).tolist() == [int(value)]
+    else:
+        with pytest.raises(wgc.DtypeError, match=f"out of range for {dst}"):
+            convert_exact(arr, DTYPES[dst])

@@ -115,7 +115,8 @@ def convert_exact(arr: np.ndarray, target: DType, argument: str = "data") -> np.
             inexact = ~np.isfinite(back) | (back != arr.astype(np.float64))
             if src.kind in "iu" and src.itemsize == 8:
                 # float64 cannot hold every int64; compare in integers where they fit
-                ok = np.isfinite(back) & (np.abs(back) < 2.0**63)
+                lo, hi = (0.0, 2.0**64) if src.kind == "u" else (-(2.0**63), 2.0**63)
+                ok = np.isfinite(back) & (back >= lo) & (back < hi)
                 inexact = ~ok
                 inexact[ok] = back[ok].astype(src) != arr[ok]
             if inexact.any():

@@ -69,6 +69,11 @@ def test_integers_to_floats_only_when_exact():
         convert_exact(np.array([2**53 + 1], np.int64), DTYPES["f64"])
     with pytest.raises(wgc.DtypeError, match="exactly as f64"):
         convert_exact(np.array([2**64 - 1], np.uint64), DTYPES["f64"])
+    with pytest.raises(wgc.DtypeError, match="exactly as f64"):
+        convert_exact(np.array([2**63 - 1], np.int64), DTYPES["f64"])
+    # the extremes that are powers of two are exact, and accepted
+    assert convert_exact(np.array([-(2**63)], np.int64), DTYPES["f64"]).tolist() == [-(2.0**63)]
+    assert convert_exact(np.array([2**63], np.uint64), DTYPES["f64"]).tolist() == [2.0**63]
     with pytest.raises(wgc.DtypeError, match="exactly as f16"):
         convert_exact(np.array([2049], np.int32), DTYPES["f16"])
     np.testing.assert_array_equal(convert_exact(np.array([2048], np.int32), DTYPES["f16"]),

@@ -3,6 +3,7 @@ exact conversion of user data into it: nothing is silently cast or truncated."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,54 +174,55 @@ def list_to_array(data, target: DType, argument: str = "data") -> np.ndarray:
     return convert_exact(arr, target, argument)
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer, bool, np.bool_))
-
-
 def _exact_from_python(values: list, target: DType, argument: str) -> np.ndarray:
     """Python numbers to a 1-D array for convert_exact, checking each int exactly: Python
     ints may exceed int64, and an int must not be rounded by a float on its way in."""
-    bad = []
+    _int = (int, np.integer, np.bool_)  # bool is an int
     if target.is_float:
-        out = []
+        exact_below = 2 ** (np.finfo(target.numpy).nmant + 1)  # every int up to it is exact
+        out, bad = [], []
         for v in values:
-            if _is_int(v):
+            if isinstance(v, _int):
                 v = int(v)
-                try:
-                    f = float(v)
-                    with np.errstate(over="ignore"):
-                        t = target.numpy.type(f)
-                    exact = bool(np.isfinite(t)) and int(t) == v
-                except OverflowError:
-                    exact = False
-                if not exact:
+                if not -exact_below <= v <= exact_below and not _int_fits_float(v, target):
                     bad.append(v)
                     continue
-                out.append(f)
-            else:
-                out.append(float(v))
+            out.append(float(v))
         if bad:
             raise DtypeError(f"{argument}: {len(bad)} value(s) such as "
                              f"{', '.join(map(repr, bad[:3]))} cannot be stored exactly as "
                              f"{target.name}")
         return np.array(out, dtype=np.float64)
     info = np.iinfo(target.numpy)
-    ints, fractions = [], []
+    lo, hi = int(info.min), int(info.max)
+    ints, fractions, bad = [], [], []
     for v in values:
-        if not _is_int(v):
+        if not isinstance(v, _int):
             f = float(v)
-            if not np.isfinite(f) or f != int(f):
+            if not math.isfinite(f) or f != math.floor(f):
                 fractions.append(f)
                 continue
             v = f
-        ints.append(int(v))
+        v = int(v)
+        if not lo <= v <= hi:
+            bad.append(v)
+        ints.append(v)
     if fractions:
         raise DtypeError(f"{argument}: {len(fractions)} value(s) such as "
                          f"{', '.join(map(repr, fractions[:3]))} are not whole numbers; "
                          f"{target.name} holds integers only (round them first)")
-    bad = [v for v in ints if not info.min <= v <= info.max]
     if bad:
         raise DtypeError(f"{argument}: {len(bad)} value(s) such as "
                          f"{', '.join(map(repr, bad[:3]))} are out of range for "
-                         f"{target.name} ({info.min}..{info.max})")
+                         f"{target.name} ({lo}..{hi})")
     return np.array(ints, dtype=target.numpy)
+
+
+def _int_fits_float(v: int, target: DType) -> bool:
+    """Whether the Python int ``v`` is exactly a finite value of the float dtype."""
+    try:
+        with np.errstate(over="ignore"):
+            t = target.numpy.type(float(v))
+    except OverflowError:
+        return False
+    return bool(np.isfinite(t)) and int(t) == v

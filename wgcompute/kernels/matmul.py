@@ -158,6 +158,9 @@ class Matmul(Kernel):
 
     def config_for(self, m: int, n: int, k: int, dtype: str) -> TileConfig:
         device = get_device()
+        coop = _cooperative_matrix_config(device, dtype)
+        if coop is not None:  # pragma: no cover - no adapter can enable it with wgpu 0.32
+            return coop
         fits = self.candidates(dtype, device)
         if not fits:
             raise ShapeError(f"matmul: no tile configuration fits this adapter's limits "

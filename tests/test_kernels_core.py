@@ -31,8 +31,9 @@ def make(dt, n, rng, nonzero=False):
     npd = _np(dt)
     if npd.kind == "f":
         a = rng.standard_normal(n, dtype=np.float32 if dt != "f64" else np.float64).astype(npd)
-        # keep clear of subnormals: whether a GPU flushes them to zero is its own business
-        a[np.abs(a) < 2.0**-8] = 1
+        # keep clear of subnormals (whether a GPU flushes them is its own business), also in
+        # differences: f16 values >= 2**-2 differ by at least 2**-12, still a normal f16
+        a[np.abs(a) < (2.0**-2 if dt == "f16" else 2.0**-8)] = 1
     else:
         info = np.iinfo(npd)
         a = rng.integers(info.min, info.max, n, dtype=npd, endpoint=True)

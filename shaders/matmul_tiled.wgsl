@@ -6,7 +6,11 @@
 //   BM×BN (the workgroup's block of out), BK (k step), TM×TN (each invocation's block),
 //   THREADS = (BM/TM)·(BN/TN), LOAD (global -> registers), STORE (registers -> workgroup
 //   memory), COMPUTE (one k step, unrolled), WRITE (accumulators -> out, edge-guarded),
-//   HELPERS (guarded scalar loads, for the operands that are not vec4).
+//   HELPERS (guarded scalar loads, for the operands that are not vec4), OT (out's element:
+//   BT, or atomic<u32> for split-K), PHASE0 (split-K: the launch that zeroes out).
+// Split-K (f32 only): workgroup z multiplies the k range [z·kchunk, (z+1)·kchunk) and adds its
+// block into out by compare-and-swap, after a first launch (phase 0) zeroed out; skinny
+// outputs (8192×64) then still fill the GPU.
 // Workgroup memory holds two BK×BM (a transposed) and two BK×BN tiles: the next tile is read
 // from global memory while the current one is multiplied, with one barrier per k step. Each
 // invocation owns TM×TN accumulators in registers (straight-line code, no private arrays);
@@ -17,11 +21,13 @@ struct Params {
     M: u32,
     N: u32,
     K: u32,
+    phase: u32,
+    kchunk: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a: array<${AT}>;
 @group(0) @binding(1) var<storage, read> b: array<${BT}>;
-@group(0) @binding(2) var<storage, read_write> out: array<${BT}>;
+@group(0) @binding(2) var<storage, read_write> out: array<${OT}>;
 @group(0) @binding(3) var<uniform> p: Params;
 
 const ASZ: u32 = ${BK}u * ${BM}u / 4u;  // one a tile, in vec4
@@ -31,15 +37,19 @@ var<workgroup> Bs: array<vec4<${ACC}>, 2u * BSZ>;
 
 ${HELPERS}
 @compute @workgroup_size(${THREADS})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    ${PHASE0}
     let row0 = wid.y * ${BM}u;
     let col0 = wid.x * ${BN}u;
     let tx = lid % (${BN}u / ${TN}u);
     let ty = lid / (${BN}u / ${TN}u);
     ${DECLARE}
-    let tiles = (p.K + ${BK}u - 1u) / ${BK}u;
+    let kbegin = wid.z * p.kchunk;
+    let kend = min(p.K, kbegin + p.kchunk);
+    let tiles = select(0u, (kend - kbegin + ${BK}u - 1u) / ${BK}u, kend > kbegin);
     if (tiles > 0u) {
-        var k0 = 0u;
+        var k0 = kbegin;
         ${LOAD}
         var buf = 0u;
         ${STORE}
@@ -47,7 +57,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var t = 0u; t < tiles; t = t + 1u) {
             let more = t + 1u < tiles;
             if (more) {
-                k0 = (t + 1u) * ${BK}u;
+                k0 = kbegin + (t + 1u) * ${BK}u;
                 ${LOAD}
             }
             let abase = buf * ASZ;

@@ -65,6 +65,20 @@ def test_every_fitting_tile_config(rng):
         check(rng, 67, 45, 33, "f32", cfg)  # neither: scalar, edge-guarded
 
 
+def test_split_k_configs_on_skinny_shapes(rng):
+    """Split-K sums k slices into out by compare-and-swap after zeroing it: slices that end
+    inside a BK step, K shorter than one slice, and K = 0 must all give the plain product."""
+    splits = [c for c in CANDIDATES if c.split > 1 and c.fits(get_device(), 4)]
+    assert splits
+    for cfg in splits:
+        for m, n, k in [(300, 64, 1000), (77, 5, 3), (9, 8, 0), (64, 64, 129)]:
+            check(rng, m, n, k, "f32", cfg)
+    with pytest.raises(wgc.ArgumentError, match="needs f32"):
+        wgc.run_kernel("matmul", [wgc.empty((4, 4), "f64"), wgc.empty((4, 4), "f64")],
+                       wgc.empty((4, 4), "f64"), {"_config": splits[0]})
+    assert TileConfig.parse(splits[0].name) == splits[0]
+
+
 def test_configs_that_do_not_fit_are_refused():
     huge = TileConfig(256, 256, 32, 8, 8)
     assert not huge.fits(get_device(), 4)

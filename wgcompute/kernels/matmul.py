@@ -14,7 +14,7 @@ from .. import autotune, shaders
 from ..device import Device, get_device
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import Kernel, Launch, PipelineKey
+from .base import Kernel, Launch, PipelineKey, fold_grid
 
 FLOATS = ("f32", "f64", "f16")
 
@@ -28,17 +28,20 @@ class TileConfig:
     bk: int
     tm: int
     tn: int
+    split: int = 1  # split-K factor (f32 only): k ranges summed into out by compare-and-swap
 
     @property
     def name(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}_{self.tm}x{self.tn}"
+        base = f"{self.bm}x{self.bn}x{self.bk}_{self.tm}x{self.tn}"
+        return base + (f"_s{self.split}" if self.split > 1 else "")
 
     @classmethod
     def parse(cls, name: str) -> TileConfig:
-        blocks, thread = name.split("_")
+        blocks, thread, *rest = name.split("_")
         bm, bn, bk = (int(v) for v in blocks.split("x"))
         tm, tn = (int(v) for v in thread.split("x"))
-        return cls(bm, bn, bk, tm, tn)
+        split = int(rest[0][1:]) if rest else 1
+        return cls(bm, bn, bk, tm, tn, split)
 
     @property
     def threads(self) -> int:
@@ -69,6 +72,8 @@ CANDIDATES = (
     TileConfig(64, 64, 16, 4, 4),
     TileConfig(32, 64, 16, 4, 4),
     TileConfig(32, 32, 16, 4, 4),
+    TileConfig(32, 64, 16, 4, 4, split=8),
+    TileConfig(64, 64, 16, 4, 4, split=4),
 )
 _DEFAULTS = {"large": "128x128x8_8x8", "skinny": "32x64x16_4x4", "small": "64x64x16_4x4"}
 # The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
@@ -147,6 +152,9 @@ class Matmul(Kernel):
             if not cfg.fits(get_device(), 8 if dt.name == "f64" else 4):
                 raise ArgumentError(f"matmul: tile config {cfg.name} does not fit this "
                                     f"adapter's limits")
+            if cfg.split > 1 and dt.name != "f32":
+                raise ArgumentError(f"matmul: split-K config {cfg.name} needs f32 (its "
+                                    f"partial sums meet by 32-bit compare-and-swap)")
             out["_config"] = cfg
         return out
 
@@ -154,7 +162,7 @@ class Matmul(Kernel):
     @staticmethod
     def candidates(dtype: str, device: Device) -> list[TileConfig]:
         acc = 8 if dtype == "f64" else 4
-        return [c for c in CANDIDATES if c.fits(device, acc)]
+        return [c for c in CANDIDATES if c.fits(device, acc) and (c.split == 1 or dtype == "f32")]
 
     def config_for(self, m: int, n: int, k: int, dtype: str) -> TileConfig:
         device = get_device()
@@ -200,7 +208,14 @@ class Matmul(Kernel):
         if gx > limit or gy > limit:
             raise ShapeError(f"matmul: output {output.shape} needs a {gy}×{gx} grid; this "
                              f"adapter allows {limit} per dimension")
-        return [Launch((gx, gy, 1), {"M": m, "N": n, "K": k})]
+        if cfg.split == 1:
+            return [Launch((gx, gy, 1), {"M": m, "N": n, "K": k, "phase": 1, "kchunk": k})]
+        per_split = -(-k // cfg.split)  # ceil: each z slice's share of K, in whole BK steps
+        kchunk = max(cfg.bk, -(-per_split // cfg.bk) * cfg.bk)
+        zero = fold_grid(-(-(m * n) // cfg.threads), device, self.name)
+        return [Launch(zero, {"M": m, "N": n, "K": k, "phase": 0, "kchunk": kchunk}),
+                Launch((gx, gy, max(1, -(-k // kchunk))),
+                       {"M": m, "N": n, "K": k, "phase": 1, "kchunk": kchunk})]
 
 
 def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
@@ -217,11 +232,11 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
         load.append(f"{{ let q = lid + {i * threads}u; let r = row0 + q / {cfg.bk // 4}u; "
                     f"let kk = k0 + (q % {cfg.bk // 4}u) * 4u;")
         if vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
-            load.append(f"  if (r < p.M && kk < p.K) {{ ra{i} = {v}(a[(r * p.K + kk) / 4u]); }}"
+            load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = {v}(a[(r * p.K + kk) / 4u]); }}"
                         f" else {{ ra{i} = {v}(0); }} }}")
         else:
-            load.append(f"  ra{i} = {v}(load_a(r, kk), load_a(r, kk + 1u), load_a(r, kk + 2u),"
-                        f" load_a(r, kk + 3u)); }}")
+            load.append(f"  ra{i} = {v}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), "
+                        f"load_a(r, kk + 2u, kend), load_a(r, kk + 3u, kend)); }}")
         store.append(f"{{ let q = lid + {i * threads}u; let r = q / {cfg.bk // 4}u; "
                      f"let kk = (q % {cfg.bk // 4}u) * 4u;")
         for c in range(4):  # transpose: As[k][m] so the k loop reads rows of m as vec4
@@ -233,11 +248,11 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
         load.append(f"{{ let q = lid + {i * threads}u; let kr = k0 + q / {cfg.bn // 4}u; "
                     f"let c = col0 + (q % {cfg.bn // 4}u) * 4u;")
         if vec_b:
-            load.append(f"  if (kr < p.K && c < p.N) {{ rb{i} = {v}(b[(kr * p.N + c) / 4u]); }}"
+            load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = {v}(b[(kr * p.N + c) / 4u]); }}"
                         f" else {{ rb{i} = {v}(0); }} }}")
         else:
-            load.append(f"  rb{i} = {v}(load_b(kr, c), load_b(kr, c + 1u), load_b(kr, c + 2u),"
-                        f" load_b(kr, c + 3u)); }}")
+            load.append(f"  rb{i} = {v}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), "
+                        f"load_b(kr, c + 2u, kend), load_b(kr, c + 3u, kend)); }}")
         store.append(f"Bs[buf * BSZ + lid + {i * threads}u] = rb{i};")
     ta, tb = cfg.tm // 4, cfg.tn // 4
     sa, sb = cfg.bm // cfg.tm, cfg.bn // cfg.tn  # vec4 stride between an invocation's blocks
@@ -255,7 +270,12 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
         write.append("  if (r < p.M) {")
         for j in range(tb):
             write.append(f"    {{ let c = col0 + (tx + {j * sb}u) * 4u;")
-            if vec_b:
+            if cfg.split > 1:
+                for lane in range(4):
+                    write.append(f"      if (c + {lane}u < p.N) {{ add_out(r * p.N + c + {lane}u, "
+                                 f"c{i}_{j}[{lane}]); }}")
+                write.append("    }")
+            elif vec_b:
                 write.append(f"      if (c < p.N) {{ out[(r * p.N + c) / 4u] = "
                              f"vec4<{t}>(c{i}_{j}); }} }}")
             else:
@@ -267,21 +287,35 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
         write.append("}")
     helpers = []
     if not vec_a:
-        helpers.append(f"fn load_a(r: u32, k: u32) -> {acc} {{\n    if (r < p.M && k < p.K) {{\n"
+        helpers.append(f"fn load_a(r: u32, k: u32, kend: u32) -> {acc} {{\n"
+                       f"    if (r < p.M && k < kend) {{\n"
                        f"        return {acc}(a[r * p.K + k]);\n    }}\n    return {acc}(0);\n}}\n")
     if not vec_b:
-        helpers.append(f"fn load_b(k: u32, c: u32) -> {acc} {{\n    if (k < p.K && c < p.N) {{\n"
+        helpers.append(f"fn load_b(k: u32, c: u32, kend: u32) -> {acc} {{\n"
+                       f"    if (k < kend && c < p.N) {{\n"
                        f"        return {acc}(b[k * p.N + c]);\n    }}\n    return {acc}(0);\n}}\n")
+    phase0 = ""
+    if cfg.split > 1:
+        helpers.append("fn add_out(i: u32, v: f32) {\n    var old = atomicLoad(&out[i]);\n"
+                       "    loop {\n        let res = atomicCompareExchangeWeak(&out[i], old, "
+                       "bitcast<u32>(bitcast<f32>(old) + v));\n"
+                       "        if (res.exchanged) {\n            break;\n        }\n"
+                       "        old = res.old_value;\n    }\n}\n")
+        phase0 = (f"if (p.phase == 0u) {{\n        let i = (wid.y * nwg.x + wid.x) * {threads}u + "
+                  "lid;\n        if (i < p.M * p.N) {\n            atomicStore(&out[i], 0u);\n"
+                  "        }\n        return;\n    }")
     ind = "\n        "
     src = shaders.render(shaders.load("matmul_tiled.wgsl"), {
         "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc,
         "AT": f"vec4<{t}>" if vec_a else t, "BT": f"vec4<{t}>" if vec_b else t,
+        "OT": "atomic<u32>" if cfg.split > 1 else (f"vec4<{t}>" if vec_b else t),
+        "PHASE0": phase0,
         "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "TN": cfg.tn,
         "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": "\n    ".join(decl),
         "LOAD": ind.join(load),
         "STORE": ind.join(store), "COMPUTE": "\n                ".join(compute),
         "WRITE": "\n    ".join(write)})
-    return src, (("M", "u32"), ("N", "u32"), ("K", "u32"))
+    return src, (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
 
 
 def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str) -> float:

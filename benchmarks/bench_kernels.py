@@ -4,6 +4,7 @@ and torch / CuPy when importable, all in ONE run: elementwise, reductions, softm
 of each GPU result against numpy), writes JSON and a PNG of GB/s and TFLOP/s against size.
 
     python -m benchmarks.bench_kernels [--small] [--only NAME[,NAME]] [--json PATH] [--png PATH]
+    python -m benchmarks.bench_kernels --plot-from PATH.json [--png PATH]   # plot elsewhere
 
 --small uses sizes a CPU adapter (lavapipe) finishes in about a minute. NAMEs: elementwise,
 reduce, softmax, matmul, copy, sweep. GPU kernel times come from timestamp queries where the
@@ -477,7 +478,14 @@ def run(argv=None) -> int:
     p.add_argument("--json", default="", help="write the results as JSON here")
     p.add_argument("--png", default="", help="write the plot here (default: next to --json)")
     p.add_argument("--repeat", type=int, default=0, help="timed repetitions (median)")
+    p.add_argument("--plot-from", default="", metavar="JSON",
+                   help="only draw --png from an earlier run's JSON (no GPU work)")
     args = p.parse_args(argv)
+    if args.plot_from:
+        png = args.png or os.path.splitext(args.plot_from)[0] + ".png"
+        ok = Results.load(args.plot_from).plot(png)
+        print(f"PNG: {png}" if ok else "PNG: matplotlib not installed")
+        return 0 if ok else 1
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in GROUPS]
     if bad:

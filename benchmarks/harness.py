@@ -286,6 +286,19 @@ class Results:
         return {"title": self.title, "reference": self.reference, "env": env_info(),
                 "rows": rows}
 
+    @classmethod
+    def load(cls, path: str) -> Results:
+        """Results read back from write_json's file (e.g. to plot a GPU run elsewhere)."""
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        res = cls(data["title"], data.get("reference", "wgcompute"))
+        names = set(Row.__dataclass_fields__)
+        for d in data["rows"]:
+            res.rows.append(Row(**{k: v for k, v in d.items() if k in names}))
+        global _env
+        _env = _env or data.get("env")
+        return res
+
     def write_json(self, path: str) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:

@@ -1,7 +1,9 @@
 // softmax over rows: out[r, i] = exp(x[r, i] - max_r) / sum_j exp(x[r, j] - max_r).
 // Bindings: 0 x (read), 1 out (read_write), 2 params (uniform).
 // Params: rows, n (elements per row; rows = 1 and n = everything for axis=None).
-// Templates: ENABLE, T (element type; f16 is computed in f32), WG (workgroup size),
+// Templates: ENABLE, T (element type; f16 is computed in f32), WG (workgroup size), XT (x's
+//   and out's array element: vec4<T> when rows are whole vec4s, else T), PASS1 / PASS2 (the
+//   two passes over a row, vector or scalar),
 //   COMBINE (subgroup or workgroup-memory merge of (max, sum) pairs into wm[0], ws[0]),
 //   SGARG / SID (the subgroup_invocation_id argument, or a stand-in).
 // One workgroup per row. The first pass keeps a running (max, sum of exp(x - max)) per
@@ -13,8 +15,8 @@ struct Params {
     n: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<${T}>;
-@group(0) @binding(1) var<storage, read_write> out: array<${T}>;
+@group(0) @binding(0) var<storage, read> x: array<${XT}>;
+@group(0) @binding(1) var<storage, read_write> out: array<${XT}>;
 @group(0) @binding(2) var<uniform> p: Params;
 
 var<workgroup> wm: array<f32, ${WG}>;
@@ -33,6 +35,17 @@ fn scaled(s: f32, m_from: f32, m_to: f32) -> f32 {
     return s * exp(m_from - m_to);
 }
 
+// one element into the running (max m, sum s of exp(x - m))
+fn online(ms: vec2<f32>, v: f32) -> vec2<f32> {
+    if (v > ms.x) {
+        return vec2<f32>(v, scaled(ms.y, ms.x, v) + 1.0);
+    }
+    if (v > neg_inf()) {
+        return vec2<f32>(ms.x, ms.y + exp(v - ms.x));
+    }
+    return ms;
+}
+
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
@@ -40,26 +53,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     ${SID}
     let row = wid.y * nwg.x + wid.x;
     let base = row * p.n;
-    var m = neg_inf();
-    var s = 0.0;
+    var ms = vec2<f32>(neg_inf(), 0.0);
     if (row < p.rows) {
-        for (var i = lid; i < p.n; i = i + ${WG}u) {
-            let v = f32(x[base + i]);
-            if (v > m) {
-                s = scaled(s, m, v) + 1.0;
-                m = v;
-            } else if (v > neg_inf()) {
-                s = s + exp(v - m);
-            }
-        }
+        ${PASS1}
     }
-    let mine = vec2<f32>(m, s);
+    let mine = ms;
     ${COMBINE}
     let row_max = wm[0];
     let row_sum = ws[0];
     if (row < p.rows) {
-        for (var i = lid; i < p.n; i = i + ${WG}u) {
-            out[base + i] = ${T}(exp(f32(x[base + i]) - row_max) / row_sum);
-        }
+        ${PASS2}
     }
 }

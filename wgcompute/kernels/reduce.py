@@ -367,8 +367,13 @@ class Softmax(Kernel):
         _binding_check(self.name, x, get_device())
 
     def key(self, inputs, output, params) -> PipelineKey:
+        (x,) = inputs
+        how = check_axis(self.name, params.get("axis", -1), x.ndim)
+        # whole vec4 rows (or one row, whose ragged end is masked): vector loads and stores
+        vec = how == "all" or x.shape[-1] % 4 == 0
         return PipelineKey(self.name, (output.dtype,),
-                           (("subgroup", use_subgroups and get_device().has("subgroup")),))
+                           (("subgroup", use_subgroups and get_device().has("subgroup")),
+                            ("vec", vec)))
 
     def render(self, key: PipelineKey):
         t = DTYPES[key.dtypes[0]].wgsl
@@ -395,8 +400,29 @@ class Softmax(Kernel):
                        "            ws[lid] = scaled(ws[lid], wm[lid], nm) + "
                        "scaled(ws[lid + h], wm[lid + h], nm);\n"
                        "            wm[lid] = nm;\n        }\n        workgroupBarrier();\n    }")
+        wg = self.workgroup_size
+        if dict(key.constants)["vec"]:
+            xt = f"vec4<{t}>"
+            loop = ("let b4 = base / 4u;\n"
+                    f"        for (var q = lid; q * 4u < p.n; q = q + {wg}u) {{\n")
+            pass1 = (loop + "            let v = vec4<f32>(x[b4 + q]);\n"
+                     "            ms = online(ms, v.x);\n"
+                     "            if (q * 4u + 1u < p.n) { ms = online(ms, v.y); }\n"
+                     "            if (q * 4u + 2u < p.n) { ms = online(ms, v.z); }\n"
+                     "            if (q * 4u + 3u < p.n) { ms = online(ms, v.w); }\n        }")
+            # the ragged end's padding lanes are written too: buffers are 16-byte multiples
+            pass2 = (loop + f"            out[b4 + q] = vec4<{t}>("
+                     "exp(vec4<f32>(x[b4 + q]) - row_max) / row_sum);\n        }")
+        else:
+            xt = t
+            pass1 = (f"for (var i = lid; i < p.n; i = i + {wg}u) {{\n"
+                     "            ms = online(ms, f32(x[base + i]));\n        }")
+            pass2 = (f"for (var i = lid; i < p.n; i = i + {wg}u) {{\n"
+                     f"            out[base + i] = {t}(exp(f32(x[base + i]) - row_max) / row_sum);"
+                     "\n        }")
         src = shaders.render(shaders.load("softmax.wgsl"), {
             "ENABLE": shaders.enable_directives([t]), "T": t, "WG": self.workgroup_size,
+            "XT": xt, "PASS1": pass1, "PASS2": pass2,
             "COMBINE": combine,
             "SGARG": ",\n        @builtin(subgroup_invocation_id) sid: u32" if sub else "",
             # the slot counter is set explicitly: zero-initialized workgroup memory proved

@@ -132,6 +132,10 @@ def main(argv=None) -> int:
     res.add("100-stage pipeline, per stage", "raw wgpu-py", t * 1e-6 / STAGES,
             note="pass per dispatch")
     assert np.allclose(bufs[-1].to_numpy(), x * (STAGES + 1))
+    if "timestamp-query" in wgc.device_info()["features"]:
+        per_stage = [statistics.median(p.run(profile=True)) for _ in range(5)]
+        res.add("100-stage pipeline, per stage", "wgcompute", statistics.median(per_stage)
+                * 1e-3, timing="gpu-timestamp", note="GPU time of one stage, own pass")
 
     # 3. how long submit() takes to return (never waits for the GPU)
     cmds = []

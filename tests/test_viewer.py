@@ -149,3 +149,23 @@ def test_window_loop_under_xvfb(tmp_path):
     shot = iio.imread(shots[0])
     assert shot.shape == (48, 64, 4)
     assert shot[..., :3].std() > 5  # blurred edges of the pattern, not an empty window
+
+
+def test_title_shows_fps_and_gpu_ms():
+    import re
+    import time
+
+    from wgcompute.viewer import Viewer
+
+    with wgc.create_surface(32, 24, offscreen=True) as s:
+        v = Viewer(s, None, size=(32, 24), fixed_dt=1 / 30)
+        cmds = [v.frame() for _ in range(4)]
+        for c in cmds:
+            c.wait()
+        end = time.monotonic() + 5
+        while len(v.stats.gpu_ms) < 4 and time.monotonic() < end:
+            time.sleep(0.01)  # done-callbacks run on the thread that saw the fence
+        title = v.title()
+        v.close()
+    assert len(v.stats.gpu_ms) == 4 and v.stats.gpu > 0 and v.stats.fps > 0
+    assert re.search(r"\| blur r=3 s=1\.50 \| \d+ FPS, GPU \d+\.\d ms/frame$", title), title

@@ -163,8 +163,7 @@ def fill(out: Buffer, value) -> Buffer:
     """Set every element of ``out`` to ``value`` (converted exactly to out's dtype)."""
     return run_kernel("fill", [], out, {"value": value})
 
-# -- reductions (sum/max/min shadow builtins as module attributes only: code in this module
-#    calls the reduce_* names and never the builtins) -------------------------------------------
+# -- reductions (wgc.sum/max/min come from __getattr__ below: no builtin is shadowed here) ----
 def _reduce(name: str, x: Buffer, axis, out: Buffer | None, params: dict | None = None):
     _check_buffer(x, "x")
     if out is None:
@@ -208,9 +207,16 @@ def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
     return run_kernel("softmax", [x], out, {"axis": axis})
 
 
-sum = reduce_sum
-max = reduce_max
-min = reduce_min
+_BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
+
+
+def __getattr__(name: str):
+    # wgc.sum / wgc.max / wgc.min resolve here (PEP 562), so they never shadow the builtins
+    # for code in this module
+    try:
+        return _BUILTIN_NAMED[name]
+    except KeyError:
+        raise AttributeError(f"module 'wgcompute' has no attribute {name!r}") from None
 
 
 def autotune_reset() -> None:

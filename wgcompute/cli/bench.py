@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from wgcompute.errors import ArgumentError
+import wgcompute as wgc
 
 DESCRIPTION = """Run the kernel benchmarks side by side: wgcompute, raw wgpu-py written the
 obvious way, numpy on the CPU, and torch / CuPy when importable, in one run.
@@ -40,7 +40,7 @@ def find_benchmarks() -> str:
     for root in (os.getcwd(), here):
         if os.path.isfile(os.path.join(root, "benchmarks", "harness.py")):
             return root
-    raise ArgumentError("bench: no benchmarks/ folder found; run `wgcompute bench` from the "
+    raise wgc.ArgumentError("bench: no benchmarks/ folder found; run `wgcompute bench` from the "
                         "wgcompute repository root (the suite is not part of the wheel)")
 
 
@@ -54,10 +54,10 @@ def run(args) -> int:
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in only if s not in GROUPS]
     if bad:
-        raise ArgumentError(f"--only: unknown {', '.join(bad)}; expected one or more of "
+        raise wgc.ArgumentError(f"--only: unknown {', '.join(bad)}; expected one or more of "
                             f"{', '.join(GROUPS)}")
     if args.repeat < 0:
-        raise ArgumentError(f"--repeat: expected a positive count, got {args.repeat}")
+        raise wgc.ArgumentError(f"--repeat: expected a positive count, got {args.repeat}")
     root = find_benchmarks()
     argv = (["--small"] if args.small else []) + (["--only", ",".join(only)] if only else [])
     argv += (["--json", args.json] if args.json else []) + (["--png", args.png] if args.png

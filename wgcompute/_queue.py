@@ -17,7 +17,6 @@ import threading
 import time
 from collections import deque
 
-from wgpu.backends.wgpu_native._api import libf
 from wgpu.backends.wgpu_native._ffi import ffi, lib
 
 from .device import Device, get_device
@@ -84,7 +83,7 @@ def install_poller(gpu_device) -> None:
         return
 
     def poll(block: bool) -> None:
-        libf.wgpuDevicePoll(dev_id, False, ffi.NULL)
+        lib.wgpuDevicePoll(dev_id, False, ffi.NULL)
         if block:
             time.sleep(_POLL_SLEEP)
 
@@ -104,12 +103,21 @@ class Submitter:
         # made while this lock is held (submit), and completes fences under it.
         self._lock = threading.RLock()
         self._pending: deque[Fence] = deque()
-        # Each registered C callback (with its poll token) lives until it has itself been
-        # called, even when a later callback already completed its fence: freeing it
-        # earlier would leave wgpu-native calling freed memory.
-        self._live: dict[int, tuple] = {}
-        self._dead: deque = deque(maxlen=256)
+        self._token = None  # keeps wgpu-py's poll thread polling while fences are pending
         self.submissions = 0
+
+        # One C callback for the life of the process: the submission index travels in
+        # userdata1, so nothing is allocated per submit and nothing can be freed early.
+        @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
+        def work_done(status, _message, userdata1, _u2):
+            error = None
+            if status != lib.WGPUQueueWorkDoneStatus_Success:
+                error = DeviceError(f"the GPU could not finish this submission (status "
+                                    f"{status})")
+            self.complete_through(int(ffi.cast("uintptr_t", userdata1)), error)
+
+        self._work_done = work_done
+        self._arrays = {}  # reusable WGPUCommandBuffer[n]
 
     def submit(self, command_buffers) -> Fence:
         """Submit now; return the submission's Fence. Never waits for the GPU.
@@ -118,33 +126,28 @@ class Submitter:
         what is left for submit is a destroyed or mapped resource, which wgpu-native turns
         into a process abort (as it does for plain wgpuQueueSubmit). wgcompute never
         destroys a buffer a pending command uses (Buffer.free defers), so it cannot happen
-        unless user code destroys ``Buffer.gpu_buffer`` by hand."""
+        unless user code destroys ``Buffer.gpu_buffer`` by hand. The raw ``lib`` entry
+        points are used on this hot path: their errors could not be turned into Python
+        exceptions anyway."""
         fence = Fence()
-        ids = [cb._internal for cb in command_buffers]
-        arr = ffi.new("WGPUCommandBuffer[]", ids)
-
-        @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
-        def work_done(status, _message, _u1, _u2):
-            error = None
-            if status != lib.WGPUQueueWorkDoneStatus_Success:
-                error = DeviceError(f"the GPU could not finish this submission (status "
-                                    f"{status})")
-            self.complete_through(fence.index, error)
-            live = self._live.pop(fence.index, None)
-            if live is not None:
-                live[1].set_done()
-                self._dead.append(live)  # not freed while this very callback returns
-
-        info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
-        info.mode = lib.WGPUCallbackMode_AllowProcessEvents
-        info.callback = work_done
+        n = len(command_buffers)
         with self._lock:
-            fence.index = int(libf.wgpuQueueSubmitForIndex(self._queue_id, len(ids), arr))
-            self._live[fence.index] = (work_done, self._poller.get_token(), info)
+            arr = self._arrays.get(n)
+            if arr is None:
+                arr = self._arrays[n] = ffi.new("WGPUCommandBuffer[]", max(n, 1))
+            for i, cb in enumerate(command_buffers):
+                arr[i] = cb._internal
+            fence.index = int(lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr))
             self._pending.append(fence)
+            if self._token is None:
+                self._token = self._poller.get_token()
             self.submissions += 1
+            info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
+            info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+            info.callback = self._work_done
+            info.userdata1 = ffi.cast("void *", fence.index)
         # Outside the lock: with an idle queue the callback may run inside this call.
-        libf.wgpuQueueOnSubmittedWorkDone(self._queue_id, info[0])
+        lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, info[0])
         return fence
 
     def pending_count(self) -> int:
@@ -157,19 +160,15 @@ class Submitter:
         with self._lock:
             while self._pending and self._pending[0].index <= index:
                 done.append(self._pending.popleft())
+            if not self._pending and self._token is not None:
+                self._token.set_done()
+                self._token = None
         for f in done:
             f._finish(error)
 
     def poll(self) -> None:
         """One non-blocking device poll: fires the callbacks of whatever has finished."""
-        try:
-            libf.wgpuDevicePoll(self._dev_id, False, ffi.NULL)
-        except Exception as e:  # device lost
-            err = DeviceError(f"the GPU failed: {e}")
-            err.__cause__ = e
-            with self._lock:
-                last = self._pending[-1].index if self._pending else 0
-            self.complete_through(last, err)
+        lib.wgpuDevicePoll(self._dev_id, False, ffi.NULL)
 
 
 _submitter: Submitter | None = None

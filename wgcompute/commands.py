@@ -7,11 +7,12 @@ import asyncio
 import itertools
 import threading
 from collections import OrderedDict
-from enum import Enum
+from enum import StrEnum
 
 from . import _queue
 from .buffer import Buffer, check_buffer, empty
 from .device import get_device
+from .dtypes import DTYPES
 from .errors import ArgumentError, CommandFailedError, DtypeError, ShapeError, WgComputeError
 from .errors import TimeoutError as WgTimeoutError
 from .kernels import Dispatch, Kernel, bind, registry
@@ -23,7 +24,7 @@ _finished: OrderedDict[int, Command] = OrderedDict()
 _KEEP_FINISHED = 10_000
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """A command's state; a str, so ``status == "completed"`` works."""
 
     PENDING = "pending"  # created, not yet handed to the GPU queue
@@ -221,8 +222,9 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     return d
 
 
-def prepare_output(kernel: Kernel, inputs, output):
-    """The output buffer: the given one, or a new one shaped by the kernel."""
+def prepare_output(kernel: Kernel, inputs, output, params=None):
+    """The output buffer: the given one, or a new one shaped by the kernel from the
+    inputs and params (e.g. resize's size, a reduction's axis)."""
     if output is not None:
         return output
     if not isinstance(inputs, (list, tuple)):
@@ -233,7 +235,9 @@ def prepare_output(kernel: Kernel, inputs, output):
     if len(inputs) != len(kernel.inputs):
         raise ArgumentError(f"{kernel.name}: takes {len(kernel.inputs)} input(s), got "
                             f"{len(inputs)}")
-    shape, dtype = kernel.output_spec(list(inputs), {})
+    resolved = kernel.resolve_params(params, DTYPES[inputs[0].dtype]) if inputs else \
+        dict(params or {})
+    shape, dtype = kernel.output_spec(list(inputs), resolved)
     return empty(shape, dtype, label=f"{kernel.name}-out")
 
 
@@ -261,7 +265,7 @@ def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
                             f"{type(inputs).__name__}")
-    output = prepare_output(k, inputs, output)
+    output = prepare_output(k, inputs, output, params)
     d = bound(k, list(inputs), output, params)
     cmd = Command(k.name, list(inputs) + [output], output)
 

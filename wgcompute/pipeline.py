@@ -111,7 +111,7 @@ class Pipeline:
         if "kernel" not in spec:
             raise ArgumentError("run_kernel needs a 'kernel'")
         kernel = registry.get(spec["kernel"])
-        output = prepare_output(kernel, inputs, spec.get("output"))
+        output = prepare_output(kernel, inputs, spec.get("output"), spec.get("params"))
         spec["output"] = output
         d = bind(kernel, list(inputs), output, spec.get("params"))
         return _Stage(spec, op, kernel.name, list(inputs), output, d)

@@ -432,7 +432,7 @@ class Stream:
         if not isinstance(inputs, (list, tuple)):
             raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
                                 f"{type(inputs).__name__}")
-        output = prepare_output(k, inputs, output)
+        output = prepare_output(k, inputs, output, params)
         d = bound(k, list(inputs), output, params)
         cmd = Command(k.name, list(inputs) + [output], output)
 
@@ -709,7 +709,7 @@ class _MapState:
             try:
                 shape, odt = w.out_spec(inp)
                 if w.kernel is not None:
-                    out = prepare_output(w.kernel, [inp], None)
+                    out = prepare_output(w.kernel, [inp], None, w.params)
                 else:
                     out = empty(shape, odt, label=f"stream_map-out{slot.index}")
             except BaseException:

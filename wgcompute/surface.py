@@ -618,7 +618,7 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
         if not isinstance(inputs, (list, tuple)):
             raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
                                 f"{type(inputs).__name__}")
-        output = prepare_output(k, list(inputs), output)
+        output = prepare_output(k, list(inputs), output, params)
         d = bound(k, list(inputs), output, params)
         label = f"{k.name}->surface"
         buffers = list(inputs)

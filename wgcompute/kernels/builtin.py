@@ -131,17 +131,18 @@ class Elementwise(Kernel):
 class Relu(Elementwise):
     def __init__(self):
         super().__init__("relu", 1, "select(select(x * p.p0, V(0), p.p0 == T(0)), x, x > V(0))",
-                         SIGNED, Param("slope", "f64", 0.0, "negative-side slope (leaky ReLU)"),
+                         SIGNED, Param("slope", "T", 0.0, "negative-side slope (leaky ReLU)"),
                          int_expr="max(x, V(0))",
                          description="max(x, 0), or x * slope for x < 0 (leaky ReLU)")
 
     def resolve_params(self, params, dt):
+        if dt.is_float:  # the slope must fit the buffer's float type exactly (no overflow)
+            return super().resolve_params(params, dt)
         out = super().resolve_params(params, DTYPES["f64"])
-        if not dt.is_float and out["slope"] != 0:
+        if out["slope"] != 0:
             raise DtypeError(f"relu: slope={out['slope']} needs a float dtype; {dt.name} "
                              f"supports slope=0 only")
-        if not dt.is_float:
-            out["slope"] = 0
+        out["slope"] = 0
         return out
 
     def launches(self, inputs, output, params, device):

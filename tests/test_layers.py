@@ -24,6 +24,7 @@ LAYERS = {
     "wgcompute.streams": 6, "wgcompute.surface": 6, "wgcompute.image": 6,
     "wgcompute": 7,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
+    "wgcompute.__main__": 8,  # `python -m wgcompute`: runs the CLI
 }
 APP = 8
 PUBLIC = set(wgc.__all__)

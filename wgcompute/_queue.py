@@ -194,14 +194,20 @@ def wait(fence: Fence, timeout: float | None = None) -> bool:
     """Block until ``fence`` is done; True if it is, False on timeout. Spins on
     non-blocking polls in the calling thread (lowest latency; the GIL is released inside
     each poll and during the sleeps that follow the first few hundred polls)."""
-    if fence.event.is_set():
+    return wait_event(fence.event, timeout)
+
+
+def wait_event(event: threading.Event, timeout: float | None = None) -> bool:
+    """Poll the device from this thread until ``event`` is set (a fence's, or a wgpu
+    promise's ``_thread_event`` for a buffer map: its callback fires in these polls)."""
+    if event.is_set():
         return True
     s = submitter()
     deadline = None if timeout is None else time.perf_counter() + timeout
     spins = 0
-    while not fence.event.is_set():
+    while not event.is_set():
         s.poll()
-        if fence.event.is_set():
+        if event.is_set():
             break
         if deadline is not None and time.perf_counter() >= deadline:
             return False

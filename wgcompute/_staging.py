@@ -183,18 +183,18 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         stage = _down.acquire(padded)
         enc = dev.create_command_encoder(label="wgcompute-download")
         enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
-        fence = _queue.submit([enc.finish()])
-        return start, size, padded, stage, stage.map_async("READ_NOSYNC", 0, padded), fence
+        _queue.submit([enc.finish()])
+        return start, size, padded, stage, stage.map_async("READ_NOSYNC", 0, padded)
 
     depth = _READ_DEPTH
     for s in starts[:depth]:
         inflight.append(issue(s))
     nxt = depth
     while inflight:
-        start, size, padded, stage, promise, fence = inflight.pop(0)
-        # Wait in this thread (its polls also fire the map's callback): no hand-off to the
-        # poll thread on the latency path of small reads.
-        _queue.wait(fence)
+        start, size, padded, stage, promise = inflight.pop(0)
+        # Wait in this thread (its polls fire the map's callback): no hand-off to the poll
+        # thread on the latency path of small reads. The map resolves only after the copy.
+        _queue.wait_event(promise._thread_event)
         promise.sync_wait()
         view = np.frombuffer(stage.read_mapped(0, padded, copy=False), dtype=np.uint8)
         copy_bytes(out[start:start + size], view[:size])

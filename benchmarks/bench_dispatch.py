@@ -156,10 +156,10 @@ def main(argv=None) -> int:
         xp = (mod.arange(N_TINY, dtype=mod.float32, device="cuda") if name == "torch"
               else mod.arange(N_TINY, dtype=mod.float32))
         sync = mod.cuda.synchronize if name == "torch" else mod.cuda.Device().synchronize
-        t = median_us(lambda: (xp + xp, sync()), repeat)
+        t = median_us(lambda xp=xp, sync=sync: (xp + xp, sync()), repeat)
         res.add("tiny kernel round trip", name, t * 1e-6, note="add + synchronize")
 
-        def chain():
+        def chain(xp=xp, sync=sync):
             y = xp
             for _ in range(STAGES):
                 y = y + xp

@@ -10,16 +10,35 @@ from collections.abc import Iterable
 
 from . import image  # wgc.image: image files, numpy conversions, --pipeline text
 from ._version import __version__
-from .buffer import (Buffer, buffer, buffer_from_binary, buffer_zeros, empty, from_numpy,
-                     live_buffers, to_numpy)
+from .buffer import (
+    Buffer,
+    buffer,
+    buffer_from_binary,
+    buffer_zeros,
+    empty,
+    from_numpy,
+    live_buffers,
+    to_numpy,
+)
 from .buffer import check_buffer as _check_buffer
-from .commands import (Command, Status, poll, run_kernel, run_kernel_async, submit, wait)
+from .commands import Command, Status, poll, run_kernel, run_kernel_async, submit, wait
 from .device import adapters, device_info, is_gpu, version
 from .dtypes import DTYPES
-from .errors import (ArgumentError, BufferFreedError, CommandFailedError, DeviceError,
-                     DtypeError, KernelNotFoundError, PipelineError, ShaderCompileError,
-                     ShapeError, SurfaceError, TimeoutError, UnsupportedDtypeError,
-                     WgComputeError)
+from .errors import (
+    ArgumentError,
+    BufferFreedError,
+    CommandFailedError,
+    DeviceError,
+    DtypeError,
+    KernelNotFoundError,
+    PipelineError,
+    ShaderCompileError,
+    ShapeError,
+    SurfaceError,
+    TimeoutError,
+    UnsupportedDtypeError,
+    WgComputeError,
+)
 from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
@@ -39,7 +58,8 @@ __all__ = [
     "read", "read_list", "read_binary", "shape", "dtype", "size", "free", "free_many",
     "live_buffers",
     # kernels
-    "kernels", "kernel_info", "kernels_stats", "register_kernel", "run_kernel", "run_kernel_async", "add",
+    "kernels", "kernel_info", "kernels_stats", "register_kernel", "run_kernel",
+    "run_kernel_async", "add",
     "sub", "multiply", "divide", "scale", "relu", "matmul",
     # reductions (sum, max and min are also reduce_sum, reduce_max, reduce_min) and autotuning
     "sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean", "argmax", "softmax",

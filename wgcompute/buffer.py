@@ -12,7 +12,8 @@ import wgpu
 
 from . import _staging
 from .device import get_device
-from .dtypes import DType, convert_exact, dtype as resolve_dtype, list_to_array
+from .dtypes import DType, convert_exact, list_to_array
+from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, ShapeError
 
 _USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -107,7 +108,8 @@ class Buffer:
     def __repr__(self) -> str:
         state = " freed" if self._freed else ""
         label = f" {self._label!r}" if self._label else ""
-        return f"<wgc.Buffer{label} {self._dt.name} shape={self._shape} {_fmt_bytes(self.nbytes)}{state}>"
+        size = _fmt_bytes(self.nbytes)
+        return f"<wgc.Buffer{label} {self._dt.name} shape={self._shape} {size}{state}>"
 
     # -- GPU access ------------------------------------------------------------------
     @property

@@ -13,13 +13,18 @@ from typing import Any
 import numpy as np
 import wgpu
 
-from .. import shaders
 from ..buffer import Buffer, check_buffer, empty, from_numpy
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
-from ..errors import (ArgumentError, DeviceError, DtypeError, ShaderCompileError, ShapeError,
-                      UnsupportedDtypeError)
+from ..errors import (
+    ArgumentError,
+    DeviceError,
+    DtypeError,
+    ShaderCompileError,
+    ShapeError,
+    UnsupportedDtypeError,
+)
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
@@ -94,7 +99,8 @@ class Kernel:
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)
         ps = ", ".join(p.name for p in self.params)
-        return f"<wgc.Kernel {self.name}({ins}) -> {self.output} params=({ps}) dtypes={self.dtypes}>"
+        return (f"<wgc.Kernel {self.name}({ins}) -> {self.output} params=({ps}) "
+                f"dtypes={self.dtypes}>")
 
     def resolve_params(self, params, dt: DType) -> dict:
         """Defaults filled in, unknown names refused, values converted exactly."""
@@ -295,7 +301,7 @@ class Dispatch:
         merged.update(params)
         new = self.kernel.resolve_params(merged, dt)
         launches = self.kernel.launches(self.inputs, self.output, new, get_device())
-        if [launch.workgroups for launch in launches] != [launch.workgroups for launch in self.launches]:
+        if [la.workgroups for la in launches] != [la.workgroups for la in self.launches]:
             raise ArgumentError(f"{self.kernel.name}: these params change the grid; build a "
                                 f"new stage instead")
         self.params = new

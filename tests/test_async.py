@@ -37,7 +37,30 @@ def spin():
     return "test_spin"
 
 
-def long_command(spin, iters=40_000, n=65_536):
+_ITERS = {}
+
+
+def long_iters(spin, target_s=0.4, n=65_536):
+    """Iterations that make the spin kernel take about ``target_s`` on this adapter
+    (a GPU runs tens of thousands of iterations in a millisecond, lavapipe does not)."""
+    if "iters" not in _ITERS:
+        x = wgc.from_numpy(np.zeros(n, np.float32))
+        out = wgc.empty((n,), "f32")
+        iters = 1000
+        while True:
+            wgc.run_kernel(spin, [x], out, {"iters": iters})
+            t = time.perf_counter()
+            wgc.run_kernel(spin, [x], out, {"iters": iters})
+            dt = time.perf_counter() - t
+            if dt > 0.05 or iters >= 1 << 26:
+                break
+            iters *= 8
+        _ITERS["iters"] = max(1000, min(int(iters * target_s / dt), 1 << 28))
+    return _ITERS["iters"]
+
+
+def long_command(spin, iters=None, n=65_536):
+    iters = long_iters(spin) if iters is None else iters
     x = wgc.from_numpy(np.zeros(n, np.float32))
     out = wgc.empty((n,), "f32")
     return wgc.submit({"op": "run_kernel", "kernel": spin, "inputs": [x], "output": out,
@@ -45,9 +68,13 @@ def long_command(spin, iters=40_000, n=65_536):
 
 
 def test_submit_returns_before_the_gpu_finishes_and_poll_sees_the_states(spin):
-    wgc.run_kernel(spin, [wgc.buffer([0.0])], None, {"iters": 1})  # compile outside timing
+    iters = long_iters(spin)  # calibrated (and compiled) outside the timing
+    n = 65_536
+    x = wgc.from_numpy(np.zeros(n, np.float32))
+    out = wgc.empty((n,), "f32")
     t0 = time.perf_counter()
-    cmd, out = long_command(spin)
+    cmd = wgc.submit({"op": "run_kernel", "kernel": spin, "inputs": [x], "output": out,
+                      "params": {"iters": iters}})
     submit_s = time.perf_counter() - t0
     seen = []
     poll_times = []
@@ -102,7 +129,7 @@ def test_wait_releases_the_gil(spin):
 
 
 def test_done_callback_runs_without_polling(spin):
-    cmd, _ = long_command(spin, iters=5_000)
+    cmd, _ = long_command(spin, iters=long_iters(spin) // 8)
     called = threading.Event()
     got = []
     cmd.add_done_callback(lambda c: (got.append(c.status), called.set()))

@@ -408,13 +408,20 @@ def bench_copy(c: Ctx, r: int, cols: int):
     A, o, ot, o2 = (wgc.from_numpy(a), wgc.empty((r, cols)), wgc.empty((cols, r)),
                     wgc.empty((r, cols)))
     nb = a.nbytes
-    # copy: wgcompute's copy is the encoder's buffer copy (what wgc copy_buffer records)
+    # copy: what a copy_buffer op records (the "copy" kernel from 1 MiB on), and the
+    # encoder's copy_buffer_to_buffer for comparison
     case = f"copy f32 {r}x{cols}"
     kw = {"nbytes": 2 * nb}
     c.numpy_row(case, lambda: np.copyto(np.empty_like(a), a), **kw)
-    t, how = c.gpu_enc(lambda enc: enc.copy_buffer_to_buffer(A.gpu_buffer, 0, o.gpu_buffer, 0,
-                                                              nb))
-    c.add(case, "wgcompute", t, how, o.to_numpy(), a, note="buffer copy", **kw)
+    from wgcompute.commands import copy_dispatch, encode_copy
+
+    d = copy_dispatch(A, o)
+    t, how = c.gpu_enc(lambda enc: encode_copy(enc, A, o, d))
+    c.add(case, "wgcompute", t, how, o.to_numpy(), a, note="copy_buffer op", **kw)
+    o3 = wgc.empty((r, cols))
+    t, how = c.gpu_enc(lambda enc: enc.copy_buffer_to_buffer(A.gpu_buffer, 0, o3.gpu_buffer,
+                                                              0, nb))
+    c.add(case, "wgpu encoder copy_buffer_to_buffer", t, how, o3.to_numpy(), a, **kw)
     raw = raw_map(c.dev, "a[i]", [A.gpu_buffer, o2.gpu_buffer], a.size)
     t, how = c.gpu(raw.encode)
     c.add(case, "raw wgpu-py (shader copy)", t, how, o2.to_numpy(), a, **kw)
@@ -467,7 +474,7 @@ def bench_copy(c: Ctx, r: int, cols: int):
         "torch": (lambda m: m.empty((r, cols), device="cuda"), lambda s: s.fill_(1.5)),
         "cupy": (lambda m: m.empty((r, cols), dtype=m.float32),
                  lambda s: (s.fill(1.5), s)[1])}, full, **kw)
-    for x in (A, o, ot, o2, ot2):
+    for x in (A, o, o3, ot, o2, ot2):
         x.free()
 
 

@@ -151,5 +151,6 @@ def test_profile_returns_per_stage_gpu_milliseconds(rng):
     x = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))
     p, _ = build(x, n)
     times = p.run(profile=True)
-    assert len(times) == 4 and times[3] is None
+    assert len(times) == 4
+    assert times[3] is None or times[3] >= 0  # a copy is timed when it runs as a kernel
     assert all(t is not None and 0 <= t < 10_000 for t in times[:3])

@@ -283,13 +283,36 @@ def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
     return run_kernel_async(kernel, inputs, output, params).wait()
 
 
+# From this size on a GPU a copy runs as the "copy" kernel (16-byte words): on an H200 the
+# encoder's copy_buffer_to_buffer reached 844 GB/s where a shader copy reaches ~4,000. On
+# CPU adapters (lavapipe) the encoder's copy is a memcpy and 6x faster than the shader.
+SHADER_COPY_MIN = 1 << 20
+SHADER_COPY_GPU_ONLY = True
+
+
+def copy_dispatch(src: Buffer, dst: Buffer) -> Dispatch | None:
+    """The bound copy kernel for a large copy on a GPU, None otherwise (encoder copy)."""
+    if src.nbytes < SHADER_COPY_MIN or (SHADER_COPY_GPU_ONLY and not get_device().is_gpu):
+        return None
+    return bound(registry.get("copy"), [src], dst, None)
+
+
+def encode_copy(enc, src: Buffer, dst: Buffer, d: Dispatch | None) -> None:
+    if d is not None:
+        cpass = enc.begin_compute_pass(label="copy_buffer")
+        d.encode(cpass)
+        cpass.end()
+    elif src.nbytes:
+        enc.copy_buffer_to_buffer(src.gpu_buffer, 0, dst.gpu_buffer, 0,
+                                  (src.nbytes + 3) // 4 * 4)
+
+
 def copy_buffer_async(src: Buffer, dst: Buffer) -> Command:
+    """Copy ``src`` into ``dst`` (same dtype and element count); returns a Command."""
     check_copy(src, dst)
+    d = copy_dispatch(src, dst)
     cmd = Command("copy_buffer", [src, dst], dst)
-    n = (src.nbytes + 3) // 4 * 4
-    return _encode_and_submit("copy_buffer",
-                              lambda enc: n and enc.copy_buffer_to_buffer(
-                                  src.gpu_buffer, 0, dst.gpu_buffer, 0, n), cmd)
+    return _encode_and_submit("copy_buffer", lambda enc: encode_copy(enc, src, dst, d), cmd)
 
 
 def check_copy(src, dst, where: str = "copy_buffer") -> None:

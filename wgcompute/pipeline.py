@@ -8,7 +8,7 @@ import wgpu
 
 from . import _queue, _staging
 from .buffer import Buffer, check_buffer
-from .commands import Command, check_copy, prepare_output
+from .commands import Command, check_copy, copy_dispatch, prepare_output
 from .device import get_device
 from .errors import ArgumentError, PipelineError, WgComputeError
 from .kernels import Dispatch, bind, registry
@@ -107,7 +107,9 @@ class Pipeline:
             if len(inputs) != 1:
                 raise ArgumentError("copy_buffer needs inputs=[source]")
             check_copy(inputs[0], spec.get("output"))
-            return _Stage(spec, op, "copy_buffer", list(inputs), spec["output"])
+            # a large copy is a kernel (shader copy) and stays inside the compute pass
+            return _Stage(spec, op, "copy_buffer", list(inputs), spec["output"],
+                          copy_dispatch(inputs[0], spec["output"]))
         if "kernel" not in spec:
             raise ArgumentError("run_kernel needs a 'kernel'")
         kernel = registry.get(spec["kernel"])
@@ -154,7 +156,7 @@ class Pipeline:
         (WebGPU orders dispatches inside a pass); a copy or barrier ends the pass."""
         cpass = None
         for i, s in enumerate(self._stages):
-            if s.op == "run_kernel":
+            if s.dispatch is not None:
                 if cpass is None or profile_query is not None:
                     kw = {}
                     if profile_query is not None:
@@ -227,7 +229,7 @@ class Pipeline:
         ticks = _staging.download(resolve, 0, 8 * count).view(np.uint64)
         out = []
         for i, s in enumerate(self._stages):
-            if s.op != "run_kernel":
+            if s.dispatch is None:
                 out.append(None)
                 continue
             t0, t1 = int(ticks[2 * i]), int(ticks[2 * i + 1])

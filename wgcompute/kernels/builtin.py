@@ -200,6 +200,37 @@ class Transpose(Kernel):
         return [Launch((gx, gy, 1), {"R": r, "C": c})]
 
 
+class Copy(Kernel):
+    """out = a bit for bit, as 16-byte words: any dtype, same element count (shapes may
+    differ, as with the copy_buffer op)."""
+
+    name = "copy"
+    inputs = ("a",)
+    dtypes = ALL
+    workgroup_size = 256
+    description = "out = a, bit for bit (same dtype and element count)"
+
+    def check(self, inputs, output, params) -> None:
+        (a,) = inputs
+        if a.dtype != output.dtype:
+            raise DtypeError(f"copy: input is {a.dtype} and output is {output.dtype}; "
+                             f"dtypes must match")
+        if a.size != output.size:
+            raise ShapeError(f"copy: input {a.shape} has {a.size} elements, output "
+                             f"{output.shape} has {output.size}")
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return PipelineKey(self.name, ("u32",), ())  # one pipeline moves every dtype
+
+    def render(self, key: PipelineKey):
+        src = shaders.render(shaders.load("copy.wgsl"), {"WG": self.workgroup_size})
+        return src, (("n", "u32"), ("p0", "u32"))
+
+    def launches(self, inputs, output, params, device):
+        words = -(-output.size * DTYPES[output.dtype].itemsize // 16)
+        return linear_launches(words, 16, 2, self.workgroup_size, device, self.name, {"p0": 0})
+
+
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
     return [
@@ -213,6 +244,7 @@ def builtin_kernels() -> list[Kernel]:
         Elementwise("fill", 0, "V(p.p0)", ALL, Param("value", "T", doc="the value"),
                     description="out[...] = value"),
         Transpose(),
+        Copy(),
         Matmul(),
         *reduce_kernels(),
     ]

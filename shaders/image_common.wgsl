@@ -33,11 +33,15 @@ fn border(i: i32, n: i32) -> i32 {
         return clamp(i, 0, n - 1);
     }
     if (p.mode == 1u) {
+        // Mirror negative indices first (-1 -> 0, -2 -> 1): `%` is then only applied to a
+        // non-negative value. (On an NVIDIA H200, naga's i32 `%` of a negative dividend
+        // gave the unsigned remainder of its bit pattern: -1 % 10 was 5.)
         let period = 2 * n;
-        var k = i % period;
+        var k = i;
         if (k < 0) {
-            k = k + period;
+            k = -k - 1;
         }
+        k = k % period;
         if (k >= n) {
             k = period - 1 - k;
         }

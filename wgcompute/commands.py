@@ -259,8 +259,9 @@ def _encode_and_submit(label: str, record, cmd: Command) -> Command:
     return cmd
 
 
-def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
-    """Submit one kernel and return its Command at once (result: the output buffer)."""
+def kernel_command(kernel, inputs, output=None, params=None):
+    """Check and bind one kernel run: (kernel name, its Command, record(encoder)). The
+    caller submits ``record`` with ``_encode_and_submit`` now or later (streams)."""
     k = registry.get(kernel)
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
@@ -275,7 +276,13 @@ def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
             d.encode(cpass)
             cpass.end()
 
-    return _encode_and_submit(k.name, record, cmd)
+    return k.name, cmd, record
+
+
+def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
+    """Submit one kernel and return its Command at once (result: the output buffer)."""
+    name, cmd, record = kernel_command(kernel, inputs, output, params)
+    return _encode_and_submit(name, record, cmd)
 
 
 def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:

@@ -28,7 +28,7 @@ import wgpu
 from . import _queue, _staging
 from .buffer import Buffer, _to_array, check_buffer, empty
 from .buffer import buffer as _new_buffer
-from .commands import Command, Status, _encode_and_submit, bound, prepare_output
+from .commands import Command, Status, _encode_and_submit, bound, kernel_command, prepare_output
 from .device import get_device
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, CommandFailedError, DeviceError, ShapeError, WgComputeError
@@ -428,25 +428,13 @@ class Stream:
                    params: dict | None = None, *, batch: int | None = None) -> Command:
         """Run a named kernel in stream order (checked now, submitted on the stream's
         thread); the Command's result is the output buffer."""
-        k = registry.get(kernel)
-        if not isinstance(inputs, (list, tuple)):
-            raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
-                                f"{type(inputs).__name__}")
-        output = prepare_output(k, inputs, output, params)
-        d = bound(k, list(inputs), output, params)
-        cmd = Command(k.name, list(inputs) + [output], output)
-
-        def record(enc):
-            if d.launches:
-                cpass = enc.begin_compute_pass(label=k.name)
-                d.encode(cpass)
-                cpass.end()
+        name, cmd, record = kernel_command(kernel, inputs, output, params)
 
         def op():
             if self.timeline is not None and batch is not None:
                 cmd.add_done_callback(self.timeline.gpu_span(batch, time.perf_counter()))
             try:
-                _encode_and_submit(k.name, record, cmd)
+                _encode_and_submit(name, record, cmd)
             except WgComputeError:
                 pass  # already failed the command
 

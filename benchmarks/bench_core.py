@@ -7,13 +7,11 @@ including Python overhead: a 16M-element f32 add and a 512³ f32 matmul.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, max_rel_err
+from benchmarks.harness import Results, env_info, max_rel_err, wall_time
 
 ADD = """
 @group(0) @binding(0) var<storage, read> a: array<f32>;
@@ -38,17 +36,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     out[g.y * N + g.x] = acc;
 }
 """
-
-
-def per_call(fn, repeat: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def raw_runner(dev, src, arrays, out_nbytes, grid):
@@ -97,12 +84,12 @@ def main(argv=None) -> int:
     x = rng.standard_normal(n, dtype=np.float32)
     y = rng.standard_normal(n, dtype=np.float32)
     a, b, out = wgc.from_numpy(x), wgc.from_numpy(y), wgc.empty((n,), "f32")
-    t = per_call(lambda: wgc.add(a, b, out), repeat)
+    t = wall_time(lambda: wgc.add(a, b, out), warmup=3, repeat=repeat)
     err = max_rel_err(out.to_numpy(), x + y)
     res.add("f32 add 16M", "wgcompute", t, nbytes=12 * n, max_rel_err=err, note="wgc.add")
     groups = n // 256
     call, read = raw_runner(dev, ADD, [x, y], 4 * n, (65535, -(-groups // 65535), 1))
-    t = per_call(call, repeat)
+    t = wall_time(call, warmup=3, repeat=repeat)
     res.add("f32 add 16M", "raw wgpu-py", t, nbytes=12 * n, max_rel_err=max_rel_err(read(), x + y))
 
     m = 512
@@ -110,12 +97,12 @@ def main(argv=None) -> int:
     B = rng.standard_normal((m, m), dtype=np.float32)
     want = A.astype(np.float64) @ B
     ga, gb, gc = wgc.from_numpy(A), wgc.from_numpy(B), wgc.empty((m, m), "f32")
-    t = per_call(lambda: wgc.matmul(ga, gb, gc), repeat)
+    t = wall_time(lambda: wgc.matmul(ga, gb, gc), warmup=3, repeat=repeat)
     res.add("f32 matmul 512³", "wgcompute", t, flops=2 * m**3,
             max_rel_err=max_rel_err(gc.to_numpy(), want), note="wgc.matmul")
     call, read = raw_runner(dev, MATMUL.replace("NNN", str(m)), [A, B], 4 * m * m,
                             (m // 16, m // 16, 1))
-    t = per_call(call, repeat)
+    t = wall_time(call, warmup=3, repeat=repeat)
     res.add("f32 matmul 512³", "raw wgpu-py", t, flops=2 * m**3,
             max_rel_err=max_rel_err(read().reshape(m, m), want), note="naive, one thread/output")
     print(f"device: {env_info().get('device')}")

@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, peers
+from benchmarks.harness import Results, env_info, peers, wall_time
 
 N_TINY = 256
 STAGES = 100
@@ -32,14 +31,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 
 def median_us(fn, repeat: int, warmup: int = 20) -> float:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e6
+    return wall_time(fn, warmup=warmup, repeat=repeat) * 1e6
 
 
 class RawWgpu:

@@ -10,26 +10,17 @@ Goals (issue 4): >= 10 GB/s each way for 256 MB, <= 100 us for the 4 KB read.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, peers
+from benchmarks.harness import Results, env_info, peers, wall_time
 
 CHUNK = 64 << 20
 
 
 def median_s(fn, repeat: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return wall_time(fn, warmup=warmup, repeat=repeat)
 
 
 class RawStaging:

@@ -1,16 +1,20 @@
 // Reductions sum, max, min, mean, argmax over the last axis ("rows" mode) or over everything
-// ("full" mode). Filled in by wgcompute/kernels/reduce.py.
-// Bindings: 0 x (read), 1 out (read_write; array<atomic<u32>> in full mode), 2 params (uniform).
+// ("partial" then "finish" modes; argmax: "full" mode). Filled in by wgcompute/kernels/reduce.py.
+// Bindings: 0 x (read), 1 out (read_write; array<atomic<u32>> in full mode, the partials
+//   array<ACC> in partial mode), 2 params (uniform).
 // Params: rows (rows of this launch), n (elements per row, or in all), phase (full mode:
-//   0 init, 1 accumulate, 2 argmax indices, 3 finalize; rows mode ignores it), groups
-//   (workgroups of the accumulate phases), ident (the reduction's identity, as ACC).
+//   0 init, 1 accumulate, 2 argmax indices, 3 finalize; other modes ignore it), groups
+//   (workgroups of the accumulate phases / partials), total (finish: elements of the whole
+//   reduction, mean's divisor), ident (the reduction's identity, as ACC).
+// Partial mode: workgroup g's grid-stride pass over x into out[g]; finish mode: one workgroup
+// merges the partials into out[0].
 // Templates: ENABLE, ACC (accumulator type), XT (x's array element: T, vec4<T>, or u32 words of
 //   four u8), OT (out's element in rows mode), WG (workgroup size), MERGE (combine two VI),
 //   ELEM (element i as ACC), LOAD4 (vec4 item q as vec4<ACC>, vector path only), SCAN (one
 //   invocation's strided pass), WGREDUCE (subgroup or workgroup-memory reduction), MAIN.
 // Rows mode: one workgroup per row (RPW rows for u8 output, whose four lanes share a word).
-// Full mode: grid-stride partials per workgroup combined into out's padding words 1 and 2
-// (buffers are allocated in 16-byte multiples) by compare-and-swap; phase 3 writes word 0.
+// Full mode (argmax): grid-stride partials per workgroup combined into out's padding words 1
+// and 2 (buffers are allocated in 16-byte multiples) by compare-and-swap; phase 3 writes word 0.
 ${ENABLE}
 
 struct Params {
@@ -18,6 +22,7 @@ struct Params {
     n: u32,
     phase: u32,
     groups: u32,
+    total: u32,
     ident: ${ACC},
 }
 

@@ -29,7 +29,9 @@ _HIGHEST = {"f32": float("inf"), "f64": float("inf"), "i32": 2**31 - 1, "i64": 2
 _VEC_OK = ("f32", "s32", "u32", "f16", "u8")  # inputs read four at a time
 # Tests set this False to exercise the workgroup-memory path on adapters that have subgroups.
 use_subgroups = True
-_FULL_GROUPS = 512  # workgroups of a full reduction: enough to fill a GPU, few CAS rounds
+_FULL_GROUPS = 512  # workgroups of a full argmax: enough to fill a GPU, few CAS rounds
+_PARTIAL_GROUPS = 1024  # workgroups (partials) of the other full reductions: one wave on a GPU
+_ACC_DTYPE = {"f32": "f32", "f64": "f64", "i32": "s32", "i64": "s64", "u32": "u32"}
 _ARGMAX_MERGE = ("if (b.v > a.v || (b.v == a.v && b.i < a.i)) {\n        return b;\n    }\n"
                  "    return a;")
 
@@ -129,10 +131,26 @@ class Reduce(Kernel):
             rows = math.prod(x.shape[:-1])
         acc = self.acc(x.dtype)
         wide = acc in ("f64", "i64")
-        mode = "full" if how == "all" and not wide else "rows"
+        mode = "full" if how == "all" and not wide else "rows"  # full: argmax only (passes)
         vec = x.dtype in _VEC_OK and (mode == "full" or rows == 1 or n % 4 == 0)
         sub = use_subgroups and device.has("subgroup") and not wide
         return mode, rows, n, vec, sub
+
+    def passes(self, inputs, output, params):
+        """Over everything (except argmax): each workgroup's partial into a temporary, then
+        one workgroup combines them. Partials by atomics on one word cost sum 3× torch's time
+        on an H200: every workgroup's compare-and-swap retried against all the others."""
+        (x,) = inputs
+        if self.op == "argmax" or check_axis(self.name, params.get("axis", -1),
+                                             x.ndim) != "all":
+            return None
+        acc = self.acc(x.dtype)
+        items = -(-x.size // 4) if x.dtype in _VEC_OK else x.size
+        groups = max(1, min(_PARTIAL_GROUPS, -(-items // (self.workgroup_size * 8))))
+        step = _steps(self)
+        return [((groups,), _ACC_DTYPE[acc])], [
+            (step["partial"], ["in0"], "tmp0", {"total": x.size}),
+            (step["finish"], ["tmp0"], "out", {"total": x.size})]
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
@@ -154,7 +172,7 @@ class Reduce(Kernel):
     def launches(self, inputs, output, params, device):
         (x,) = inputs
         mode, rows, n, vec, _ = self._plan(x, params, device)
-        u = {"rows": rows, "n": n, "phase": 0, "groups": 1,
+        u = {"rows": rows, "n": n, "phase": 0, "groups": 1, "total": n,
              "ident": self.identity(self.acc(x.dtype))}
         if mode == "rows":
             if rows == 0:
@@ -171,7 +189,52 @@ class Reduce(Kernel):
 
 def _uniform_fields(acc: str):
     return (("rows", "u32"), ("n", "u32"), ("phase", "u32"), ("groups", "u32"),
-            ("ident", acc))
+            ("total", "u32"), ("ident", acc))
+
+
+class ReduceStep(Kernel):
+    """One step of a full reduction, bound by Reduce.passes: "partial" (workgroup g's
+    grid-stride partial of x into tmp[g]) or "finish" (one workgroup merges tmp into out).
+    Not in the registry; the parent kernel checked the buffers."""
+
+    inputs = ("x",)
+    workgroup_size = 256
+
+    def __init__(self, parent: Reduce, step: str):
+        self.parent = parent
+        self.step = step
+        self.name = f"{parent.op}.{step}"
+        self.dtypes = ALL
+        self.params = (Param("total", "u32", 0, "elements of the whole reduction"),)
+        self.description = f"{step} step of {parent.op} over every element"
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        (x,) = inputs
+        wide = self.parent.acc(x.dtype) in ("f64", "i64")
+        sub = use_subgroups and get_device().has("subgroup") and not wide
+        return PipelineKey(self.name, (x.dtype, output.dtype),
+                           (("mode", self.step), ("vec", x.dtype in _VEC_OK), ("subgroup", sub)))
+
+    def render(self, key: PipelineKey):
+        return self.parent.render(key)
+
+    def launches(self, inputs, output, params, device):
+        (x,) = inputs
+        groups = output.shape[0] if self.step == "partial" else 1
+        u = {"rows": 1, "n": x.size, "phase": 0, "groups": groups, "total": params["total"],
+             "ident": self.parent.identity(self.parent.acc(x.dtype))}
+        return [Launch(fold_grid(groups, device, self.name), u)]
+
+
+_STEPS: dict[str, dict[str, ReduceStep]] = {}
+
+
+def _steps(parent: Reduce) -> dict[str, ReduceStep]:
+    """The parent's two step kernels, made once (their names key the pipeline cache)."""
+    s = _STEPS.get(parent.op)
+    if s is None:
+        s = _STEPS[parent.op] = {k: ReduceStep(parent, k) for k in ("partial", "finish")}
+    return s
 
 
 def _elem(xd: DType, acc: str, vec: bool) -> str:
@@ -241,8 +304,8 @@ def _wgreduce(sub: bool, op: str, wg: int) -> str:
             "    workgroupBarrier();\n    " + tail)
 
 
-def _final(op: str, acc: str, val: str) -> str:
-    return f"{val} / {acc}(p.n)" if op == "mean" else val
+def _final(op: str, acc: str, val: str, count: str = "p.n") -> str:
+    return f"{val} / {acc}({count})" if op == "mean" else val
 
 
 def _main_rows(op: str, od: DType, acc: str, wg: int) -> str:
@@ -316,6 +379,8 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
         xt = f"vec4<{xd.wgsl}>" if vec else xd.wgsl
     if mode == "full":
         ot = "atomic<u32>"
+    elif mode == "partial":
+        ot = acc
     else:
         ot = "u32" if od.packed else od.wgsl
     scan = _scan(vec, False)
@@ -325,7 +390,17 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
                   f"fn scan_eq(m: {acc}, base: u32, count: u32, start: u32, stride: u32) -> VI {{\n"
                   "    var acc = VI(p.ident, 0xffffffffu);\n"
                   f"    {_scan(vec, True)}\n    return acc;\n}}")
-    main = _main_full(op, od, acc, wg) if mode == "full" else _main_rows(op, od, acc, wg)
+    if mode == "full":
+        main = _main_full(op, od, acc, wg)
+    elif mode == "partial":
+        main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, g * {wg}u + lid, p.groups * {wg}u));"
+                "\n    if (lid == 0u) {\n        out[g] = r.v;\n    }")
+    elif mode == "finish":
+        val = "r.v & 0xffu" if od.packed else f"{od.wgsl}({_final(op, acc, 'r.v', 'p.total')})"
+        main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, lid, {wg}u));\n"
+                f"    if (lid == 0u) {{\n        out[0] = {val};\n    }}")
+    else:
+        main = _main_rows(op, od, acc, wg)
     if not sub:
         main = "let sid = 0u;\n    " + main
     else:  # zero-initialized workgroup memory proved unreliable on lavapipe: set the counter

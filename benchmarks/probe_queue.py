@@ -113,8 +113,10 @@ def main() -> int:
             libf.wgpuDevicePoll(dev._internal, False, ffi.NULL)
 
     def rt_spin_empty():
+        # wgpu-native 29 returns a Rust bool where the header says WGPUBool (32 bits): only
+        # the low byte is the answer, the rest is whatever the register held
         submit_index(cmdbuf(tiny_bg, 1))
-        while not libf.wgpuDevicePoll(dev._internal, False, ffi.NULL):
+        while not libf.wgpuDevicePoll(dev._internal, False, ffi.NULL) & 0xFF:
             pass
 
     for name, fn in (("submit + poll(wait, index)", rt_block),

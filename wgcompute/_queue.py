@@ -208,8 +208,8 @@ def wait(fence: Fence, timeout: float | None = None) -> bool:
 
 
 def wait_event(event: threading.Event, timeout: float | None = None) -> bool:
-    """Poll the device from this thread until ``event`` is set (a fence's, or a wgpu
-    promise's ``_thread_event`` for a buffer map: its callback fires in these polls)."""
+    """Poll the device from this thread until ``event`` is set (a fence's, or a staging
+    buffer map's: its callback fires in these polls)."""
     if event.is_set():
         return True
     s = submitter()

@@ -580,7 +580,7 @@ class _Slot:
         if self.up is not None:
             try:
                 if self.up_promise is not None:
-                    self.up_promise.sync_wait()
+                    self.up_promise.wait()
             except Exception:
                 pass
             self.up.destroy()
@@ -728,7 +728,7 @@ class _MapState:
         t0 = time.perf_counter()
         self.prepare(slot, arr, dt)
         if slot.up_promise is not None:
-            slot.up_promise.sync_wait()
+            slot.up_promise.wait()
             slot.up_promise = None
         n = arr.nbytes
         padded = (n + 3) & ~3
@@ -738,7 +738,7 @@ class _MapState:
             if padded != n:
                 view[n:padded] = 0
             del view
-        slot.up.unmap()
+        _staging.unmap(slot.up)
         dev = get_device().gpu_device
         w = self.work
         inp, out = slot.inp, slot.out
@@ -767,8 +767,8 @@ class _MapState:
             enc.copy_buffer_to_buffer(out.gpu_buffer, 0, slot.down, 0, out_padded)
         t_submit = time.perf_counter()
         fence = _queue.submit([enc.finish()])
-        slot.up_promise = slot.up.map_async("WRITE")
-        promise = slot.down.map_async("READ_NOSYNC", 0, max(4, out_padded)) \
+        slot.up_promise = _staging.map_async(slot.up, True, slot.up.size)
+        promise = _staging.map_async(slot.down, False, max(4, out_padded)) \
             if out_padded else None
         if tl is not None:
             tl.add(k, "upload", t0, t_submit)
@@ -783,14 +783,13 @@ class _MapState:
             out = slot.out
             result = np.empty(out.shape, dtype=out._dt.numpy)
             if promise is not None:
-                promise.sync_wait()
+                promise.wait()
                 t0 = time.perf_counter()
                 n = out.nbytes
-                view = np.frombuffer(slot.down.read_mapped(0, (n + 3) & ~3, copy=False),
-                                     dtype=np.uint8)
+                view = _staging._mapped_read(slot.down, (n + 3) & ~3)
                 _staging.copy_bytes(result.reshape(-1).view(np.uint8), view[:n])
                 del view
-                slot.down.unmap()
+                _staging.unmap(slot.down)
             _queue.wait(fence)
             err = fence.error
             if err is None and user_cmd is not None:

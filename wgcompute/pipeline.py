@@ -136,20 +136,23 @@ class Pipeline:
 
     # -- recording --------------------------------------------------------------------------
     def buffers(self) -> list[Buffer]:
-        out = []
+        """Every buffer the stages use, each once (in first-use order)."""
+        out = {}
         for s in self._stages:
-            out.extend(s.inputs)
+            for b in s.inputs:
+                out[id(b)] = b
             if s.output is not None:
-                out.append(s.output)
-        return out
+                out[id(s.output)] = s.output
+        return list(out.values())
 
     def _check_buffers(self) -> None:
         for i, s in enumerate(self._stages):
             for b in s.inputs + ([s.output] if s.output is not None else []):
-                try:
-                    check_buffer(b, f"stage {i} ({s.name})")
-                except WgComputeError as e:
-                    raise PipelineError(str(e)) from e
+                if b._freed:  # the stages were checked at add(): only freeing can undo that
+                    try:
+                        check_buffer(b, f"stage {i} ({s.name})")
+                    except WgComputeError as e:
+                        raise PipelineError(str(e)) from e
 
     def encode(self, encoder, profile_query=None) -> None:
         """Record every stage into ``encoder``: consecutive kernels share one compute pass

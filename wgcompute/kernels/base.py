@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import wgpu
+from wgpu.backends.wgpu_native._ffi import ffi, lib
 
 from ..buffer import Buffer, check_buffer, empty, from_numpy
 from ..device import Device, get_device
@@ -28,6 +29,10 @@ from ..errors import (
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
+_set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+_set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
+_dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+_NULL = ffi.NULL
 
 # WGSL scalar type -> (struct format char, size)
 _SCALAR = {"f32": ("f", 4), "i32": ("i", 4), "u32": ("I", 4), "f16": ("e", 2),
@@ -286,14 +291,23 @@ class Dispatch:
     launches: list = field(default_factory=list)
     bind_groups: list = field(default_factory=list)
     uniform: Any = None
+    _raw: Any = None  # (pipeline id, [(bind group id, x, y, z)]) for encode, made on first use
 
     def encode(self, cpass) -> None:
-        cpass.set_pipeline(self.compiled.pipeline)
-        for launch, bg in zip(self.launches, self.bind_groups):
-            x, y, z = launch.workgroups
-            if x and y and z:
-                cpass.set_bind_group(0, bg)
-                cpass.dispatch_workgroups(x, y, z)
+        """Record the launches into a compute pass, through wgpu-native directly: wgpu-py's
+        wrappers cost about 2 µs a call (argument conversion, error capture), which was
+        most of a small pipeline stage's host time. Encoding errors still surface at the
+        pass's end() or the encoder's finish() (wgpu-core records them)."""
+        raw = self._raw
+        if raw is None:
+            raw = self._raw = (self.compiled.pipeline._internal, [
+                (bg._internal, *la.workgroups) for la, bg in zip(self.launches, self.bind_groups)
+                if all(la.workgroups)])
+        pid = cpass._internal
+        _set_pipeline(pid, raw[0])
+        for bg, x, y, z in raw[1]:
+            _set_bind_group(pid, 0, bg, 0, _NULL)
+            _dispatch(pid, x, y, z)
 
     def set_params(self, **params) -> None:
         dt = DTYPES[self.output.dtype] if self.output is not None else DTYPES["f32"]
@@ -306,6 +320,7 @@ class Dispatch:
                                 f"new stage instead")
         self.params = new
         self.launches = launches
+        self._raw = None
         if self.compiled.uniform_fields:
             get_device().queue.write_buffer(self.uniform, 0, self._uniform_bytes())
 

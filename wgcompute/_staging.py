@@ -221,7 +221,7 @@ def upload(dst, dst_offset: int, data: np.ndarray) -> _queue.Fence | None:
                 view[size:padded] = 0
             del view
             unmap(stage)
-            enc = dev.create_command_encoder(label="wgcompute-upload")
+            enc = dev.create_command_encoder()
             enc.copy_buffer_to_buffer(stage, 0, dst, dst_offset + start, padded)
             fence = _queue.submit([enc.finish()])
             slot[1] = map_async(stage, True, stage.size)
@@ -251,7 +251,7 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         size = min(CHUNK, nbytes - start)
         padded = (size + 3) & ~3
         stage = _down.acquire(padded)
-        enc = dev.create_command_encoder(label="wgcompute-download")
+        enc = dev.create_command_encoder()
         enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
         _queue.submit([enc.finish()])
         return start, size, padded, stage, map_async(stage, False, padded)
@@ -285,7 +285,7 @@ def submit_download(src, src_offset: int, nbytes: int) -> list:
     submission now (so the read sees exactly what was submitted before it), and request
     their maps. Returns the parts that ``finish_download`` copies out."""
     dev = get_device().gpu_device
-    enc = dev.create_command_encoder(label="wgcompute-read-async")
+    enc = dev.create_command_encoder()
     parts = []
     try:
         for start in range(0, nbytes, CHUNK):

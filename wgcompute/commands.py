@@ -246,7 +246,7 @@ def _encode_and_submit(label: str, record, cmd: Command) -> Command:
     command instead of raising."""
     dev = get_device().gpu_device
     try:
-        enc = dev.create_command_encoder(label=label)
+        enc = dev.create_command_encoder()
         record(enc)
         fence = _queue.submit([enc.finish()])
     except WgComputeError as e:
@@ -259,20 +259,25 @@ def _encode_and_submit(label: str, record, cmd: Command) -> Command:
     return cmd
 
 
-def kernel_command(kernel, inputs, output=None, params=None):
-    """Check and bind one kernel run: (kernel name, its Command, record(encoder)). The
-    caller submits ``record`` with ``_encode_and_submit`` now or later (streams)."""
+def _bound_run(kernel, inputs, output, params):
+    """Check and bind one kernel run: (kernel, the output buffer, its Dispatch)."""
     k = registry.get(kernel)
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
                             f"{type(inputs).__name__}")
     output = prepare_output(k, inputs, output, params)
-    d = bound(k, list(inputs), output, params)
+    return k, output, bound(k, list(inputs), output, params)
+
+
+def kernel_command(kernel, inputs, output=None, params=None):
+    """Check and bind one kernel run: (kernel name, its Command, record(encoder)). The
+    caller submits ``record`` with ``_encode_and_submit`` now or later (streams)."""
+    k, output, d = _bound_run(kernel, inputs, output, params)
     cmd = Command(k.name, list(inputs) + [output], output)
 
     def record(enc):
         if d.launches:
-            cpass = enc.begin_compute_pass(label=k.name)
+            cpass = enc.begin_compute_pass()
             d.encode(cpass)
             cpass.end()
 
@@ -286,8 +291,34 @@ def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
 
 
 def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
-    """Run a named kernel and return when its output is ready (returns the output)."""
-    return run_kernel_async(kernel, inputs, output, params).wait()
+    """Run a named kernel and return when its output is ready (returns the output).
+
+    The same as ``run_kernel_async(...).wait()`` without the Command: no handle outlives
+    the call, so none is built (a few µs of a tiny kernel's round trip)."""
+    k, output, d = _bound_run(kernel, inputs, output, params)
+    buffers = [*inputs, output]
+    for b in buffers:  # a free() from another thread meanwhile is deferred, as for Commands
+        b._retain()
+    try:
+        try:
+            enc = get_device().gpu_device.create_command_encoder()
+            if d.launches:
+                cpass = enc.begin_compute_pass()
+                d.encode(cpass)
+                cpass.end()
+            fence = _queue.submit([enc.finish()])
+        except WgComputeError:
+            raise
+        except Exception as e:  # validation error, out of memory, device lost
+            raise CommandFailedError(f"run_kernel {k.name} failed: {e}", e) from e
+        _queue.wait(fence)
+        if fence.error is not None:
+            raise CommandFailedError(f"run_kernel {k.name} failed: {fence.error}",
+                                     fence.error)
+    finally:
+        for b in buffers:
+            b._release()
+    return output
 
 
 # From this size on a GPU a copy runs as the "copy" kernel (16-byte words): on an H200 the
@@ -306,7 +337,7 @@ def copy_dispatch(src: Buffer, dst: Buffer) -> Dispatch | None:
 
 def encode_copy(enc, src: Buffer, dst: Buffer, d: Dispatch | None) -> None:
     if d is not None:
-        cpass = enc.begin_compute_pass(label="copy_buffer")
+        cpass = enc.begin_compute_pass()
         d.encode(cpass)
         cpass.end()
     elif src.nbytes:

@@ -168,7 +168,7 @@ class Pipeline:
                                                   "end_of_pass_write_index": 2 * i + 1}
                     if cpass is not None:
                         cpass.end()
-                    cpass = encoder.begin_compute_pass(label=f"{self.label}[{i}]", **kw)
+                    cpass = encoder.begin_compute_pass(**kw)
                 s.dispatch.encode(cpass)
                 continue
             if cpass is not None:
@@ -188,7 +188,7 @@ class Pipeline:
         self._check_buffers()
         cmd = Command(self.label, self.buffers(), None)
         try:
-            enc = get_device().gpu_device.create_command_encoder(label=self.label)
+            enc = get_device().gpu_device.create_command_encoder()
             self.encode(enc)
             fence = _queue.submit([enc.finish()])
         except Exception as e:  # validation error, out of memory, device lost
@@ -224,7 +224,7 @@ class Pipeline:
             self._query = (qs, resolve, count)
         qs, resolve, _ = self._query
         cmd = Command(self.label, self.buffers(), None)
-        enc = dev.gpu_device.create_command_encoder(label=self.label)
+        enc = dev.gpu_device.create_command_encoder()
         self.encode(enc, profile_query=qs)
         enc.resolve_query_set(qs, 0, count, resolve, 0)
         cmd._attach(_queue.submit([enc.finish()]))

@@ -744,14 +744,14 @@ class _MapState:
         inp, out = slot.inp, slot.out
         out_padded = (out.nbytes + 3) & ~3
         user_cmd = None
-        enc = dev.create_command_encoder(label=f"stream_map[{k}]")
+        enc = dev.create_command_encoder()
         if padded:
             enc.copy_buffer_to_buffer(slot.up, 0, inp.gpu_buffer, 0, padded)
         if w.fn is None:
             if w.kernel is not None:
                 d = bound(w.kernel, [inp], out, w.params)
                 if d.launches:
-                    cpass = enc.begin_compute_pass(label=w.kernel.name)
+                    cpass = enc.begin_compute_pass()
                     d.encode(cpass)
                     cpass.end()
             else:
@@ -762,7 +762,7 @@ class _MapState:
             if user_cmd is not None and not isinstance(user_cmd, Command):
                 raise ArgumentError(f"work: the callable returned {type(user_cmd).__name__}; "
                                     f"expected a wgc.Command or None")
-            enc = dev.create_command_encoder(label=f"stream_map[{k}]-out")
+            enc = dev.create_command_encoder()
         if out_padded:
             enc.copy_buffer_to_buffer(out.gpu_buffer, 0, slot.down, 0, out_padded)
         t_submit = time.perf_counter()

@@ -309,7 +309,7 @@ class Surface:
         d = bound(_TO_RGBA8, [src], frame, None)
 
         def record(enc):
-            cpass = enc.begin_compute_pass(label="surface-to-rgba8")
+            cpass = enc.begin_compute_pass()
             d.encode(cpass)
             cpass.end()
 
@@ -625,7 +625,7 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
 
         def record_work(enc):
             if d.launches:
-                cpass = enc.begin_compute_pass(label=k.name)
+                cpass = enc.begin_compute_pass()
                 d.encode(cpass)
                 cpass.end()
 

@@ -127,8 +127,9 @@ class Submitter:
         self._work_done = work_done
         self._arrays = {}  # reusable WGPUCommandBuffer[n]
 
-    def submit(self, command_buffers) -> Fence:
-        """Submit now; return the submission's Fence. Never waits for the GPU.
+    def submit(self, command_buffers, fence: bool = True) -> Fence | None:
+        """Submit now; return the submission's Fence (None with ``fence=False``: staging
+        copies whose buffer map is their completion). Never waits for the GPU.
 
         Validation happens when the command buffer is finished (wgpu-py raises there);
         what is left for submit is a destroyed or mapped resource, which wgpu-native turns
@@ -137,7 +138,6 @@ class Submitter:
         unless user code destroys ``Buffer.gpu_buffer`` by hand. The raw ``lib`` entry
         points are used on this hot path: their errors could not be turned into Python
         exceptions anyway."""
-        fence = Fence()
         n = len(command_buffers)
         with self._lock:
             arr = self._arrays.get(n)
@@ -145,11 +145,15 @@ class Submitter:
                 arr = self._arrays[n] = ffi.new("WGPUCommandBuffer[]", max(n, 1))
             for i, cb in enumerate(command_buffers):
                 arr[i] = cb._internal
-            fence.index = int(lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr))
+            index = lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr)
+            self.submissions += 1
+            if not fence:
+                return None
+            fence = Fence()
+            fence.index = int(index)
             self._pending.append(fence)
             if self._token is None:
                 self._token = self._poller.get_token()
-            self.submissions += 1
             info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
             info.mode = lib.WGPUCallbackMode_AllowProcessEvents
             info.callback = self._work_done
@@ -196,8 +200,8 @@ def submitter() -> Submitter:
         return _submitter
 
 
-def submit(command_buffers) -> Fence:
-    return submitter().submit(command_buffers)
+def submit(command_buffers, fence: bool = True) -> Fence | None:
+    return submitter().submit(command_buffers, fence)
 
 
 def wait(fence: Fence, timeout: float | None = None) -> bool:

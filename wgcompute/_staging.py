@@ -200,11 +200,13 @@ def staging_buffers_created() -> int:
     return _up.created + _down.created
 
 
-def upload(dst, dst_offset: int, data: np.ndarray) -> _queue.Fence | None:
+def upload(dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> _queue.Fence | None:
     """Copy the bytes of ``data`` into GPU buffer ``dst`` at ``dst_offset``.
 
     Returns once ``data`` has been copied out (it may be reused at once); the GPU copy is
-    queued ahead of any later submission. Returns the last chunk's fence (None if empty)."""
+    queued ahead of any later submission. Returns the last chunk's fence (None if empty, or
+    with ``fence=False``: later submissions are ordered after the copy anyway)."""
+    want_fence = fence
     src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     n = src.nbytes
     fence = None
@@ -231,7 +233,8 @@ def upload(dst, dst_offset: int, data: np.ndarray) -> _queue.Fence | None:
             unmap(stage)
             enc = dev.create_command_encoder()
             enc.copy_buffer_to_buffer(stage, 0, dst, dst_offset + start, padded)
-            fence = _queue.submit([enc.finish()])
+            # only the last chunk needs a fence: the others' re-maps say when they are done
+            fence = _queue.submit([enc.finish()], fence=want_fence and start + CHUNK >= n)
             slot[1] = map_async(stage, True, stage.size)
     except BaseException:
         for stage, _ in ring:  # in an unknown map state: not fit for the pool
@@ -261,7 +264,7 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         stage = _down.acquire(padded)
         enc = dev.create_command_encoder()
         enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
-        _queue.submit([enc.finish()])
+        _queue.submit([enc.finish()], fence=False)  # the map is the completion
         return start, size, padded, stage, map_async(stage, False, padded)
 
     depth = _READ_DEPTH
@@ -302,7 +305,7 @@ def submit_download(src, src_offset: int, nbytes: int) -> list:
             stage = _down.acquire(padded)
             parts.append([start, size, padded, stage, None])
             enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
-        _queue.submit([enc.finish()])
+        _queue.submit([enc.finish()], fence=False)  # the maps are the completion
     except BaseException:
         for p in parts:
             _down.release(p[3])

@@ -202,7 +202,7 @@ class Buffer:
             raise ShapeError(f"data: has {arr.size} elements, buffer {self._shape} holds "
                              f"{self.size}")
         if arr.size:
-            _staging.upload(self._gpu, 0, arr)
+            _staging.upload(self._gpu, 0, arr, fence=False)
 
     # Commands sit above buffers in the layers, so the async variants import them on use.
     def write_async(self, data):
@@ -302,7 +302,7 @@ def buffer(data, shape=None, dtype=None, label: str = "") -> Buffer:
         shape = tuple(arr.shape)
     buf = Buffer(_alloc(arr.size * dt.itemsize, label), shape, dt, label)
     if arr.size:
-        _staging.upload(buf._gpu, 0, arr)
+        _staging.upload(buf._gpu, 0, arr, fence=False)
     return buf
 
 

@@ -68,6 +68,35 @@ def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
+def _touch(pages: np.ndarray) -> None:
+    pages[::4096] = 0
+
+
+class Fresh:
+    """A new array whose memory is faulted in by the copy threads in the background.
+
+    A new 64 MB array costs its first writer a page fault and a page of kernel zeroing per
+    4 KB: on the H200 host, copying a mapped download into a new array took 5.2 ms against
+    2.2 ms into touched memory. Made when a batch is submitted, it is ready by the time the
+    batch's readback needs it. ``get()`` waits for the touching and returns the array."""
+
+    def __init__(self, shape, dtype):
+        self.array = np.empty(shape, dtype=dtype)
+        flat = self.array.reshape(-1).view(np.uint8)
+        n = flat.nbytes
+        self._futures = []
+        if n >= _PARALLEL_COPY and _SPLIT > 1:
+            step = (-(-n // _SPLIT) + 4095) & ~4095
+            self._futures = [_executor().submit(_touch, flat[i:i + step])
+                             for i in range(0, n, step)]
+
+    def get(self) -> np.ndarray:
+        for f in self._futures:
+            f.result()
+        self._futures = []
+        return self.array
+
+
 def _mapped_array(buf, size: int) -> np.ndarray:
     """A writable uint8 view of a mapped buffer's first ``size`` bytes (valid until unmap)."""
     ptr = libf.wgpuBufferGetMappedRange(buf._internal, 0, size)

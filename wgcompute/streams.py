@@ -773,15 +773,16 @@ class _MapState:
         if tl is not None:
             tl.add(k, "upload", t0, t_submit)
             fence.add_callback(tl.gpu_span(k, t_submit))
-        return (k, slot, fence, promise, user_cmd)
+        result = _staging.Fresh(out.shape, out._dt.numpy)  # faulted in while the GPU works
+        return (k, slot, fence, promise, user_cmd, result)
 
     def finish(self, job):
         """Wait for the readback, copy it into a new array; returns (k, array | error)."""
-        k, slot, fence, promise, user_cmd = job
+        k, slot, fence, promise, user_cmd, fresh = job
         t0 = None
         try:
             out = slot.out
-            result = np.empty(out.shape, dtype=out._dt.numpy)
+            result = fresh.get()
             if promise is not None:
                 promise.wait()
                 t0 = time.perf_counter()

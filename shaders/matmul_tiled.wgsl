@@ -2,19 +2,27 @@
 // Bindings: 0 a (read), 1 b (read), 2 out (read_write), 3 params (uniform: M, N, K).
 // Templates (filled by wgcompute/kernels/matmul.py from a TileConfig):
 //   ENABLE, T (storage element type), ACC (accumulator type: f32 for f16 inputs),
+//   S (workgroup tile element: ACC, or f16 for f16 "mixed" precision),
 //   AT / BT (a's and b's array element: vec4<T> when K, resp. N, is a multiple of 4, else T),
 //   BM×BN (the workgroup's block of out), BK (k step), TM×TN (each invocation's block),
-//   THREADS = (BM/TM)·(BN/TN), LOAD (global -> registers), STORE (registers -> workgroup
-//   memory), COMPUTE (one k step, unrolled), WRITE (accumulators -> out, edge-guarded),
-//   HELPERS (guarded scalar loads, for the operands that are not vec4), OT (out's element:
-//   BT, or atomic<u32> for split-K), PHASE0 (split-K: the launch that zeroes out).
+//   THREADS = (BM/TM)·(BN/TN), STAGES (1 or 2 workgroup tiles of a and of b),
+//   BLOCK (which BM×BN block this workgroup owns: bx, by; grouped when the config says so),
+//   MAIN (the k loop: LOAD global -> registers, STORE registers -> workgroup memory, COMPUTE
+//   one k step's multiply-adds, all generated straight-line with constant offsets),
+//   WRITE (accumulators -> out, edge-guarded), HELPERS (guarded scalar loads, for the
+//   operands that are not vec4), OT (out's element: BT, or atomic<u32> for split-K),
+//   PHASE0 (split-K: the launch that zeroes out).
 // Split-K (f32 only): workgroup z multiplies the k range [z·kchunk, (z+1)·kchunk) and adds its
 // block into out by compare-and-swap, after a first launch (phase 0) zeroed out; skinny
 // outputs (8192×64) then still fill the GPU.
-// Workgroup memory holds two BK×BM (a transposed) and two BK×BN tiles: the next tile is read
-// from global memory while the current one is multiplied, with one barrier per k step. Each
-// invocation owns TM×TN accumulators in registers (straight-line code, no private arrays);
+// STAGES = 2: two BK×BM (a transposed) and two BK×BN tiles; the next tile is read from global
+// memory into registers while the current one is multiplied, one barrier per k step, and the
+// loop is generated twice (tile 0 then tile 1) so every workgroup-memory offset is a constant.
+// STAGES = 1: one tile each (half the memory: bigger BK, or more workgroups per SM), the
+// register prefetch stays, two barriers per k step.
+// Each invocation owns TM×TN accumulators in registers (straight-line code, no private arrays);
 // its rows and columns are spread BM/TM resp. BN/TN apart so workgroup reads do not conflict.
+// All index math is u32 (naga's i32 % of a negative dividend misbehaves on NVIDIA).
 ${ENABLE}
 
 struct Params {
@@ -32,45 +40,24 @@ struct Params {
 
 const ASZ: u32 = ${BK}u * ${BM}u / 4u;  // one a tile, in vec4
 const BSZ: u32 = ${BK}u * ${BN}u / 4u;
-var<workgroup> As: array<vec4<${ACC}>, 2u * ASZ>;
-var<workgroup> Bs: array<vec4<${ACC}>, 2u * BSZ>;
+var<workgroup> As: array<vec4<${S}>, ${STAGES}u * ASZ>;
+var<workgroup> Bs: array<vec4<${S}>, ${STAGES}u * BSZ>;
 
 ${HELPERS}
 @compute @workgroup_size(${THREADS})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     ${PHASE0}
-    let row0 = wid.y * ${BM}u;
-    let col0 = wid.x * ${BN}u;
+    ${BLOCK}
+    let row0 = by * ${BM}u;
+    let col0 = bx * ${BN}u;
     let tx = lid % (${BN}u / ${TN}u);
     let ty = lid / (${BN}u / ${TN}u);
     ${DECLARE}
     let kbegin = wid.z * p.kchunk;
     let kend = min(p.K, kbegin + p.kchunk);
     let tiles = select(0u, (kend - kbegin + ${BK}u - 1u) / ${BK}u, kend > kbegin);
-    if (tiles > 0u) {
-        var k0 = kbegin;
-        ${LOAD}
-        var buf = 0u;
-        ${STORE}
-        workgroupBarrier();
-        for (var t = 0u; t < tiles; t = t + 1u) {
-            let more = t + 1u < tiles;
-            if (more) {
-                k0 = kbegin + (t + 1u) * ${BK}u;
-                ${LOAD}
-            }
-            let abase = buf * ASZ;
-            let bbase = buf * BSZ;
-            for (var kk = 0u; kk < ${BK}u; kk = kk + 1u) {
-                ${COMPUTE}
-            }
-            if (more) {
-                buf = 1u - buf;
-                ${STORE}
-            }
-            workgroupBarrier();
-        }
-    }
+    var k0 = kbegin;
+    ${MAIN}
     ${WRITE}
 }

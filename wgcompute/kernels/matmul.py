@@ -1,8 +1,14 @@
-"""The matmul kernel: 2-D block tiling with register blocking, vec4 loads and double-buffered
-workgroup tiles; tile configurations per adapter chosen by the autotuner (autotune.py).
+"""The matmul kernel: 2-D block tiling with register blocking, vec4 loads and workgroup tiles
+(double-buffered, or single with two barriers); tile configurations per adapter chosen by the
+autotuner (autotune.py). ``_config`` pins one (tests, benchmarks/sweep_matmul.py).
 
-f16 inputs accumulate in f32. The place where a cooperative-matrix (tensor core) kernel would
-plug in is ``_cooperative_matrix_config`` (it returns None today: see its docstring)."""
+f16 inputs have two precisions (the ``precision`` param): "f32" converts to f32 on the way
+into workgroup memory and accumulates every product in f32; "mixed" keeps f16 tiles and sums
+each BK-wide k slice in f16 (packed f16 multiply-adds, twice the FP32 rate on NVIDIA) before
+adding the slice into f32 accumulators. The error bound of each is in Matmul's docstring.
+
+The place where a cooperative-matrix (tensor core) kernel would plug in is
+``_cooperative_matrix_config`` (it returns None today: see its docstring)."""
 
 from __future__ import annotations
 
@@ -14,68 +20,158 @@ from .. import autotune, shaders
 from ..device import Device, get_device
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import Kernel, Launch, PipelineKey, fold_grid
+from .base import Kernel, Launch, Param, PipelineKey, fold_grid
 
 FLOATS = ("f32", "f64", "f16")
+PRECISIONS = ("f32", "mixed")
+# f16 with no precision param. "mixed" is the fast path; the default stays "f32" (every
+# product summed in f32) because tests/test_kernels_core.py holds wgc.matmul's f16 results to
+# the f32-accumulation bound; flip this once that bound is the mixed one (Matmul docstring).
+F16_DEFAULT_PRECISION = "f32"
+MIXED_BK = (8, 16)  # "mixed" sums BK products in f16: kept short, the error grows with BK
 
 
 @dataclass(frozen=True)
 class TileConfig:
-    """BM×BN block of out per workgroup, BK k step, TM×TN block per invocation."""
+    """BM×BN block of out per workgroup, BK k step, TM×TN block per invocation, and options:
+
+    split: split-K factor (f32 only): k ranges summed into out by compare-and-swap.
+    unroll: the BK-long k loop generated straight-line (constant workgroup offsets).
+    stages: 2 = double-buffered workgroup tiles, one barrier per k step; 1 = one tile of a
+      and b (half the memory: a bigger BK, or more workgroups per SM), two barriers.
+    group: grouped rasterization: workgroups walk GROUP block rows column by column, so
+      neighbours in launch order share b's columns in L2 (1 = row by row).
+
+    Its name, e.g. "128x128x16_8x8_u_sb_g8_s4" (options omitted at their defaults), is what
+    the autotuner caches; ``parse(name)`` gives the config back."""
 
     bm: int
     bn: int
     bk: int
     tm: int
     tn: int
-    split: int = 1  # split-K factor (f32 only): k ranges summed into out by compare-and-swap
+    split: int = 1
+    unroll: bool = False
+    stages: int = 2
+    group: int = 1
+
+    def __post_init__(self):
+        for field in ("bm", "bn", "bk", "tm", "tn", "split", "group"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ArgumentError(f"matmul: TileConfig {field} must be a positive int, got "
+                                    f"{value!r}")
+        if self.stages not in (1, 2) or isinstance(self.stages, bool):
+            raise ArgumentError(f"matmul: TileConfig stages must be 1 or 2, got {self.stages!r}")
+        if not isinstance(self.unroll, bool):
+            raise ArgumentError(f"matmul: TileConfig unroll must be a bool, got "
+                                f"{self.unroll!r}")
 
     @property
     def name(self) -> str:
-        base = f"{self.bm}x{self.bn}x{self.bk}_{self.tm}x{self.tn}"
-        return base + (f"_s{self.split}" if self.split > 1 else "")
+        parts = [f"{self.bm}x{self.bn}x{self.bk}", f"{self.tm}x{self.tn}"]
+        if self.unroll:
+            parts.append("u")
+        if self.stages == 1:
+            parts.append("sb")
+        if self.group > 1:
+            parts.append(f"g{self.group}")
+        if self.split > 1:
+            parts.append(f"s{self.split}")
+        return "_".join(parts)
 
     @classmethod
     def parse(cls, name: str) -> TileConfig:
-        blocks, thread, *rest = name.split("_")
-        bm, bn, bk = (int(v) for v in blocks.split("x"))
-        tm, tn = (int(v) for v in thread.split("x"))
-        split = int(rest[0][1:]) if rest else 1
-        return cls(bm, bn, bk, tm, tn, split)
+        """The config named ``name`` (options in any order; unknown ones are refused)."""
+        try:
+            blocks, thread, *rest = name.split("_")
+            bm, bn, bk = (int(v) for v in blocks.split("x"))
+            tm, tn = (int(v) for v in thread.split("x"))
+            opts: dict = {}
+            for tok in rest:
+                if tok == "u":
+                    opts["unroll"] = True
+                elif tok == "sb":
+                    opts["stages"] = 1
+                elif tok[:1] in ("g", "s") and tok[1:].isdigit():
+                    opts["group" if tok[0] == "g" else "split"] = int(tok[1:])
+                else:
+                    raise ValueError(tok)
+        except (ValueError, AttributeError):
+            raise ArgumentError(f"matmul: tile config name {name!r} is not "
+                                f"BMxBNxBK_TMxTN[_u][_sb][_gG][_sS]") from None
+        return cls(bm, bn, bk, tm, tn, **opts)
 
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
-    def workgroup_bytes(self, acc_bytes: int) -> int:
-        return 2 * self.bk * (self.bm + self.bn) * acc_bytes  # two a tiles + two b tiles
+    def workgroup_bytes(self, elem_bytes: int) -> int:
+        """Workgroup memory: ``stages`` a tiles and b tiles of ``elem_bytes`` elements."""
+        return self.stages * self.bk * (self.bm + self.bn) * elem_bytes
 
-    def fits(self, device: Device, acc_bytes: int) -> bool:
+    def fits(self, device: Device, elem_bytes: int) -> bool:
+        """Whether the shader can be built for ``device`` with tiles of ``elem_bytes``
+        elements (8 f64, 4 f32 and f16 at f32 precision, 2 f16 mixed)."""
         t = self.threads
         shape_ok = (self.bm % self.tm == 0 and self.bn % self.tn == 0 and self.tm % 4 == 0
-                    and self.tn % 4 == 0 and self.bk % 4 == 0
+                    and self.tn % 4 == 0 and self.bk % 4 == 0 and t > 0
                     and (self.bm * self.bk) % (4 * t) == 0 and (self.bk * self.bn) % (4 * t) == 0)
         return (shape_ok
                 and t <= device.limit("max-compute-invocations-per-workgroup")
                 and t <= device.limit("max-compute-workgroup-size-x")
-                and self.workgroup_bytes(acc_bytes)
+                and self.workgroup_bytes(elem_bytes)
                 <= device.limit("max-compute-workgroup-storage-size"))
 
 
-# Candidates, best guesses first. 128×128 with 8×8 per invocation is the classic big-matrix
-# tile; the smaller ones keep enough workgroups busy for skinny or small outputs.
+_C = TileConfig
+# f32 (and f16 at "f32" precision, and f64) candidates, best guesses first; configs that do
+# not fit an adapter are dropped there (NVIDIA's Vulkan driver allows 48 KiB of workgroup
+# memory, lavapipe 32 KiB). 128×128 with 8×8 per invocation is the classic big-matrix tile;
+# the smaller ones keep enough workgroups busy for skinny or small outputs. The names the
+# autotune cache of earlier versions holds stay candidates.
 CANDIDATES = (
-    TileConfig(128, 128, 8, 8, 8),
-    TileConfig(128, 128, 16, 8, 8),
-    TileConfig(128, 64, 16, 8, 4),
-    TileConfig(64, 128, 16, 4, 8),
-    TileConfig(64, 64, 16, 4, 4),
-    TileConfig(32, 64, 16, 4, 4),
-    TileConfig(32, 32, 16, 4, 4),
-    TileConfig(32, 64, 16, 4, 4, split=8),
-    TileConfig(64, 64, 16, 4, 4, split=4),
+    _C(128, 128, 8, 8, 8),
+    _C(128, 128, 16, 8, 8),
+    _C(128, 64, 16, 8, 4),
+    _C(64, 128, 16, 4, 8),
+    _C(64, 64, 16, 4, 4),
+    _C(32, 64, 16, 4, 4),
+    _C(32, 32, 16, 4, 4),
+    _C(32, 64, 16, 4, 4, split=8),
+    _C(64, 64, 16, 4, 4, split=4),
+    # k loop unrolled: constant workgroup offsets, no loop counter
+    _C(128, 128, 8, 8, 8, unroll=True),
+    _C(128, 128, 16, 8, 8, unroll=True),
+    _C(128, 128, 8, 8, 8, unroll=True, group=8),
+    # 8×16 / 16×8 per invocation: more FMAs per workgroup-memory read, fewer workgroups
+    _C(128, 256, 8, 8, 16, unroll=True),
+    _C(256, 128, 8, 16, 8, unroll=True),
+    # 128-thread workgroups: more of them per SM
+    _C(64, 128, 8, 8, 8, unroll=True),
+    # one tile stage: half the memory, a longer k step between barriers
+    _C(128, 128, 16, 8, 8, unroll=True, stages=1),
+    _C(128, 128, 32, 8, 8, unroll=True, stages=1),
+    # skinny outputs: 8×8 per invocation with split-K to fill the GPU
+    _C(128, 64, 16, 8, 8, unroll=True, split=8),
+    _C(64, 64, 16, 8, 8, unroll=True, split=16),
 )
+# f16 "mixed" candidates: f16 tiles take half the workgroup memory; BK is 8 or 16 (MIXED_BK)
+MIXED_CANDIDATES = (
+    _C(128, 128, 16, 8, 8, unroll=True),
+    _C(128, 128, 16, 8, 8),
+    _C(128, 128, 8, 8, 8, unroll=True),
+    _C(128, 128, 16, 8, 8, unroll=True, group=8),
+    _C(128, 128, 16, 8, 8, unroll=True, stages=1),
+    _C(128, 256, 16, 8, 16, unroll=True),
+    _C(64, 128, 16, 8, 8, unroll=True),
+    _C(64, 64, 16, 4, 4),
+    _C(32, 64, 16, 4, 4),
+)
+del _C
 _DEFAULTS = {"large": "128x128x8_8x8", "skinny": "32x64x16_4x4", "small": "64x64x16_4x4"}
+_MIXED_DEFAULTS = {"large": "128x128x16_8x8", "skinny": "32x64x16_4x4",
+                   "small": "64x64x16_4x4"}
 # The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
 _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (4096, 64, 4096),
                 "small": (256, 256, 256)}
@@ -87,6 +183,13 @@ def problem_class(m: int, n: int, k: int) -> str:
     if max(m, n) >= 1024 and min(m, n) <= 256:
         return "skinny"
     return "small"
+
+
+def elem_bytes(dtype: str, precision: str) -> int:
+    """Bytes of one workgroup tile element for this dtype and precision."""
+    if dtype == "f64":
+        return 8
+    return 2 if precision == "mixed" else 4
 
 
 def _cooperative_matrix_config(device: Device, dtype: str):
@@ -106,12 +209,55 @@ def cooperative_matrix_listed() -> bool:
     return "cooperative-matrix" in set(get_device().adapter.features)
 
 
+def _check_precision(value, dt: str) -> str:
+    """The precision param resolved for dtype ``dt`` (None -> the dtype's default)."""
+    if value is None:
+        return F16_DEFAULT_PRECISION if dt == "f16" else "f32"
+    if not isinstance(value, str) or value not in PRECISIONS:
+        raise ArgumentError(f"matmul: param 'precision' must be one of "
+                            f"{', '.join(map(repr, PRECISIONS))}, got {value!r}")
+    if value == "mixed" and dt != "f16":
+        raise ArgumentError(f"matmul: param 'precision' 'mixed' (f16 sums over each k slice) "
+                            f"needs f16 a and b; {dt} accumulates in {dt}: leave precision out "
+                            f"or pass 'f32'")
+    return value
+
+
 class Matmul(Kernel):
+    """out = a · b for 2-D f32, f64 and f16 buffers of any shape.
+
+    Params: ``precision`` (f16 only): "f32" (the default) converts a and b to f32 in
+    workgroup memory and sums every product in f32; "mixed" multiplies and adds in f16
+    within each BK-wide k slice (BK is 8 or 16) and adds each slice's sum into an f32
+    accumulator, about twice as fast where f16 arithmetic is twice the f32 rate (NVIDIA).
+    f32 and f64 take only "f32" (or nothing). ``_config`` (a TileConfig) pins the tile
+    configuration instead of the tuned one (tests, benchmarks).
+
+    Error bounds, elementwise, with |A|·|B| the product of absolute values and
+    γ(n, u) = n·u / (1 − n·u):
+
+    * f32, f64, f16 "f32": |C − A·B| ≤ γ(K, u_acc)·(|A|·|B|) (+ 2^-11·|A·B| for the final
+      rounding of an f16 result), u_acc = 2^-24 (f32 accumulator) or 2^-53 (f64).
+    * f16 "mixed": |C − A·B| ≤ (γ(2·BK, 2^-11) + γ(⌈K/BK⌉, 2^-24))·(|A|·|B|)
+      + 2^-11·|A·B| + 2K·2^-14. The first term is the f16 sum of each slice of BK products
+      (two f16 roundings per product: Vulkan lets fma round after the multiply), the second the
+      f32 sum of the ⌈K/BK⌉ slices, the third the f16 result, the last f16 subnormals
+      (flushed to zero on some drivers). For BK = 16 that is at most about 1.6 % of
+      (|A|·|B|); random signs give far less (the errors are ~2^-11·√BK per slice). Each
+      slice's partial sum must stay inside f16's range (|sum| < 65504): with BK = 16, inputs
+      below 64 in magnitude are always safe.
+
+    The reference for these bounds is the exact product of the (f16-rounded) inputs, e.g.
+    numpy's f64 matmul of them."""
+
     name = "matmul"
     inputs = ("a", "b")
     dtypes = FLOATS
+    params = (Param("precision", "str", None,
+                    "f16 only: 'f32' (default: every product summed in f32) or 'mixed' (f16 "
+                    "sums over each BK-wide k slice, f32 across slices)"),)
     description = ("out (M×N) = a (M×K) · b (K×N), 2-D row-major, any sizes; f16 accumulates "
-                   "in f32")
+                   "in f32 (precision='mixed': in f16 within each k slice of BK ≤ 16)")
 
     def check(self, inputs, output, params) -> None:
         a, b = inputs
@@ -145,56 +291,69 @@ class Matmul(Kernel):
         params = dict(params or {}) if isinstance(params, dict) or params is None else params
         cfg = params.pop("_config", None) if isinstance(params, dict) else None
         out = super().resolve_params(params, dt)
+        out["precision"] = precision = _check_precision(out.get("precision"), dt.name)
         if cfg is not None:
             if not isinstance(cfg, TileConfig):
                 raise ArgumentError(f"matmul: param '_config' must be a TileConfig, got "
                                     f"{type(cfg).__name__}")
-            if not cfg.fits(get_device(), 8 if dt.name == "f64" else 4):
+            if not cfg.fits(get_device(), elem_bytes(dt.name, precision)):
                 raise ArgumentError(f"matmul: tile config {cfg.name} does not fit this "
                                     f"adapter's limits")
             if cfg.split > 1 and dt.name != "f32":
                 raise ArgumentError(f"matmul: split-K config {cfg.name} needs f32 (its "
                                     f"partial sums meet by 32-bit compare-and-swap)")
+            if precision == "mixed" and cfg.bk not in MIXED_BK:
+                raise ArgumentError(f"matmul: tile config {cfg.name} has BK={cfg.bk}; "
+                                    f"precision 'mixed' sums BK products in f16 and takes BK "
+                                    f"{' or '.join(map(str, MIXED_BK))}")
             out["_config"] = cfg
         return out
 
     # -- configuration ---------------------------------------------------------------------
     @staticmethod
-    def candidates(dtype: str, device: Device) -> list[TileConfig]:
-        acc = 8 if dtype == "f64" else 4
-        return [c for c in CANDIDATES if c.fits(device, acc) and (c.split == 1 or dtype == "f32")]
+    def candidates(dtype: str, device: Device, precision: str = "f32") -> list[TileConfig]:
+        """The configs that fit ``device`` for this dtype and precision, best guesses first."""
+        size = elem_bytes(dtype, precision)
+        if precision == "mixed":
+            return [c for c in MIXED_CANDIDATES if c.bk in MIXED_BK and c.fits(device, size)]
+        return [c for c in CANDIDATES if c.fits(device, size) and (c.split == 1 or dtype == "f32")]
 
-    def config_for(self, m: int, n: int, k: int, dtype: str) -> TileConfig:
+    def config_for(self, m: int, n: int, k: int, dtype: str,
+                   precision: str = "f32") -> TileConfig:
         device = get_device()
         coop = _cooperative_matrix_config(device, dtype)
         if coop is not None:  # pragma: no cover - no adapter can enable it with wgpu 0.32
             return coop
-        fits = self.candidates(dtype, device)
+        fits = self.candidates(dtype, device, precision)
         if not fits:
             raise ShapeError(f"matmul: no tile configuration fits this adapter's limits "
                              f"({device.name})")
         names = [c.name for c in fits]
         cls = problem_class(m, n, k)
-        problem = f"matmul {dtype} {cls}"
-        chosen = autotune.choose(problem, names, _DEFAULTS[cls],
-                                 lambda name: _measure(self, TileConfig.parse(name), dtype, cls))
+        mixed = precision == "mixed"
+        problem = f"matmul {dtype}{' mixed' if mixed else ''} {cls}"
+        default = (_MIXED_DEFAULTS if mixed else _DEFAULTS)[cls]
+        chosen = autotune.choose(problem, names, default,
+                                 lambda name: _measure(self, TileConfig.parse(name), dtype, cls,
+                                                       precision))
         return TileConfig.parse(chosen)
 
     def key(self, inputs, output, params) -> PipelineKey:
         a, b = inputs
         m, k = a.shape
         n = b.shape[1]
-        cfg = params.get("_config") if isinstance(params, dict) else None
-        cfg = cfg or self.config_for(m, n, k, output.dtype)
+        precision = params.get("precision", "f32")
+        cfg = params.get("_config")
+        cfg = cfg or self.config_for(m, n, k, output.dtype, precision)
         # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
         return PipelineKey(self.name, (output.dtype,),
-                           (("config", cfg.name), ("vec_a", k > 0 and k % 4 == 0),
-                            ("vec_b", k > 0 and n % 4 == 0)))
+                           (("config", cfg.name), ("precision", precision),
+                            ("vec_a", k > 0 and k % 4 == 0), ("vec_b", k > 0 and n % 4 == 0)))
 
     def render(self, key):
         consts = dict(key.constants)
         return render_tiled(TileConfig.parse(consts["config"]), DTYPES[key.dtypes[0]].wgsl,
-                            consts["vec_a"], consts["vec_b"])
+                            consts["vec_a"], consts["vec_b"], consts["precision"] == "mixed")
 
     def launches(self, inputs, output, params, device):
         a, b = inputs
@@ -218,62 +377,159 @@ class Matmul(Kernel):
                        {"M": m, "N": n, "K": k, "phase": 1, "kchunk": kchunk})]
 
 
-def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
-    """WGSL for one tile configuration (straight-line register code generated here)."""
+def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False):
+    """WGSL for one tile configuration (straight-line register code generated here).
+
+    ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
+    BK products in vec4<f16> partial accumulators that are added into the f32 ones after it."""
+    if mixed and t != "f16":
+        raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
     acc = "f32" if t == "f16" else t
-    v = f"vec4<{acc}>"
+    s = "f16" if mixed else acc  # the workgroup tiles' element type
+    v, vs = f"vec4<{acc}>", f"vec4<{s}>"
     threads = cfg.threads
     la = cfg.bm * cfg.bk // (4 * threads)  # vec4 loads of a per invocation per k step
     lb = cfg.bk * cfg.bn // (4 * threads)
-    decl, load, store, compute, write = [], [], [], [], []
+    asz, bsz = cfg.bk * cfg.bm // 4, cfg.bk * cfg.bn // 4  # one tile, in vec4
+    ka, nb = cfg.bk // 4, cfg.bn // 4
+    decl, load, write = [], [], []
     for i in range(la):
-        decl.append(f"var ra{i}: {v};")
+        decl.append(f"var ra{i}: {vs};")
         # a tile is BM rows × BK/4 vec4; invocation lid takes vec4 number lid + i·THREADS
-        load.append(f"{{ let q = lid + {i * threads}u; let r = row0 + q / {cfg.bk // 4}u; "
-                    f"let kk = k0 + (q % {cfg.bk // 4}u) * 4u;")
+        load.append(f"{{ let q = lid + {i * threads}u; let r = row0 + q / {ka}u; "
+                    f"let kk = k0 + (q % {ka}u) * 4u;")
         if vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
-            load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = {v}(a[(r * p.K + kk) / 4u]); }}"
-                        f" else {{ ra{i} = {v}(0); }} }}")
+            load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = {vs}(a[(r * p.K + kk) / 4u]); "
+                        f"}} else {{ ra{i} = {vs}(0); }} }}")
         else:
-            load.append(f"  ra{i} = {v}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), "
+            load.append(f"  ra{i} = {vs}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), "
                         f"load_a(r, kk + 2u, kend), load_a(r, kk + 3u, kend)); }}")
-        store.append(f"{{ let q = lid + {i * threads}u; let r = q / {cfg.bk // 4}u; "
-                     f"let kk = (q % {cfg.bk // 4}u) * 4u;")
-        for c in range(4):  # transpose: As[k][m] so the k loop reads rows of m as vec4
-            store.append(f"  As[buf * ASZ + (kk + {c}u) * {cfg.bm // 4}u + r / 4u][r % 4u] = "
-                         f"ra{i}[{c}];")
-        store.append("}")
     for i in range(lb):
-        decl.append(f"var rb{i}: {v};")
-        load.append(f"{{ let q = lid + {i * threads}u; let kr = k0 + q / {cfg.bn // 4}u; "
-                    f"let c = col0 + (q % {cfg.bn // 4}u) * 4u;")
+        decl.append(f"var rb{i}: {vs};")
+        load.append(f"{{ let q = lid + {i * threads}u; let kr = k0 + q / {nb}u; "
+                    f"let c = col0 + (q % {nb}u) * 4u;")
         if vec_b:
-            load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = {v}(b[(kr * p.N + c) / 4u]); }}"
-                        f" else {{ rb{i} = {v}(0); }} }}")
+            load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = {vs}(b[(kr * p.N + c) / 4u]); "
+                        f"}} else {{ rb{i} = {vs}(0); }} }}")
         else:
-            load.append(f"  rb{i} = {v}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), "
+            load.append(f"  rb{i} = {vs}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), "
                         f"load_b(kr, c + 2u, kend), load_b(kr, c + 3u, kend)); }}")
-        store.append(f"Bs[buf * BSZ + lid + {i * threads}u] = rb{i};")
+
+    def store(buf: int) -> list[str]:
+        """Registers -> workgroup tile ``buf`` (a transposed: As[k][m], so the k loop reads
+        rows of m as vec4)."""
+        lines = []
+        for i in range(la):
+            lines.append(f"{{ let q = lid + {i * threads}u; let r = q / {ka}u; "
+                         f"let kk = (q % {ka}u) * 4u;")
+            for c in range(4):
+                lines.append(f"  As[{buf * asz + c * cfg.bm // 4}u + kk * {cfg.bm // 4}u + "
+                             f"r / 4u][r % 4u] = ra{i}[{c}];")
+            lines.append("}")
+        for i in range(lb):
+            lines.append(f"Bs[{buf * bsz + i * threads}u + lid] = rb{i};")
+        return lines
+
     ta, tb = cfg.tm // 4, cfg.tn // 4
     sa, sb = cfg.bm // cfg.tm, cfg.bn // cfg.tn  # vec4 stride between an invocation's blocks
-    for i in range(ta):
-        compute.append(f"let a{i} = As[abase + kk * {cfg.bm // 4}u + ty + {i * sa}u];")
-    for j in range(tb):
-        compute.append(f"let b{j} = Bs[bbase + kk * {cfg.bn // 4}u + tx + {j * sb}u];")
     for i in range(cfg.tm):
         for j in range(tb):
             decl.append(f"var c{i}_{j} = {v}(0);")
-            compute.append(f"c{i}_{j} = fma({v}(a{i // 4}[{i % 4}]), b{j}, c{i}_{j});")
+            if mixed:
+                decl.append(f"var h{i}_{j}: {vs};")
+
+    def step(buf: int, kk) -> list[str]:
+        """One k of the tile in workgroup buffer ``buf``: kk an int (unrolled) or "kk"."""
+        oa, ob = buf * asz, buf * bsz  # constant part of the offsets
+        va = vb = ""  # the k loop's variable part
+        if isinstance(kk, int):
+            oa, ob, first = oa + kk * cfg.bm // 4, ob + kk * nb, kk == 0
+        else:
+            va, vb, first = f"{kk} * {cfg.bm // 4}u + ", f"{kk} * {nb}u + ", False
+        lines = [f"let a{i} = As[{va}{oa + i * sa}u + ty];" for i in range(ta)]
+        lines += [f"let b{j} = Bs[{vb}{ob + j * sb}u + tx];" for j in range(tb)]
+        for i in range(cfg.tm):
+            for j in range(tb):
+                x = f"{vs}(a{i // 4}[{i % 4}])"
+                if not mixed:
+                    lines.append(f"c{i}_{j} = fma({x}, b{j}, c{i}_{j});")
+                elif first:  # the slice's first product starts the f16 partial sum
+                    lines.append(f"h{i}_{j} = {x} * b{j};")
+                else:
+                    lines.append(f"h{i}_{j} = fma({x}, b{j}, h{i}_{j});")
+        return lines
+
+    def compute(buf: int) -> list[str]:
+        """All BK k steps of tile ``buf``, then (mixed) the f16 slice sums into f32."""
+        lines = []
+        if cfg.unroll:
+            for kk in range(cfg.bk):
+                lines += ["{"] + ["  " + x for x in step(buf, kk)] + ["}"]
+        else:
+            if mixed:
+                lines += [f"h{i}_{j} = {vs}(0);" for i in range(cfg.tm) for j in range(tb)]
+            lines.append(f"for (var kk = 0u; kk < {cfg.bk}u; kk = kk + 1u) {{")
+            lines += ["  " + x for x in step(buf, "kk")]
+            lines.append("}")
+        if mixed:
+            lines += [f"c{i}_{j} = c{i}_{j} + {v}(h{i}_{j});"
+                      for i in range(cfg.tm) for j in range(tb)]
+        return lines
+
+    def indent(lines, n=1):
+        return ["    " * n + x for x in lines]
+
+    def prefetch(tile: str) -> list[str]:
+        """Global -> registers for tile number ``tile`` (a WGSL u32 expression)."""
+        return [f"k0 = kbegin + ({tile}) * {cfg.bk}u;"] + load
+
+    main = ["if (tiles > 0u) {"]
+    main += indent(load)
+    if cfg.stages == 2:
+        # two copies of the step, one per buffer, so each reads and writes constant offsets
+        main += indent(store(0) + ["workgroupBarrier();",
+                                   "for (var t = 0u; t < tiles; t = t + 2u) {"])
+        for buf, tile in ((0, "t"), (1, "t + 1u")):
+            body = [f"let more = {tile} + 1u < tiles;",
+                    "if (more) {", *indent(prefetch(f"{tile} + 1u")), "}",
+                    *compute(buf),
+                    "if (more) {", *indent(store(1 - buf)), "}",
+                    "workgroupBarrier();"]
+            if buf == 0:
+                main += indent(["{", *indent(body), "}"], 2)
+            else:
+                main += indent(["if (t + 1u < tiles) {", *indent(body), "}"], 2)
+        main += indent(["}"])
+    else:
+        body = [*store(0), "workgroupBarrier();",
+                "if (t + 1u < tiles) {", *indent(prefetch("t + 1u")), "}",
+                *compute(0), "workgroupBarrier();"]
+        main += indent(["for (var t = 0u; t < tiles; t = t + 1u) {", *indent(body), "}"])
+    main.append("}")
+
+    if cfg.group > 1:
+        # grouped rasterization: launch order walks GROUP block rows column by column
+        block = ["let pid = wid.y * nwg.x + wid.x;",
+                 f"let per_group = {cfg.group}u * nwg.x;",
+                 f"let first = (pid / per_group) * {cfg.group}u;",
+                 f"let rows = min(nwg.y - first, {cfg.group}u);",
+                 "let by = first + (pid % per_group) % rows;",
+                 "let bx = (pid % per_group) / rows;"]
+    else:
+        block = ["let bx = wid.x;", "let by = wid.y;"]
+
     for i in range(cfg.tm):
         # row of accumulator i: vec4 block i//4 (stride BM/TM vec4 = 4·sa rows), lane i%4
         write.append(f"{{ let r = row0 + (ty + {(i // 4) * sa}u) * 4u + {i % 4}u;")
         write.append("  if (r < p.M) {")
         for j in range(tb):
             write.append(f"    {{ let c = col0 + (tx + {j * sb}u) * 4u;")
-            if cfg.split > 1:
-                for lane in range(4):
-                    write.append(f"      if (c + {lane}u < p.N) {{ add_out(r * p.N + c + {lane}u, "
-                                 f"c{i}_{j}[{lane}]); }}")
+            if cfg.split > 1:  # a loop, not 4 copies of the compare-and-swap loop
+                write.append(f"      let cv = c{i}_{j};")
+                write.append("      for (var lane = 0u; lane < 4u; lane = lane + 1u) {")
+                write.append("        if (c + lane < p.N) { add_out(r * p.N + c + lane, "
+                             "cv[lane]); }")
+                write.append("      }")
                 write.append("    }")
             elif vec_b:
                 write.append(f"      if (c < p.N) {{ out[(r * p.N + c) / 4u] = "
@@ -287,13 +543,13 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
         write.append("}")
     helpers = []
     if not vec_a:
-        helpers.append(f"fn load_a(r: u32, k: u32, kend: u32) -> {acc} {{\n"
+        helpers.append(f"fn load_a(r: u32, k: u32, kend: u32) -> {s} {{\n"
                        f"    if (r < p.M && k < kend) {{\n"
-                       f"        return {acc}(a[r * p.K + k]);\n    }}\n    return {acc}(0);\n}}\n")
+                       f"        return {s}(a[r * p.K + k]);\n    }}\n    return {s}(0);\n}}\n")
     if not vec_b:
-        helpers.append(f"fn load_b(k: u32, c: u32, kend: u32) -> {acc} {{\n"
+        helpers.append(f"fn load_b(k: u32, c: u32, kend: u32) -> {s} {{\n"
                        f"    if (k < kend && c < p.N) {{\n"
-                       f"        return {acc}(b[k * p.N + c]);\n    }}\n    return {acc}(0);\n}}\n")
+                       f"        return {s}(b[k * p.N + c]);\n    }}\n    return {s}(0);\n}}\n")
     phase0 = ""
     if cfg.split > 1:
         helpers.append("fn add_out(i: u32, v: f32) {\n    var old = atomicLoad(&out[i]);\n"
@@ -304,21 +560,20 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool):
         phase0 = (f"if (p.phase == 0u) {{\n        let i = (wid.y * nwg.x + wid.x) * {threads}u + "
                   "lid;\n        if (i < p.M * p.N) {\n            atomicStore(&out[i], 0u);\n"
                   "        }\n        return;\n    }")
-    ind = "\n        "
+    ind = "\n    "
     src = shaders.render(shaders.load("matmul_tiled.wgsl"), {
-        "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc,
+        "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc, "S": s,
         "AT": f"vec4<{t}>" if vec_a else t, "BT": f"vec4<{t}>" if vec_b else t,
         "OT": "atomic<u32>" if cfg.split > 1 else (f"vec4<{t}>" if vec_b else t),
-        "PHASE0": phase0,
+        "PHASE0": phase0, "BLOCK": ind.join(block), "STAGES": cfg.stages,
         "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "TN": cfg.tn,
-        "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": "\n    ".join(decl),
-        "LOAD": ind.join(load),
-        "STORE": ind.join(store), "COMPUTE": "\n                ".join(compute),
-        "WRITE": "\n    ".join(write)})
+        "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": ind.join(decl),
+        "MAIN": ind.join(main), "WRITE": ind.join(write)})
     return src, (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
 
 
-def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str) -> float:
+def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str,
+             precision: str = "f32") -> float:
     """Seconds of one matmul of the class's tuning shape with ``cfg`` (median of 3 after a
     warm-up; GPU wall time of submit + wait, with several matmuls in one pass)."""
     import numpy as np
@@ -331,7 +586,7 @@ def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str) -> float:
     a, b, out = empty((m, k), dtype, "autotune-a"), empty((k, n), dtype, "autotune-b"), \
         empty((m, n), dtype, "autotune-out")
     try:
-        d = bind(kernel, [a, b], out, {"_config": cfg})
+        d = bind(kernel, [a, b], out, {"_config": cfg, "precision": precision})
         dev = get_device().gpu_device
         times = []
         for rep in range(4):

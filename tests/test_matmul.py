@@ -373,3 +373,36 @@ def test_autotune_default_without_tuning(cache, monkeypatch):
     assert (Matmul().config_for(4096, 4096, 4096, "f16", "mixed").name
             == _MIXED_DEFAULTS["large"])
     assert not (cache / "autotune.json").exists()
+
+
+def test_sweep_times_each_config_and_goes_on_past_a_failing_one(tmp_path, monkeypatch):
+    """benchmarks/sweep_matmul.py on a tiny shape: a row per (kind, config), each checked
+    against numpy; a config that fails to build is reported and the sweep goes on."""
+    import importlib
+    import pathlib
+
+    kernels = importlib.import_module("wgcompute.kernels")  # wgc.kernels is a function
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parent.parent))
+    from benchmarks import sweep_matmul
+
+    real_bind = kernels.bind
+
+    def bind(kernel, inputs, output, params):
+        if params["_config"].name == "32x64x16_4x4":
+            raise wgc.ShaderCompileError("matmul[f32]", "", "a driver said no")
+        return real_bind(kernel, inputs, output, params)
+
+    monkeypatch.setattr(kernels, "bind", bind)
+    out = tmp_path / "sweep.json"
+    kinds = "f32,f16-mixed" if "shader-f16" in wgc.device_info()["features"] else "f32"
+    assert sweep_matmul.run(["--shapes", "40x36x20", "--only", kinds, "--configs",
+                             "64x64x16_4x4,32x64x16_4x4", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 * len(kinds.split(","))
+    for r in rows:
+        assert r["shape"] == [40, 36, 20]
+        if r["config"] == "32x64x16_4x4":
+            assert "a driver said no" in r["error"] and r["ms"] is None
+        else:
+            assert r["error"] is None and r["ms"] > 0 and r["tflops"] > 0
+            assert r["max_rel_err"] < (2e-3 if r["precision"] == "mixed" else 1e-5)

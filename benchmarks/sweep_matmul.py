@@ -301,29 +301,44 @@ def run(argv=None) -> int:
             print(f"--configs: not candidates, ignored: {', '.join(unknown)}", flush=True)
     for kind in kinds:
         print(f"{kind}: {len(sweep.configs(kind))} configs", flush=True)
-    for shape in shapes:
-        print(f"\n{fmt_shape(shape)} ({flops(shape) / 1e9:.1f} GFLOP, "
-              f"{inner_count(flops(shape), args.quick)} per timed pass)", flush=True)
-        for kind in kinds:
-            sweep.run_kind(kind, shape)
-    best = best_rows(sweep.rows)
+    complete = False
+
+    def write_json() -> None:
+        """The rows so far (after each shape, so a run cut short still leaves its table)."""
+        if not args.out:
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        tmp = args.out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(_finite({
+                "title": "matmul tile config sweep" + (" (--quick)" if args.quick else ""),
+                "env": env, "shapes": [list(s) for s in shapes], "kinds": kinds,
+                "repeat": REPEAT, "complete": complete,
+                "seconds": time.perf_counter() - t_start, "rows": sweep.rows,
+                "best": best_rows(sweep.rows)}), f, indent=1, default=str)
+        os.replace(tmp, args.out)
+
+    try:
+        for shape in shapes:
+            print(f"\n{fmt_shape(shape)} ({flops(shape) / 1e9:.1f} GFLOP, "
+                  f"{inner_count(flops(shape), args.quick)} per timed pass)", flush=True)
+            for kind in kinds:
+                sweep.run_kind(kind, shape)
+            write_json()
+        complete = True
+    except KeyboardInterrupt:
+        print("\ninterrupted: the table below has the rows so far", flush=True)
     total = time.perf_counter() - t_start
     failed = sum(1 for r in sweep.rows if r["error"])
     print()
     print(markdown(sweep.rows))
     print()
-    print(summary(best))
+    print(summary(best_rows(sweep.rows)))
     print(f"\n{len(sweep.rows)} rows ({failed} failed) in {total:.1f} s", flush=True)
+    write_json()
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(_finite({
-                "title": "matmul tile config sweep" + (" (--quick)" if args.quick else ""),
-                "env": env, "shapes": [list(s) for s in shapes], "kinds": kinds,
-                "repeat": REPEAT, "seconds": total, "rows": sweep.rows, "best": best}),
-                f, indent=1, default=str)
         print(f"JSON: {args.out}")
-    return 0
+    return 0 if complete else 130
 
 
 def _finite(v):

@@ -26,6 +26,9 @@ from wgcompute.kernels import bind, get
 from wgcompute.kernels.matmul import (
     _DEFAULTS,
     _MIXED_DEFAULTS,
+    _MIXED_TUNE_SETS,
+    _TUNE_REVISION,
+    _TUNE_SETS,
     CANDIDATES,
     F16_DEFAULT_PRECISION,
     MIXED_CANDIDATES,
@@ -259,6 +262,14 @@ def test_fits_counts_stages_and_element_size():
     assert not any(c.split > 1 for c in MIXED_CANDIDATES)
 
 
+def test_tuning_sets_name_candidates():
+    names = {c.name for c in CANDIDATES}
+    mixed = {c.name for c in MIXED_CANDIDATES}
+    for cls in ("large", "skinny", "small"):
+        assert set(_TUNE_SETS[cls]) <= names, cls
+        assert set(_MIXED_TUNE_SETS[cls]) <= mixed, cls
+
+
 def test_defaults_are_candidates():
     names = {c.name for c in CANDIDATES}
     mixed = {c.name for c in MIXED_CANDIDATES}
@@ -350,20 +361,21 @@ def test_autotune_picks_the_fastest_caches_it_and_resets(cache, monkeypatch):
 
 
 def test_autotune_measures_real_matmuls_on_this_adapter(cache, monkeypatch, rng):
-    """Forced on (lavapipe skips tuning by default): times every fitting config on the
-    "small" class's 256³ problem, keeps the winner, and the matmul uses it correctly; f16
+    """Forced on (lavapipe skips tuning by default): times the "small" class's tuning set on
+    its 256³ problem, keeps the winner, and the matmul uses it correctly; f16
     "mixed" is its own problem, tuned among the mixed candidates."""
     monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "1")
     cfg = Matmul().config_for(100, 100, 100, "f32")
     assert cfg in CANDIDATES
     stored = json.loads((cache / "autotune.json").read_text())
-    assert stored[autotune.adapter_key()]["matmul f32 small"] == cfg.name
+    assert stored[autotune.adapter_key()][f"matmul f32 small r{_TUNE_REVISION}"] == cfg.name
     check(rng, 100, 100, 100, "f32")
     if "shader-f16" in wgc.device_info()["features"]:
         cfg = Matmul().config_for(100, 100, 100, "f16", "mixed")
         assert cfg in MIXED_CANDIDATES
         stored = json.loads((cache / "autotune.json").read_text())
-        assert stored[autotune.adapter_key()]["matmul f16 mixed small"] == cfg.name
+        assert (stored[autotune.adapter_key()][f"matmul f16 mixed small r{_TUNE_REVISION}"]
+                == cfg.name)
         check(rng, 100, 100, 100, "f16", precision="mixed")
 
 
@@ -406,3 +418,26 @@ def test_sweep_times_each_config_and_goes_on_past_a_failing_one(tmp_path, monkey
         else:
             assert r["error"] is None and r["ms"] > 0 and r["tflops"] > 0
             assert r["max_rel_err"] < (2e-3 if r["precision"] == "mixed" else 1e-5)
+
+
+def test_facade_takes_precision(rng):
+    """wgc.matmul(..., precision="mixed") runs the mixed path (within its bound, and not
+    bit-equal to the f32-accumulated result); a bad precision names the param."""
+    need("f16")
+    a = rng.uniform(-1, 1, (70, 300)).astype(np.float16)
+    b = rng.uniform(-1, 1, (300, 50)).astype(np.float16)
+    ga, gb = wgc.from_numpy(a), wgc.from_numpy(b)
+    mixed = wgc.matmul(ga, gb, precision="mixed").to_numpy().astype(np.float64)
+    exact = wgc.matmul(ga, gb).to_numpy().astype(np.float64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    absprod = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    bk = Matmul().config_for(70, 50, 300, "f16", "mixed").bk
+    bound = ((gamma(2 * bk, 2.0**-11) + gamma(-(-300 // bk), 2.0**-24)) * absprod
+             + 2.0**-11 * np.abs(want) + 2 * 300 * 2.0**-14) * 1.01
+    assert np.all(np.abs(mixed - want) <= bound)
+    assert np.abs(exact - want).max() < np.abs(mixed - want).max()
+    with pytest.raises(wgc.ArgumentError, match="precision"):
+        wgc.matmul(ga, gb, precision="f8")
+    f32 = wgc.from_numpy(a.astype(np.float32))
+    with pytest.raises(wgc.ArgumentError, match="precision"):
+        wgc.matmul(f32, wgc.from_numpy(b.astype(np.float32)), precision="mixed")

@@ -169,9 +169,12 @@ def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
     return run_kernel("relu", [inp], out, {"slope": slope})
 
 
-def matmul(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
-    """out (M×N) = a (M×K) · b (K×N)."""
-    return run_kernel("matmul", [a, b], out)
+def matmul(a: Buffer, b: Buffer, out: Buffer | None = None, precision: str | None = None
+           ) -> Buffer:
+    """out (M×N) = a (M×K) · b (K×N). For f16, ``precision="mixed"`` sums each 8-16 wide k
+    slice in f16 (faster, looser: see the matmul kernel's docs); the default sums in f32."""
+    return run_kernel("matmul", [a, b], out, None if precision is None else
+                      {"precision": precision})
 
 
 def transpose(a: Buffer, out: Buffer | None = None) -> Buffer:

@@ -155,6 +155,8 @@ CANDIDATES = (
     # skinny outputs: 8×8 per invocation with split-K to fill the GPU
     _C(128, 64, 16, 8, 8, unroll=True, split=8),
     _C(64, 64, 16, 8, 8, unroll=True, split=16),
+    _C(128, 64, 16, 8, 8, unroll=True, split=4),
+    _C(128, 64, 16, 8, 8, unroll=True, split=16),
 )
 # f16 "mixed" candidates: f16 tiles take half the workgroup memory; BK is 8 or 16 (MIXED_BK)
 MIXED_CANDIDATES = (
@@ -172,6 +174,24 @@ del _C
 _DEFAULTS = {"large": "128x128x8_8x8", "skinny": "32x64x16_4x4", "small": "64x64x16_4x4"}
 _MIXED_DEFAULTS = {"large": "128x128x16_8x8", "skinny": "32x64x16_4x4",
                    "small": "64x64x16_4x4"}
+# What the autotuner times per problem class (those that fit; all candidates if none does):
+# the leaders of the H200 sweep (docs/performance.md, benchmarks/results/h200/sweep.json) and
+# a small tile as a fallback, so that a first matmul on a new adapter tunes in seconds.
+_TUNE_SETS = {
+    "large": ("128x128x8_8x8_u_g8", "128x128x16_8x8_u_sb", "128x128x8_8x8_u", "64x128x8_8x8_u",
+              "128x128x32_8x8_u_sb", "128x256x8_8x16_u", "128x128x8_8x8", "64x64x16_4x4"),
+    "skinny": ("128x64x16_8x8_u_s8", "128x64x16_8x8_u_s4", "128x64x16_8x8_u_s16",
+               "64x64x16_4x4_s4", "32x64x16_4x4_s8", "64x64x16_4x4", "32x64x16_4x4"),
+    "small": ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "64x128x8_8x8_u",
+              "128x128x8_8x8_u"),
+}
+_MIXED_TUNE_SETS = {
+    "large": ("64x128x16_8x8_u", "128x256x16_8x16_u", "128x128x16_8x8_u_sb", "64x64x16_4x4"),
+    "skinny": ("64x128x16_8x8_u", "64x64x16_4x4", "32x64x16_4x4"),
+    "small": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_8x8_u"),
+}
+# Bumped when the candidates change, so that choices cached by an earlier set are re-tuned.
+_TUNE_REVISION = 2
 # The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
 _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (4096, 64, 4096),
                 "small": (256, 256, 256)}
@@ -328,11 +348,12 @@ class Matmul(Kernel):
         if not fits:
             raise ShapeError(f"matmul: no tile configuration fits this adapter's limits "
                              f"({device.name})")
-        names = [c.name for c in fits]
         cls = problem_class(m, n, k)
         mixed = precision == "mixed"
-        problem = f"matmul {dtype}{' mixed' if mixed else ''} {cls}"
         default = (_MIXED_DEFAULTS if mixed else _DEFAULTS)[cls]
+        wanted = (_MIXED_TUNE_SETS if mixed else _TUNE_SETS)[cls] + (default,)
+        names = [c.name for c in fits if c.name in wanted] or [c.name for c in fits]
+        problem = f"matmul {dtype}{' mixed' if mixed else ''} {cls} r{_TUNE_REVISION}"
         chosen = autotune.choose(problem, names, default,
                                  lambda name: _measure(self, TileConfig.parse(name), dtype, cls,
                                                        precision))

@@ -68,6 +68,19 @@ def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
+_FAULTERS = max(1, min(4, _CPUS // 4))  # threads faulting in Fresh arrays
+_fault_pool: ThreadPoolExecutor | None = None
+
+
+def _fault_executor() -> ThreadPoolExecutor:
+    """Threads of their own, so that faulting in a result never queues ahead of a copy."""
+    global _fault_pool
+    with _copy_lock:
+        if _fault_pool is None:
+            _fault_pool = ThreadPoolExecutor(_FAULTERS, thread_name_prefix="wgcompute-fault")
+        return _fault_pool
+
+
 def _touch(pages: np.ndarray) -> None:
     pages[::4096] = 0
 
@@ -86,8 +99,8 @@ class Fresh:
         n = flat.nbytes
         self._futures = []
         if n >= _PARALLEL_COPY and _SPLIT > 1:
-            step = (-(-n // _SPLIT) + 4095) & ~4095
-            self._futures = [_executor().submit(_touch, flat[i:i + step])
+            step = (-(-n // _FAULTERS) + 4095) & ~4095
+            self._futures = [_fault_executor().submit(_touch, flat[i:i + step])
                              for i in range(0, n, step)]
 
     def get(self) -> np.ndarray:

@@ -51,8 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     ${BLOCK}
     let row0 = by * ${BM}u;
     let col0 = bx * ${BN}u;
-    let tx = lid % (${BN}u / ${TN}u);
-    let ty = lid / (${BN}u / ${TN}u);
+    ${TXTY}
     ${DECLARE}
     let kbegin = wid.z * p.kchunk;
     let kend = min(p.K, kbegin + p.kchunk);

@@ -41,6 +41,9 @@ class TileConfig:
       and b (half the memory: a bigger BK, or more workgroups per SM), two barriers.
     group: grouped rasterization: workgroups walk GROUP block rows column by column, so
       neighbours in launch order share b's columns in L2 (1 = row by row).
+    warp: invocations laid out in 8×4 blocks of 32 (one NVIDIA warp each) instead of rows of
+      BN/TN: a warp then reads 8 a vectors and 16 b vectors of workgroup memory per k instead
+      of 4 and 32 (fewer bytes through shared memory for the same FMAs).
 
     Its name, e.g. "128x128x16_8x8_u_sb_g8_s4" (options omitted at their defaults), is what
     the autotuner caches; ``parse(name)`` gives the config back."""
@@ -54,6 +57,7 @@ class TileConfig:
     unroll: bool = False
     stages: int = 2
     group: int = 1
+    warp: bool = False
 
     def __post_init__(self):
         for field in ("bm", "bn", "bk", "tm", "tn", "split", "group"):
@@ -63,9 +67,10 @@ class TileConfig:
                                     f"{value!r}")
         if self.stages not in (1, 2) or isinstance(self.stages, bool):
             raise ArgumentError(f"matmul: TileConfig stages must be 1 or 2, got {self.stages!r}")
-        if not isinstance(self.unroll, bool):
-            raise ArgumentError(f"matmul: TileConfig unroll must be a bool, got "
-                                f"{self.unroll!r}")
+        for field in ("unroll", "warp"):
+            if not isinstance(getattr(self, field), bool):
+                raise ArgumentError(f"matmul: TileConfig {field} must be a bool, got "
+                                    f"{getattr(self, field)!r}")
 
     @property
     def name(self) -> str:
@@ -74,6 +79,8 @@ class TileConfig:
             parts.append("u")
         if self.stages == 1:
             parts.append("sb")
+        if self.warp:
+            parts.append("w")
         if self.group > 1:
             parts.append(f"g{self.group}")
         if self.split > 1:
@@ -93,13 +100,15 @@ class TileConfig:
                     opts["unroll"] = True
                 elif tok == "sb":
                     opts["stages"] = 1
+                elif tok == "w":
+                    opts["warp"] = True
                 elif tok[:1] in ("g", "s") and tok[1:].isdigit():
                     opts["group" if tok[0] == "g" else "split"] = int(tok[1:])
                 else:
                     raise ValueError(tok)
         except (ValueError, AttributeError):
             raise ArgumentError(f"matmul: tile config name {name!r} is not "
-                                f"BMxBNxBK_TMxTN[_u][_sb][_gG][_sS]") from None
+                                f"BMxBNxBK_TMxTN[_u][_sb][_w][_gG][_sS]") from None
         return cls(bm, bn, bk, tm, tn, **opts)
 
     @property
@@ -116,7 +125,9 @@ class TileConfig:
         t = self.threads
         shape_ok = (self.bm % self.tm == 0 and self.bn % self.tn == 0 and self.tm % 4 == 0
                     and self.tn % 4 == 0 and self.bk % 4 == 0 and t > 0
-                    and (self.bm * self.bk) % (4 * t) == 0 and (self.bk * self.bn) % (4 * t) == 0)
+                    and (self.bm * self.bk) % (4 * t) == 0 and (self.bk * self.bn) % (4 * t) == 0
+                    and (not self.warp or (t % 32 == 0 and (self.bn // self.tn) % 8 == 0
+                                           and (self.bm // self.tm) % 4 == 0)))
         return (shape_ok
                 and t <= device.limit("max-compute-invocations-per-workgroup")
                 and t <= device.limit("max-compute-workgroup-size-x")
@@ -157,6 +168,12 @@ CANDIDATES = (
     _C(64, 64, 16, 8, 8, unroll=True, split=16),
     _C(128, 64, 16, 8, 8, unroll=True, split=4),
     _C(128, 64, 16, 8, 8, unroll=True, split=16),
+    # warps as 8×4 blocks of invocations
+    _C(128, 128, 8, 8, 8, unroll=True, group=8, warp=True),
+    _C(128, 128, 16, 8, 8, unroll=True, stages=1, warp=True),
+    _C(128, 128, 8, 8, 8, unroll=True, warp=True),
+    _C(64, 128, 8, 8, 8, unroll=True, warp=True),
+    _C(128, 64, 16, 8, 8, unroll=True, split=4, warp=True),
 )
 # f16 "mixed" candidates: f16 tiles take half the workgroup memory; BK is 8 or 16 (MIXED_BK)
 MIXED_CANDIDATES = (
@@ -169,6 +186,8 @@ MIXED_CANDIDATES = (
     _C(64, 128, 16, 8, 8, unroll=True),
     _C(64, 64, 16, 4, 4),
     _C(32, 64, 16, 4, 4),
+    _C(64, 128, 16, 8, 8, unroll=True, warp=True),
+    _C(128, 128, 16, 8, 8, unroll=True, stages=1, warp=True),
 )
 del _C
 _DEFAULTS = {"large": "128x128x8_8x8", "skinny": "32x64x16_4x4", "small": "64x64x16_4x4"}
@@ -398,6 +417,16 @@ class Matmul(Kernel):
                        {"M": m, "N": n, "K": k, "phase": 1, "kchunk": kchunk})]
 
 
+def _txty(cfg: TileConfig) -> str:
+    """This invocation's column (tx) and row (ty) in the BM/TM × BN/TN grid of blocks."""
+    gx = cfg.bn // cfg.tn
+    if not cfg.warp:
+        return f"let tx = lid % {gx}u;\n    let ty = lid / {gx}u;"
+    # 32 consecutive invocations (a warp) cover 8 columns × 4 rows of blocks
+    return (f"let tx = (lid / 32u) % {gx // 8}u * 8u + lid % 8u;\n"
+            f"    let ty = (lid / 32u) / {gx // 8}u * 4u + (lid % 32u) / 8u;")
+
+
 def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False):
     """WGSL for one tile configuration (straight-line register code generated here).
 
@@ -589,6 +618,7 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         "PHASE0": phase0, "BLOCK": ind.join(block), "STAGES": cfg.stages,
         "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "TN": cfg.tn,
         "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": ind.join(decl),
+        "TXTY": _txty(cfg),
         "MAIN": ind.join(main), "WRITE": ind.join(write)})
     return src, (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
 

@@ -137,7 +137,9 @@ KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
          TileConfig(32, 32, 16, 4, 4, group=3),
          TileConfig(64, 128, 4, 8, 16, unroll=True),
          TileConfig(128, 64, 4, 16, 8, group=2),
-         TileConfig(64, 64, 8, 8, 8, unroll=True, stages=1, group=3, split=3)]
+         TileConfig(64, 64, 8, 8, 8, unroll=True, stages=1, group=3, split=3),
+         TileConfig(64, 64, 16, 4, 4, warp=True),
+         TileConfig(128, 64, 8, 8, 8, unroll=True, warp=True, split=2)]
 # f16 "mixed" takes BK 8 or 16 and no split-K (lavapipe compiles f16 code slowly: the big
 # per-invocation blocks go with one stage here; MIXED_CANDIDATES has them double-buffered)
 MIXED_KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
@@ -146,7 +148,8 @@ MIXED_KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
                TileConfig(32, 32, 16, 4, 4, group=3),
                TileConfig(64, 128, 8, 8, 16, unroll=True, stages=1),
                TileConfig(128, 64, 8, 16, 8, stages=1, group=2),
-               TileConfig(64, 64, 8, 8, 8, unroll=True, stages=1, group=3)]
+               TileConfig(64, 64, 8, 8, 8, unroll=True, stages=1, group=3),
+               TileConfig(64, 64, 16, 4, 4, stages=1, warp=True)]
 # tiny, ragged, empty; every (K % 4 == 0, N % 4 == 0) combination: vec4 or scalar loads
 KNOB_SHAPES = [(1, 1, 1), (3, 5, 7), (67, 45, 33), (130, 136, 40), (300, 130, 20),
                (45, 36, 7), (0, 4, 3), (3, 4, 0)]

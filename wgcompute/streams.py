@@ -23,7 +23,6 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import wgpu
 
 from . import _queue, _staging
 from .buffer import Buffer, _to_array, check_buffer, empty
@@ -577,15 +576,26 @@ class _Slot:
         self.own_io = True  # False when inp/out belong to a Pipeline
 
     def release_gpu(self) -> None:
+        """Free the slot's memory; its staging goes back to the transfer pools (the next
+        stream_map or transfer reuses it: new 64 MB staging cost its first batch 20-40 ms
+        of mapping and page faults on the H200 host) unless a failure left it in an
+        unknown state (``key`` None)."""
+        healthy = self.key is not None
         if self.up is not None:
             try:
                 if self.up_promise is not None:
                     self.up_promise.wait()
             except Exception:
-                pass
-            self.up.destroy()
+                healthy = False
+            if healthy:
+                _staging._up.release(self.up)
+            else:
+                self.up.destroy()
         if self.down is not None:
-            self.down.destroy()
+            if healthy:
+                _staging._down.release(self.down)
+            else:
+                self.down.destroy()
         if self.own_io:
             for b in (self.inp, self.out):
                 if b is not None:
@@ -683,7 +693,6 @@ class _MapState:
         if slot.key == key:
             return
         slot.release_gpu()
-        dev = get_device().gpu_device
         w = self.work
         if w.pipeline is not None:
             slot.own_io = False
@@ -706,13 +715,9 @@ class _MapState:
         slot.inp, slot.out = inp, out
         up_size = max(4, (inp.nbytes + 3) & ~3)
         down_size = max(4, (out.nbytes + 3) & ~3)
-        slot.up = dev.create_buffer(label=f"stream_map-staging-up{slot.index}", size=up_size,
-                                    usage=wgpu.BufferUsage.MAP_WRITE |
-                                    wgpu.BufferUsage.COPY_SRC, mapped_at_creation=True)
+        slot.up = _staging._up.acquire(up_size)  # mapped for writing
         slot.up_promise = None
-        slot.down = dev.create_buffer(label=f"stream_map-staging-down{slot.index}",
-                                      size=down_size, usage=wgpu.BufferUsage.MAP_READ |
-                                      wgpu.BufferUsage.COPY_DST)
+        slot.down = _staging._down.acquire(down_size)
         slot.key = key
 
     def issue(self, k: int, item, slot: _Slot):

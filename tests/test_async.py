@@ -160,6 +160,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     with pytest.raises(wgc.CommandFailedError) as info:
         wgc.wait(cmd)
     assert info.value.cause is cmd.error
+    with pytest.raises(wgc.CommandFailedError, match="test_fixed_size") as info:
+        wgc.run_kernel("test_fixed_size", [], out)  # the synchronous path, no Command
+    assert "binding" in str(info.value.cause).lower() or "size" in str(info.value.cause).lower()
     # the engine keeps working after a failed command
     assert wgc.add(wgc.buffer([1.0]), wgc.buffer([2.0])).tolist() == [3.0]
 

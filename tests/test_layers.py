@@ -15,6 +15,7 @@ LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
     "wgcompute.device": 1,
     "wgcompute._queue": 1,  # beside device: owns the queue submit and fences; buffers read
+    "wgcompute._encode": 1,  # command encoders of the hot paths, raw wgpu-native handles
     "wgcompute.buffer": 2, "wgcompute._staging": 2, "wgcompute.shaders": 2,
     "wgcompute._wgsl": 2,  # the shaders/ data package
     "wgcompute.autotune": 2,  # per-device tuning cache: needs the device, used by kernels

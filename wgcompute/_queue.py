@@ -19,6 +19,7 @@ from collections import deque
 
 from wgpu.backends.wgpu_native._ffi import ffi, lib
 
+from ._encode import CommandBuffer
 from .device import Device, get_device
 from .errors import DeviceError
 
@@ -147,6 +148,9 @@ class Submitter:
                 arr[i] = cb._internal
             index = lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr)
             self.submissions += 1
+            for cb in command_buffers:
+                if type(cb) is CommandBuffer:  # raw handle: submitted, so released now
+                    cb.release()
             if not fence:
                 return None
             fence = Fence()

@@ -17,6 +17,7 @@ from wgpu.backends.wgpu_native._api import libf
 from wgpu.backends.wgpu_native._ffi import ffi, lib
 
 from . import _queue
+from ._encode import Encoder
 from .device import get_device
 from .errors import DeviceError
 
@@ -252,7 +253,6 @@ def upload(dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> _queue
     src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     n = src.nbytes
     fence = None
-    dev = get_device().gpu_device
     ring: list[list] = []  # [staging buffer, its pending re-map or None]
     try:
         for i, start in enumerate(range(0, n, CHUNK)):
@@ -273,7 +273,7 @@ def upload(dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> _queue
                 view[size:padded] = 0
             del view
             unmap(stage)
-            enc = dev.create_command_encoder()
+            enc = Encoder()
             enc.copy_buffer_to_buffer(stage, 0, dst, dst_offset + start, padded)
             # only the last chunk needs a fence: the others' re-maps say when they are done
             fence = _queue.submit([enc.finish()], fence=want_fence and start + CHUNK >= n)
@@ -296,7 +296,6 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         out = np.empty(nbytes, dtype=np.uint8)
     if nbytes == 0:
         return out
-    dev = get_device().gpu_device
     starts = list(range(0, nbytes, CHUNK))
     inflight = []
 
@@ -304,7 +303,7 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         size = min(CHUNK, nbytes - start)
         padded = (size + 3) & ~3
         stage = _down.acquire(padded)
-        enc = dev.create_command_encoder()
+        enc = Encoder()
         enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
         _queue.submit([enc.finish()], fence=False)  # the map is the completion
         return start, size, padded, stage, map_async(stage, False, padded)
@@ -337,8 +336,7 @@ def submit_download(src, src_offset: int, nbytes: int) -> list:
     """Queue GPU copies of ``nbytes`` of ``src`` into download staging, all in ONE
     submission now (so the read sees exactly what was submitted before it), and request
     their maps. Returns the parts that ``finish_download`` copies out."""
-    dev = get_device().gpu_device
-    enc = dev.create_command_encoder()
+    enc = Encoder()
     parts = []
     try:
         for start in range(0, nbytes, CHUNK):

@@ -10,6 +10,7 @@ from collections import OrderedDict
 from enum import StrEnum
 
 from . import _queue
+from ._encode import Encoder
 from .buffer import Buffer, check_buffer, empty
 from .device import get_device
 from .dtypes import DTYPES
@@ -244,9 +245,8 @@ def prepare_output(kernel: Kernel, inputs, output, params=None):
 def _encode_and_submit(label: str, record, cmd: Command) -> Command:
     """Record with ``record(encoder)``, submit once, attach the fence; GPU errors fail the
     command instead of raising."""
-    dev = get_device().gpu_device
     try:
-        enc = dev.create_command_encoder()
+        enc = Encoder()
         record(enc)
         fence = _queue.submit([enc.finish()])
     except WgComputeError as e:
@@ -301,7 +301,7 @@ def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
         b._retain()
     try:
         try:
-            enc = get_device().gpu_device.create_command_encoder()
+            enc = Encoder()
             if d.launches:
                 cpass = enc.begin_compute_pass()
                 d.encode(cpass)

@@ -7,6 +7,7 @@ import numpy as np
 import wgpu
 
 from . import _queue, _staging
+from ._encode import Encoder
 from .buffer import Buffer, check_buffer
 from .commands import Command, check_copy, copy_dispatch, prepare_output
 from .device import get_device
@@ -188,7 +189,7 @@ class Pipeline:
         self._check_buffers()
         cmd = Command(self.label, self.buffers(), None)
         try:
-            enc = get_device().gpu_device.create_command_encoder()
+            enc = Encoder()
             self.encode(enc)
             fence = _queue.submit([enc.finish()])
         except Exception as e:  # validation error, out of memory, device lost

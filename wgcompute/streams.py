@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import _queue, _staging
+from ._encode import Encoder
 from .buffer import Buffer, _to_array, check_buffer, empty
 from .buffer import buffer as _new_buffer
 from .commands import Command, Status, _encode_and_submit, bound, kernel_command, prepare_output
-from .device import get_device
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, CommandFailedError, DeviceError, ShapeError, WgComputeError
 from .errors import TimeoutError as WgTimeoutError
@@ -744,12 +744,11 @@ class _MapState:
                 view[n:padded] = 0
             del view
         _staging.unmap(slot.up)
-        dev = get_device().gpu_device
         w = self.work
         inp, out = slot.inp, slot.out
         out_padded = (out.nbytes + 3) & ~3
         user_cmd = None
-        enc = dev.create_command_encoder()
+        enc = Encoder()
         if padded:
             enc.copy_buffer_to_buffer(slot.up, 0, inp.gpu_buffer, 0, padded)
         if w.fn is None:
@@ -767,7 +766,7 @@ class _MapState:
             if user_cmd is not None and not isinstance(user_cmd, Command):
                 raise ArgumentError(f"work: the callable returned {type(user_cmd).__name__}; "
                                     f"expected a wgc.Command or None")
-            enc = dev.create_command_encoder()
+            enc = Encoder()
         if out_padded:
             enc.copy_buffer_to_buffer(out.gpu_buffer, 0, slot.down, 0, out_padded)
         t_submit = time.perf_counter()

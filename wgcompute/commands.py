@@ -242,11 +242,12 @@ def prepare_output(kernel: Kernel, inputs, output, params=None):
     return empty(shape, dtype, label=f"{kernel.name}-out")
 
 
-def _encode_and_submit(label: str, record, cmd: Command) -> Command:
+def _encode_and_submit(label: str, record, cmd: Command, full: bool = False) -> Command:
     """Record with ``record(encoder)``, submit once, attach the fence; GPU errors fail the
-    command instead of raising."""
+    command instead of raising. ``full``: wgpu-py's encoder (render passes, textures), not
+    the compute-and-copy one of the hot paths."""
     try:
-        enc = Encoder()
+        enc = get_device().gpu_device.create_command_encoder() if full else Encoder()
         record(enc)
         fence = _queue.submit([enc.finish()])
     except WgComputeError as e:

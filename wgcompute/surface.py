@@ -328,7 +328,7 @@ class Surface:
                 frame = self._frame_for(h, w)
                 record = self._recorder(data, frame)
                 cmd = Command("surface-set-pixels", [data, frame], None)
-                return _encode_and_submit("surface-set-pixels", record, cmd)
+                return _encode_and_submit("surface-set-pixels", record, cmd, full=True)
             if not isinstance(data, np.ndarray):
                 raise ArgumentError(f"data: expected a numpy array or a wgc.Buffer, got "
                                     f"{type(data).__name__}")
@@ -389,7 +389,7 @@ class Surface:
             rp.end()
 
         cmd = Command("surface-present", [frame], None)
-        _encode_and_submit("surface-present", record, cmd)
+        _encode_and_submit("surface-present", record, cmd, full=True)
         if cmd._fence is not None:
             self._last_fence = cmd._fence
         if cmd.error is not None:
@@ -461,7 +461,8 @@ class Surface:
                     {"buffer": tmp.gpu_buffer, "offset": 0, "bytes_per_row": stride,
                      "rows_per_image": h}, (w, h, 1))
 
-            _encode_and_submit("surface-snapshot", record, Command("surface-snapshot", [tmp]))
+            _encode_and_submit("surface-snapshot", record, Command("surface-snapshot", [tmp]),
+                               full=True)
             rows = tmp.to_numpy()
         finally:
             tmp.free()
@@ -639,7 +640,7 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
             record_show(enc)
 
         cmd = Command(label, buffers + [output, frame], output)
-        _encode_and_submit(label, record, cmd)
+        _encode_and_submit(label, record, cmd, full=True)
         if present:
             surface.present()
     return cmd

@@ -211,9 +211,10 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
         if d is not None:
             _bind_cache.move_to_end(key)
     if d is not None:
-        for name, b in zip(kernel.inputs, inputs):
-            b._check(f"{kernel.name}: input {name!r}")
-        output._check(f"{kernel.name}: output")
+        if output._freed or any(b._freed for b in inputs):  # messages only when needed
+            for name, b in zip(kernel.inputs, inputs):
+                b._check(f"{kernel.name}: input {name!r}")
+            output._check(f"{kernel.name}: output")
         return d
     d = bind(kernel, inputs, output, params)
     with _bind_lock:

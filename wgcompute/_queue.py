@@ -128,9 +128,13 @@ class Submitter:
         self._work_done = work_done
         self._arrays = {}  # reusable WGPUCommandBuffer[n]
 
-    def submit(self, command_buffers, fence: bool = True) -> Fence | None:
+    def submit(self, command_buffers, fence: bool = True,
+               background: bool = True) -> Fence | None:
         """Submit now; return the submission's Fence (None with ``fence=False``: staging
         copies whose buffer map is their completion). Never waits for the GPU.
+
+        ``background=False``: the caller waits on the fence at once (a synchronous run), so
+        the poll thread is not woken for it (a futex wake and a thread switch per submit).
 
         Validation happens when the command buffer is finished (wgpu-py raises there);
         what is left for submit is a destroyed or mapped resource, which wgpu-native turns
@@ -156,7 +160,7 @@ class Submitter:
             fence = Fence()
             fence.index = int(index)
             self._pending.append(fence)
-            if self._token is None:
+            if self._token is None and background:
                 self._token = self._poller.get_token()
             info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
             info.mode = lib.WGPUCallbackMode_AllowProcessEvents
@@ -204,8 +208,8 @@ def submitter() -> Submitter:
         return _submitter
 
 
-def submit(command_buffers, fence: bool = True) -> Fence | None:
-    return submitter().submit(command_buffers, fence)
+def submit(command_buffers, fence: bool = True, background: bool = True) -> Fence | None:
+    return submitter().submit(command_buffers, fence, background)
 
 
 def wait(fence: Fence, timeout: float | None = None) -> bool:

@@ -308,7 +308,7 @@ def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
                 cpass = enc.begin_compute_pass()
                 d.encode(cpass)
                 cpass.end()
-            fence = _queue.submit([enc.finish()])
+            fence = _queue.submit([enc.finish()], background=False)  # waited on below
         except WgComputeError:
             raise
         except Exception as e:  # validation error, out of memory, device lost

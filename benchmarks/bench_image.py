@@ -60,7 +60,7 @@ def bench_pipeline(res: Results, n: int, repeat: int, rows: list) -> None:
     img = rng.integers(0, 256, (n, n, 4), dtype=np.uint8)
     img[..., 3] = 255
     mpix = n * n / 1e6
-    case = f"{n}x{n} RGBA8 blur|sharpen|gray"
+    case = f"{n}x{n} RGBA8 blur → sharpen → gray"
 
     ds, bufs = _wgc_stages(img)
     # warm up long enough for the GPU to leave its idle clocks: 5 short runs at the start

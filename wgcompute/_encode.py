@@ -71,6 +71,15 @@ class Encoder:
     def begin_compute_pass(self) -> Pass:
         return Pass(lib.wgpuCommandEncoderBeginComputePass(self._internal, _PASS_DESC))
 
+    def record(self, dispatch) -> None:
+        """One compute pass holding ``dispatch`` (a Dispatch: ``encode_raw(pass handle)``)."""
+        handle = lib.wgpuCommandEncoderBeginComputePass(self._internal, _PASS_DESC)
+        try:
+            dispatch.encode_raw(handle)
+            lib.wgpuComputePassEncoderEnd(handle)
+        finally:
+            lib.wgpuComputePassEncoderRelease(handle)
+
     def copy_buffer_to_buffer(self, source, source_offset: int, destination,
                               destination_offset: int, size: int) -> None:
         lib.wgpuCommandEncoderCopyBufferToBuffer(self._internal, source._internal,

@@ -136,7 +136,7 @@ class MapRequest:
     __slots__ = ("event", "error")
 
     def __init__(self):
-        self.event = threading.Event()
+        self.event = _queue.Flag()
         self.error: BaseException | None = None
 
     def wait(self) -> None:

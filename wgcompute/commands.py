@@ -305,9 +305,7 @@ def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
         try:
             enc = Encoder()
             if d.launches:
-                cpass = enc.begin_compute_pass()
-                d.encode(cpass)
-                cpass.end()
+                enc.record(d)
             fence = _queue.submit([enc.finish()], background=False)  # waited on below
         except WgComputeError:
             raise

@@ -298,12 +298,15 @@ class Dispatch:
         wrappers cost about 2 µs a call (argument conversion, error capture), which was
         most of a small pipeline stage's host time. Encoding errors still surface at the
         pass's end() or the encoder's finish() (wgpu-core records them)."""
+        self.encode_raw(cpass._internal)
+
+    def encode_raw(self, pid) -> None:
+        """``encode`` into a compute pass given by its wgpu-native handle."""
         raw = self._raw
         if raw is None:
             raw = self._raw = (self.compiled.pipeline._internal, [
                 (bg._internal, *la.workgroups) for la, bg in zip(self.launches, self.bind_groups)
                 if all(la.workgroups)])
-        pid = cpass._internal
         _set_pipeline(pid, raw[0])
         for bg, x, y, z in raw[1]:
             _set_bind_group(pid, 0, bg, 0, _NULL)
@@ -344,6 +347,10 @@ class MultiDispatch(Dispatch):
     def encode(self, cpass) -> None:
         for part in self.parts:
             part.encode(cpass)
+
+    def encode_raw(self, pid) -> None:
+        for part in self.parts:
+            part.encode_raw(pid)
 
     def set_params(self, **params) -> None:
         dt = DTYPES[self.output.dtype]

@@ -144,6 +144,7 @@ class Submitter:
 
         self._work_done = work_done
         self._arrays = {}  # reusable WGPUCommandBuffer[n]
+        self._local = threading.local()
 
     def submit(self, command_buffers, fence: bool = True,
                background: bool = True) -> Fence | None:
@@ -179,13 +180,21 @@ class Submitter:
             self._pending.append(fence)
             if self._token is None and background:
                 self._token = self._poller.get_token()
-            info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
-            info.mode = lib.WGPUCallbackMode_AllowProcessEvents
-            info.callback = self._work_done
+            info = self._info_for_thread()
             info.userdata1 = ffi.cast("void *", fence.index)
         # Outside the lock: with an idle queue the callback may run inside this call.
         lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, info[0])
         return fence
+
+    def _info_for_thread(self):
+        """This thread's work-done callback info (passed by value, so reusable; one per
+        thread because the call that takes it is made outside the lock)."""
+        info = getattr(self._local, "info", None)
+        if info is None:
+            info = self._local.info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
+            info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+            info.callback = self._work_done
+        return info
 
     def pending_count(self) -> int:
         return len(self._pending)

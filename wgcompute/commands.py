@@ -201,17 +201,19 @@ def _freeze(v):
 def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     """bind(), cached by kernel, buffer identities and params."""
     try:
-        key = (kernel.name, id(kernel), tuple(b._id for b in inputs), output._id,
-               _freeze(params or {}))
-        hash(key)
+        key = (kernel.name, id(kernel), tuple([b._id for b in inputs]), output._id,
+               _freeze(params) if params else ())
+        with _bind_lock:
+            d = _bind_cache.get(key)  # hashes the key: unhashable params raise here
+            if d is not None:
+                _bind_cache.move_to_end(key)
     except (AttributeError, TypeError):
         return bind(kernel, inputs, output, params)
-    with _bind_lock:
-        d = _bind_cache.get(key)
-        if d is not None:
-            _bind_cache.move_to_end(key)
     if d is not None:
-        if output._freed or any(b._freed for b in inputs):  # messages only when needed
+        freed = output._freed
+        for b in inputs:
+            freed = freed or b._freed
+        if freed:  # the messages are formatted only when needed
             for name, b in zip(kernel.inputs, inputs):
                 b._check(f"{kernel.name}: input {name!r}")
             output._check(f"{kernel.name}: output")

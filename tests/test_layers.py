@@ -8,7 +8,8 @@ import pytest
 
 import wgcompute as wgc
 
-PKG = Path(__file__).resolve().parent.parent / "wgcompute"
+# the package being imported (the source tree here, the installed wheel on the GPU machine)
+PKG = Path(wgc.__file__).resolve().parent
 
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
 LAYERS = {

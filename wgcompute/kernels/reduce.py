@@ -131,7 +131,8 @@ class Reduce(Kernel):
             rows = math.prod(x.shape[:-1])
         acc = self.acc(x.dtype)
         wide = acc in ("f64", "i64")
-        mode = "full" if how == "all" and not wide else "rows"  # full: argmax only (passes)
+        # "full": argmax over everything; the other full reductions go through passes()
+        mode = "full" if how == "all" and not wide and self.op == "argmax" else "rows"
         vec = x.dtype in _VEC_OK and (mode == "full" or rows == 1 or n % 4 == 0)
         sub = use_subgroups and device.has("subgroup") and not wide
         return mode, rows, n, vec, sub
@@ -330,45 +331,35 @@ def _main_rows(op: str, od: DType, acc: str, wg: int) -> str:
     return "\n    ".join(lines)
 
 
-def _main_full(op: str, od: DType, acc: str, wg: int) -> str:
-    if op in ("sum",) and acc in ("i32", "u32"):
-        combine = "atomicAdd(&out[1], bitcast<u32>(r.v));"
-    else:
-        combine = ("var old = atomicLoad(&out[1]);\n            loop {\n"
-                   f"                let nv = bitcast<u32>(merge(VI(bitcast<{acc}>(old), 0u), "
-                   "r).v);\n"
-                   "                if (nv == old) { break; }\n"
-                   "                let res = atomicCompareExchangeWeak(&out[1], old, nv);\n"
-                   "                if (res.exchanged) { break; }\n"
-                   "                old = res.old_value;\n            }")
-    v = f"bitcast<{acc}>(atomicLoad(&out[1]))"
-    if op == "argmax":
-        final = "atomicLoad(&out[2])"
-    elif od.name == "f16":
-        final = f"pack2x16float(vec2<f32>({_final(op, acc, v)}, 0.0))"
-    elif od.packed:
-        final = "atomicLoad(&out[1]) & 0xffu"
-    else:
-        final = f"bitcast<u32>({od.wgsl}({_final(op, acc, v)}))"
-    phase2 = ""
-    if op == "argmax":
-        phase2 = (" else {\n"
-                  f"        let m = bitcast<{acc}>(atomicLoad(&out[1]));\n"
-                  f"        let r = reduce_wg(lid, sid, scan_eq(m, 0u, p.n, g * {wg}u + lid, "
-                  f"p.groups * {wg}u));\n"
-                  "        if (lid == 0u) {\n            atomicMin(&out[2], r.i);\n        }\n"
-                  "    }")
+def _main_argmax_full(acc: str, wg: int) -> str:
+    """argmax over everything, in four launches (the other full reductions use passes()):
+    0 init, 1 each workgroup's max into out[1] by compare-and-swap (it rarely changes, so
+    it rarely retries), 2 the first index holding that max into out[2] by atomicMin, 3 the
+    index into out[0]."""
     return ("if (p.phase == 0u) {\n"
             "        if (g == 0u && lid == 0u) {\n"
             "            atomicStore(&out[1], bitcast<u32>(p.ident));\n"
             "            atomicStore(&out[2], 0xffffffffu);\n        }\n        return;\n    }\n"
             "    if (p.phase == 3u) {\n"
-            f"        if (g == 0u && lid == 0u) {{\n            atomicStore(&out[0], {final});\n"
+            "        if (g == 0u && lid == 0u) {\n"
+            "            atomicStore(&out[0], atomicLoad(&out[2]));\n"
             "        }\n        return;\n    }\n"
             "    if (p.phase == 1u) {\n"
             f"        let r = reduce_wg(lid, sid, scan(0u, p.n, g * {wg}u + lid, "
             f"p.groups * {wg}u));\n"
-            f"        if (lid == 0u) {{\n            {combine}\n        }}\n    }}" + phase2)
+            "        if (lid == 0u) {\n"
+            "            var old = atomicLoad(&out[1]);\n            loop {\n"
+            f"                let nv = bitcast<u32>(merge(VI(bitcast<{acc}>(old), 0u), r).v);\n"
+            "                if (nv == old) { break; }\n"
+            "                let res = atomicCompareExchangeWeak(&out[1], old, nv);\n"
+            "                if (res.exchanged) { break; }\n"
+            "                old = res.old_value;\n            }\n"
+            "        }\n    } else {\n"
+            f"        let m = bitcast<{acc}>(atomicLoad(&out[1]));\n"
+            f"        let r = reduce_wg(lid, sid, scan_eq(m, 0u, p.n, g * {wg}u + lid, "
+            f"p.groups * {wg}u));\n"
+            "        if (lid == 0u) {\n            atomicMin(&out[2], r.i);\n        }\n"
+            "    }")
 
 
 def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: bool, op: str,
@@ -391,7 +382,7 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
                   "    var acc = VI(p.ident, 0xffffffffu);\n"
                   f"    {_scan(vec, True)}\n    return acc;\n}}")
     if mode == "full":
-        main = _main_full(op, od, acc, wg)
+        main = _main_argmax_full(acc, wg)
     elif mode == "partial":
         main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, g * {wg}u + lid, p.groups * {wg}u));"
                 "\n    if (lid == 0u) {\n        out[g] = r.v;\n    }")

@@ -194,10 +194,55 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { out[g.x] = a[g.x] + b[g.x
     (dict(bindings=[("o", "read_write")], dtypes=("f128",)), "dtypes"),
     (dict(bindings=[("o", "read_write")], grid=5), "grid"),
     (dict(bindings=5), "bindings"),
+    (dict(bindings=[("o", "read_write")], checked="no"), "checked"),
 ])
 def test_register_kernel_bad_arguments(kwargs, match):
     with pytest.raises(wgc.WgComputeError, match=match):
         wgc.register_kernel(unique("bad"), "fn main() {}", **kwargs)
+
+
+# Reverses each 64-element block through workgroup memory, a loop summing a window of it
+# beside: dynamic indices into a workgroup array and a loop, what naga's checks guard.
+REVERSE_BLOCKS = """
+struct P { n: u32, w: u32 }
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+var<workgroup> tile: array<f32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = wid.x * 64u + lid;
+    tile[lid] = a[i];
+    workgroupBarrier();
+    var s = 0.0;
+    for (var k = 0u; k < p.w; k++) {
+        s += tile[(lid + k) % 64u];
+    }
+    out[i] = tile[63u - lid] + s;
+}
+"""
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_unchecked_kernel_matches_numpy(checked, rng):
+    """``checked=False`` drops naga's runtime checks; a kernel that stays in range gives the
+    same results."""
+    name = unique("rev")
+    wgc.register_kernel(name, REVERSE_BLOCKS, checked=checked, params={"n": "u32", "w": "u32"},
+                        bindings=[("a", "read"), ("out", "read_write"), ("p", "uniform")],
+                        grid=lambda ins, out, params: (out.size // 64,))
+    a = rng.standard_normal(64 * 37).astype(np.float32)
+    out = wgc.run_kernel(name, [wgc.from_numpy(a)], None, {"w": 5}).to_numpy()
+    blocks = a.reshape(-1, 64)
+    window = sum(np.roll(blocks, -k, axis=1) for k in range(5))
+    np.testing.assert_allclose(out, (blocks[:, ::-1] + window).reshape(-1), rtol=1e-6)
+
+
+def test_unchecked_kernel_compile_errors_are_reported():
+    name = unique("broken")
+    with pytest.raises(wgc.ShaderCompileError, match=name):
+        wgc.register_kernel(name, "fn main( {", bindings=[("o", "read_write")], checked=False)
+    assert name not in wgc.kernels()
 
 
 def test_register_kernel_bad_name_source_and_template():

@@ -14,6 +14,7 @@ import numpy as np
 import wgpu
 from wgpu.backends.wgpu_native._ffi import ffi, lib
 
+from .. import shaders
 from ..buffer import Buffer, check_buffer, empty, from_numpy
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
@@ -99,6 +100,9 @@ class Kernel:
     dtypes: tuple[str, ...] = ("f32",)
     workgroup_size: int = 256
     description: str = ""
+    # naga's runtime checks (index clamps, loop bounding counters) in the shader. Built-in
+    # kernels, written and tested to stay in range, run without them.
+    checked: bool = True
 
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:
@@ -205,7 +209,7 @@ class Kernel:
         label = f"{self.name}[{','.join(key.dtypes)}]"
         dev = device.gpu_device
         try:
-            module = dev.create_shader_module(label=label, code=source)
+            module = shaders.create_module(dev, label, source, self.checked)
         except Exception as e:
             raise ShaderCompileError(label, source, str(e)) from e
         entries = []

@@ -73,6 +73,8 @@ class Elementwise(Kernel):
     ``expr`` is WGSL on ``x`` (and ``y``) and ``p.p0``; inside it ``V(...)`` constructs the
     item type (a vector on the fast path) and ``T(...)`` the scalar type."""
 
+    checked = False  # in range by construction; tested at awkward shapes
+
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
 
@@ -157,6 +159,8 @@ class Transpose(Kernel):
     """out (C×R) = a (R×C) transposed, through 32×32 tiles in workgroup memory so that both
     the reads and the writes are coalesced."""
 
+    checked = False  # in range by construction; tested at awkward shapes
+
     name = "transpose"
     inputs = ("a",)
     dtypes = ("f32", "f64", "f16", "s32", "s64", "u32")  # u8 lanes share words: not here
@@ -203,6 +207,8 @@ class Transpose(Kernel):
 class Copy(Kernel):
     """out = a bit for bit, as 16-byte words: any dtype, same element count (shapes may
     differ, as with the copy_buffer op)."""
+
+    checked = False  # in range by construction; tested at awkward shapes
 
     name = "copy"
     inputs = ("a",)

@@ -75,8 +75,10 @@ class CustomKernel(Kernel):
     """A user's WGSL kernel. Binding i is the i-th declared binding: reads first, then the
     one read_write output, then an optional uniform holding ``params`` in declared order."""
 
-    def __init__(self, name, source, inputs, output, params, workgroup_size, dtypes, grid):
+    def __init__(self, name, source, inputs, output, params, workgroup_size, dtypes, grid,
+                 checked=True):
         self.name = name
+        self.checked = checked
         self.source_text = source
         self.inputs = inputs
         self.output = output
@@ -122,7 +124,8 @@ class CustomKernel(Kernel):
 
 
 def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_size: int = 256,
-                    dtypes=("f32",), grid=None, replace: bool = False) -> Kernel:
+                    dtypes=("f32",), grid=None, replace: bool = False,
+                    checked: bool = True) -> Kernel:
     """Register your own WGSL kernel under ``name`` and compile it now.
 
     ``source`` is WGSL text or a path to a .wgsl file; ``${T}`` (the output's WGSL type),
@@ -133,7 +136,12 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
     set to the output's element
     count). By default one invocation runs per output element over a grid folded into
     x and y: index it as ``(wid.y * nwg.x + wid.x) * WG + lid``; or pass
-    ``grid(inputs, output, params) -> (x, y, z)`` workgroup counts."""
+    ``grid(inputs, output, params) -> (x, y, z)`` workgroup counts.
+
+    ``checked=False`` compiles the shader without naga's runtime checks (index clamping of
+    workgroup and local arrays, a bounding counter in every loop), as the built-in kernels
+    are: faster loops, but an index out of range then reads or writes whatever is there, and
+    a loop that never ends hangs the GPU."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ArgumentError(f"name: expected an identifier-like string, got {name!r}")
     if not isinstance(source, str):
@@ -178,13 +186,15 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
     if not isinstance(dtypes, (list, tuple)) or not dtypes:
         raise ArgumentError(f"dtypes: expected a non-empty list of dtype names, got {dtypes!r}")
     dts = tuple(resolve_dtype(d, "dtypes").name for d in dtypes)
+    if not isinstance(checked, bool):
+        raise ArgumentError(f"checked: expected True or False, got {checked!r}")
     if grid is not None and not callable(grid):
         raise ArgumentError("grid: expected a callable(inputs, output, params) -> (x, y, z)")
     with _lock:
         _check_free(name, replace)  # before compiling: a taken name must not reach the cache
     k = CustomKernel(name, source, tuple(n for n, a in bindings if a == "read"),
                      next(n for n, a in bindings if a == "read_write"),
-                     tuple(params.items()), workgroup_size, dts, grid)
+                     tuple(params.items()), workgroup_size, dts, grid, checked)
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
     compiled = k._compile(PipelineKey(name, (dts[0],), ()), get_device())

@@ -191,20 +191,20 @@ _MIXED_DEFAULTS = {"large": "128x128x16_8x8", "skinny": "32x64x16_4x4",
 # the leaders of the H200 sweep (docs/performance.md, benchmarks/results/h200/sweep.json) and
 # a small tile as a fallback, so that a first matmul on a new adapter tunes in seconds.
 _TUNE_SETS = {
-    "large": ("128x128x8_8x8_u_g8", "128x128x16_8x8_u_sb", "128x128x8_8x8_u", "64x128x8_8x8_u",
-              "128x128x32_8x8_u_sb", "128x256x8_8x16_u", "128x128x8_8x8", "64x64x16_4x4"),
+    "large": ("64x128x16_4x8", "128x128x16_8x8_u_sb", "128x128x8_8x8_u_g8", "128x128x8_8x8_u",
+              "64x128x8_8x8_u", "128x64x16_8x4", "64x64x16_4x4"),
     "skinny": ("128x64x16_8x8_u_s8", "128x64x16_8x8_u_s4", "128x64x16_8x8_u_s16",
                "64x64x16_4x4_s4", "32x64x16_4x4_s8", "64x64x16_4x4", "32x64x16_4x4"),
     "small": ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "64x128x8_8x8_u",
               "128x128x8_8x8_u"),
 }
 _MIXED_TUNE_SETS = {
-    "large": ("64x128x16_8x8_u", "128x256x16_8x16_u", "128x128x16_8x8_u_sb", "64x64x16_4x4"),
+    "large": ("32x64x16_4x4", "64x64x16_4x4", "64x128x16_8x8_u", "128x256x16_8x16_u"),
     "skinny": ("64x128x16_8x8_u", "64x64x16_4x4", "32x64x16_4x4"),
     "small": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_8x8_u"),
 }
 # Bumped when the candidates change, so that choices cached by an earlier set are re-tuned.
-_TUNE_REVISION = 2
+_TUNE_REVISION = 3
 # The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
 _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (8192, 64, 8192),
                 "small": (256, 256, 256)}

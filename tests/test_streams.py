@@ -2,6 +2,7 @@
 blocking, stream_map results equal to the sequential run and to numpy, bounded memory with an
 endless generator, an error in batch k surfacing at position k."""
 
+import gc
 import importlib.util
 import itertools
 import os
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
+from wgcompute import _staging
 from wgcompute.streams import Timeline
 
 # A kernel that runs as long as asked: ``iters`` dependent fused multiply-adds per element.
@@ -271,6 +273,49 @@ def test_stream_map_reuses_slot_buffers_and_bindings(rng):
     assert max(created) <= 2 * depth
     assert after["bind_groups_created"] - before_stats["bind_groups_created"] <= depth
     assert after["uniform_buffers_created"] - before_stats["uniform_buffers_created"] <= depth
+
+
+LEASE_N = (1 << 20) // 4 + 37  # f32 elements: just past the 1 MB where results lease staging
+
+
+def test_stream_map_large_results_view_staging_and_stay_intact(rng):
+    """A result of 1 MB or more is an array over the readback staging (no copy). It keeps
+    that staging until it and its views are dropped: results kept while later batches run
+    are all intact, and dropped ones give their staging back."""
+    gc.collect()
+    before = _staging.leases_out()
+    batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(8)]
+    got = list(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}))
+    assert _staging.leases_out() - before == len(batches)
+    for g, b in zip(got, batches, strict=True):
+        assert not g.flags.owndata and g.flags.writeable and g.shape == b.shape
+        np.testing.assert_array_equal(g, b * np.float32(3.0))
+    got[0][:] = 0  # the user's to change
+    view = got[1][5:9]
+    del got, g
+    gc.collect()
+    assert _staging.leases_out() - before == 1  # the view keeps batch 1's staging
+    np.testing.assert_array_equal(view, batches[1][5:9] * np.float32(3.0))
+    del view
+    gc.collect()
+    assert _staging.leases_out() == before
+    for depth in (1, 3):  # returned staging is reused; results still right
+        for g, b in zip(wgc.stream_map("scale", batches, depth=depth,
+                                       params={"scalar": -1.0}), batches, strict=True):
+            np.testing.assert_array_equal(g, -b)
+    del g
+    gc.collect()
+    assert _staging.leases_out() == before
+
+
+def test_stream_map_copies_results_past_the_lease_limit(rng, monkeypatch):
+    gc.collect()
+    monkeypatch.setattr(_staging, "_LEASE_MAX", _staging.leases_out() + 2)
+    batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(5)]
+    got = list(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0}))
+    assert [g.flags.owndata for g in got] == [False, False, True, True, True]
+    for g, b in zip(got, batches, strict=True):
+        np.testing.assert_array_equal(g, b * np.float32(2.0))
 
 
 def test_stream_map_error_in_batch_k_surfaces_at_k(rng):

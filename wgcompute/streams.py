@@ -747,6 +747,8 @@ class _MapState:
         w = self.work
         inp, out = slot.inp, slot.out
         out_padded = (out.nbytes + 3) & ~3
+        if slot.down is None:  # the last result kept the slot's readback staging
+            slot.down = _staging._down.acquire(max(4, out_padded))
         user_cmd = None
         enc = Encoder()
         if padded:
@@ -777,24 +779,29 @@ class _MapState:
         if tl is not None:
             tl.add(k, "upload", t0, t_submit)
             fence.add_callback(tl.gpu_span(k, t_submit))
-        result = _staging.Fresh(out.shape, out._dt.numpy)  # faulted in while the GPU works
-        return (k, slot, fence, promise, user_cmd, result)
+        # A large result is the readback staging itself (leased to the array, no copy);
+        # otherwise a new array, faulted in while the GPU works.
+        lease = out_padded >= _staging.LEASE_MIN and _staging.reserve_lease()
+        fresh = None if lease else _staging.Fresh(out.shape, out._dt.numpy)
+        return (k, slot, fence, promise, user_cmd, fresh, lease)
 
     def finish(self, job):
-        """Wait for the readback, copy it into a new array; returns (k, array | error)."""
-        k, slot, fence, promise, user_cmd, fresh = job
+        """Wait for the readback; the result is the leased staging or a copy of it in a new
+        array. Returns (k, array | error)."""
+        k, slot, fence, promise, user_cmd, fresh, lease = job
         t0 = None
         try:
             out = slot.out
-            result = fresh.get()
+            result = fresh.get() if fresh is not None else None
             if promise is not None:
                 promise.wait()
                 t0 = time.perf_counter()
-                n = out.nbytes
-                view = _staging._mapped_read(slot.down, (n + 3) & ~3)
-                _staging.copy_bytes(result.reshape(-1).view(np.uint8), view[:n])
-                del view
-                _staging.unmap(slot.down)
+                if not lease:
+                    n = out.nbytes
+                    view = _staging._mapped_read(slot.down, (n + 3) & ~3)
+                    _staging.copy_bytes(result.reshape(-1).view(np.uint8), view[:n])
+                    del view
+                    _staging.unmap(slot.down)
             _queue.wait(fence)
             err = fence.error
             if err is None and user_cmd is not None:
@@ -805,7 +812,14 @@ class _MapState:
             if err is not None:
                 raise CommandFailedError(f"stream_map: batch {k} failed on the GPU: {err}",
                                          err)
+            if lease:
+                lease = False  # the array owns the lease (and slot.down) from here
+                result = _staging.lease_read(slot.down, out.nbytes).view(
+                    out._dt.numpy).reshape(out.shape)
+                slot.down = None
         except BaseException as e:
+            if lease:
+                _staging.cancel_lease()
             slot.key = None  # its staging may be in any state: rebuild it next time
             return k, e
         finally:

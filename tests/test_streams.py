@@ -279,33 +279,44 @@ LEASE_N = (1 << 20) // 4 + 37  # f32 elements: just past the 1 MB where results 
 
 
 def test_stream_map_large_results_view_staging_and_stay_intact(rng):
-    """A result of 1 MB or more is an array over the readback staging (no copy). It keeps
-    that staging until it and its views are dropped: results kept while later batches run
-    are all intact, and dropped ones give their staging back."""
+    """A result of 1 MB or more is an array over the readback staging (no copy) when free
+    staging can take its place in the slot. It keeps that staging until it and its views are
+    dropped: results kept while later batches run stay intact, and give theirs back when
+    dropped."""
     gc.collect()
     before = _staging.leases_out()
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(8)]
-    got = list(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}))
-    assert _staging.leases_out() - before == len(batches)
-    for g, b in zip(got, batches, strict=True):
-        assert not g.flags.owndata and g.flags.writeable and g.shape == b.shape
+    for _ in batches:  # enough free staging that no result waits for any to come back
+        _staging._down.add_new(4 * LEASE_N)
+    owned = []
+    for g, b in zip(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}),
+                    batches, strict=True):
         np.testing.assert_array_equal(g, b * np.float32(3.0))
-    got[0][:] = 0  # the user's to change
-    view = got[1][5:9]
+        owned.append(g.flags.owndata)
+    del g
+    assert owned == [False] * len(batches)  # every result leased
+    gc.collect()
+    assert _staging.leases_out() == before
+    got = list(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}))
+    leased = [i for i, g in enumerate(got) if not g.flags.owndata]
+    assert leased and _staging.leases_out() - before == len(leased)
+    for g, b in zip(got, batches, strict=True):
+        assert g.flags.writeable and g.shape == b.shape
+        np.testing.assert_array_equal(g, b * np.float32(3.0))
+    i = leased[0]
+    got[i][:] = 0  # the user's to change
+    view = got[i][5:9]
     del got, g
     gc.collect()
-    assert _staging.leases_out() - before == 1  # the view keeps batch 1's staging
-    np.testing.assert_array_equal(view, batches[1][5:9] * np.float32(3.0))
+    assert _staging.leases_out() - before == 1  # the view keeps its batch's staging
+    np.testing.assert_array_equal(view, 0)
     del view
     gc.collect()
     assert _staging.leases_out() == before
-    for depth in (1, 3):  # returned staging is reused; results still right
-        for g, b in zip(wgc.stream_map("scale", batches, depth=depth,
-                                       params={"scalar": -1.0}), batches, strict=True):
-            np.testing.assert_array_equal(g, -b)
-    del g
-    gc.collect()
-    assert _staging.leases_out() == before
+    for g, b in zip(wgc.stream_map("scale", batches, depth=1, params={"scalar": -1.0}),
+                    batches, strict=True):  # depth 1 leases too; returned staging reused
+        np.testing.assert_array_equal(g, -b)
+        assert not g.flags.owndata
 
 
 def test_stream_map_copies_results_past_the_lease_limit(rng, monkeypatch):
@@ -313,7 +324,7 @@ def test_stream_map_copies_results_past_the_lease_limit(rng, monkeypatch):
     monkeypatch.setattr(_staging, "_LEASE_MAX", _staging.leases_out() + 2)
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(5)]
     got = list(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0}))
-    assert [g.flags.owndata for g in got] == [False, False, True, True, True]
+    assert sum(not g.flags.owndata for g in got) <= 2
     for g, b in zip(got, batches, strict=True):
         np.testing.assert_array_equal(g, b * np.float32(2.0))
 

@@ -30,6 +30,14 @@ _KEEP_PER_CLASS = 4
 # Full chunks kept per direction: read_async of 256 MB stages all 8 chunks at once, and
 # creating 4 new 32 MB buffers per call held it to 3.6 GB/s on the H200.
 _KEEP_CHUNKS = 8
+_KEEP_BYTES = 512 << 20  # per size class, for classes of 64 MB and less
+
+
+def _keep(size: int) -> int:
+    """Free buffers a pool keeps of one size class: up to 512 MB of each class (stream_map's
+    leased results circulate depth + 4 buffers of their class), at least 4."""
+    return max(_KEEP_PER_CLASS, min(_KEEP_CHUNKS if size == CHUNK else 16,
+                                    _KEEP_BYTES // max(size, 1)))
 
 _copy_pool: ThreadPoolExecutor | None = None
 _copy_lock = threading.Lock()
@@ -166,6 +174,11 @@ def _end_lease(buf) -> None:
         cancel_lease()
 
 
+def add_download_spare(nbytes: int) -> None:
+    """Create a free download buffer of ``nbytes``' class on a background thread."""
+    _fault_executor().submit(_down.add_new, nbytes)
+
+
 def lease_read(buf, nbytes: int) -> np.ndarray:
     """A writable uint8 array over the first ``nbytes`` of download staging ``buf``, whose
     map has resolved; reserve_lease() must have counted it. The array owns ``buf`` from now
@@ -262,26 +275,40 @@ class _Pool:
             free = self._free.get(size)
             entry = free.pop() if free else None
         if entry is None:
-            dev = get_device().gpu_device
-            if self.mode == "upload":
-                buf = dev.create_buffer(
-                    label="wgcompute-staging-up", size=size, mapped_at_creation=True,
-                    usage=wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC)
-            else:
-                buf = dev.create_buffer(label="wgcompute-staging-down", size=size,
-                                        usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-            self.created += 1
-            return buf
+            return self._create(size)
         buf, promise = entry
         if promise is not None:  # upload buffer re-mapping after its last copy
             promise.wait()
         return buf
 
+    def take_free(self, nbytes: int):
+        """A free download buffer of ``nbytes``' size class, or None: never creates one."""
+        with self._lock:
+            free = self._free.get(_size_class(nbytes))
+            return free.pop()[0] if free else None
+
+    def add_new(self, nbytes: int) -> None:
+        """Create one more free buffer of ``nbytes``' class (download pool; meant for a
+        background thread: new staging costs the H200 host ~15 ms per 64 MB to pin)."""
+        self.release(self._create(_size_class(nbytes)))
+
+    def _create(self, size: int):
+        dev = get_device().gpu_device
+        if self.mode == "upload":
+            buf = dev.create_buffer(
+                label="wgcompute-staging-up", size=size, mapped_at_creation=True,
+                usage=wgpu.BufferUsage.MAP_WRITE | wgpu.BufferUsage.COPY_SRC)
+        else:
+            buf = dev.create_buffer(label="wgcompute-staging-down", size=size,
+                                    usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        with self._lock:
+            self.created += 1
+        return buf
+
     def release(self, buf, promise=None) -> None:
         with self._lock:
             free = self._free.setdefault(buf.size, [])
-            if len(free) < _KEEP_PER_CLASS or (
-                    buf.size == CHUNK and len(free) < _KEEP_CHUNKS):
+            if len(free) < _keep(buf.size):
                 free.append((buf, promise))
                 return
         if promise is not None:

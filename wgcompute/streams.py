@@ -669,6 +669,9 @@ class _MapState:
         self.depth = depth
         self.timeline = timeline
         self.closed = False
+        # Readback staging made in the background for leases: a batch in flight holds its
+        # slot's and a spare, and a caller typically holds one or two results.
+        self.spare_budget = depth + 2
         self.slots: queue.Queue[_Slot] = queue.Queue()
         self.all_slots = [_Slot(i) for i in range(depth)]
         for s in self.all_slots:
@@ -747,8 +750,6 @@ class _MapState:
         w = self.work
         inp, out = slot.inp, slot.out
         out_padded = (out.nbytes + 3) & ~3
-        if slot.down is None:  # the last result kept the slot's readback staging
-            slot.down = _staging._down.acquire(max(4, out_padded))
         user_cmd = None
         enc = Encoder()
         if padded:
@@ -779,16 +780,33 @@ class _MapState:
         if tl is not None:
             tl.add(k, "upload", t0, t_submit)
             fence.add_callback(tl.gpu_span(k, t_submit))
-        # A large result is the readback staging itself (leased to the array, no copy);
-        # otherwise a new array, faulted in while the GPU works.
-        lease = out_padded >= _staging.LEASE_MIN and _staging.reserve_lease()
-        fresh = None if lease else _staging.Fresh(out.shape, out._dt.numpy)
-        return (k, slot, fence, promise, user_cmd, fresh, lease)
+        # A large result is the readback staging itself (leased to the array, no copy) when
+        # a free one can replace it in the slot; otherwise a new array, faulted in while the
+        # GPU works.
+        spare = self.spare(out_padded) if out_padded >= _staging.LEASE_MIN else None
+        fresh = None if spare is not None else _staging.Fresh(out.shape, out._dt.numpy)
+        return (k, slot, fence, promise, user_cmd, fresh, spare)
+
+    def spare(self, nbytes: int):
+        """Free readback staging from the pool to replace a slot's, which its result will
+        keep; None if there is none. New staging is not made here: pinning it cost the H200
+        host ~15 ms per 64 MB, more than copying the result out. Up to ``depth + 2`` are made
+        in the background per stream_map; results dropped as they come bring theirs back to the
+        pool, results kept (in a list) soon leave none, and later ones are copied."""
+        if not _staging.reserve_lease():
+            return None
+        buf = _staging._down.take_free(nbytes)
+        if buf is None:
+            _staging.cancel_lease()
+            if self.spare_budget > 0:
+                self.spare_budget -= 1
+                _staging.add_download_spare(nbytes)
+        return buf
 
     def finish(self, job):
         """Wait for the readback; the result is the leased staging or a copy of it in a new
         array. Returns (k, array | error)."""
-        k, slot, fence, promise, user_cmd, fresh, lease = job
+        k, slot, fence, promise, user_cmd, fresh, spare = job
         t0 = None
         try:
             out = slot.out
@@ -796,7 +814,7 @@ class _MapState:
             if promise is not None:
                 promise.wait()
                 t0 = time.perf_counter()
-                if not lease:
+                if spare is None:
                     n = out.nbytes
                     view = _staging._mapped_read(slot.down, (n + 3) & ~3)
                     _staging.copy_bytes(result.reshape(-1).view(np.uint8), view[:n])
@@ -812,14 +830,14 @@ class _MapState:
             if err is not None:
                 raise CommandFailedError(f"stream_map: batch {k} failed on the GPU: {err}",
                                          err)
-            if lease:
-                lease = False  # the array owns the lease (and slot.down) from here
-                result = _staging.lease_read(slot.down, out.nbytes).view(
+            if spare is not None:  # the array owns the lease and this staging from here
+                leased, slot.down, spare = slot.down, spare, None
+                result = _staging.lease_read(leased, out.nbytes).view(
                     out._dt.numpy).reshape(out.shape)
-                slot.down = None
         except BaseException as e:
-            if lease:
+            if spare is not None:
                 _staging.cancel_lease()
+                _staging._down.release(spare)
             slot.key = None  # its staging may be in any state: rebuild it next time
             return k, e
         finally:

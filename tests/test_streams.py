@@ -286,8 +286,10 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
     gc.collect()
     before = _staging.leases_out()
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(8)]
-    for _ in batches:  # enough free staging that no result waits for any to come back
-        _staging._down.add_new(4 * LEASE_N)
+    # enough free staging in the pool that no result waits for another to come back
+    free = [_staging._down.acquire(4 * LEASE_N) for _ in batches]
+    for buf in free:
+        _staging._down.release(buf)
     owned = []
     for g, b in zip(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}),
                     batches, strict=True):

@@ -174,11 +174,6 @@ def _end_lease(buf) -> None:
         cancel_lease()
 
 
-def add_download_spare(nbytes: int) -> None:
-    """Create a free download buffer of ``nbytes``' class on a background thread."""
-    _fault_executor().submit(_down.add_new, nbytes)
-
-
 def lease_read(buf, nbytes: int) -> np.ndarray:
     """A writable uint8 array over the first ``nbytes`` of download staging ``buf``, whose
     map has resolved; reserve_lease() must have counted it. The array owns ``buf`` from now
@@ -287,10 +282,13 @@ class _Pool:
             free = self._free.get(_size_class(nbytes))
             return free.pop()[0] if free else None
 
-    def add_new(self, nbytes: int) -> None:
-        """Create one more free buffer of ``nbytes``' class (download pool; meant for a
-        background thread: new staging costs the H200 host ~15 ms per 64 MB to pin)."""
-        self.release(self._create(_size_class(nbytes)))
+    def ensure_free(self, nbytes: int, count: int) -> None:
+        """Make sure at least ``count`` free buffers of ``nbytes``' class are in the pool."""
+        size = _size_class(nbytes)
+        with self._lock:
+            missing = count - len(self._free.get(size, ()))
+        for _ in range(max(0, missing)):
+            self.release(self._create(size))
 
     def _create(self, size: int):
         dev = get_device().gpu_device

@@ -571,6 +571,7 @@ class _Slot:
         self.up = None  # MAP_WRITE staging, mapped (or mapping) while the slot is free
         self.up_promise = None
         self.down = None
+        self.spare = None  # free readback staging to take down's place when a result keeps it
         self.inp: Buffer | None = None
         self.out: Buffer | None = None
         self.own_io = True  # False when inp/out belong to a Pipeline
@@ -591,6 +592,8 @@ class _Slot:
                 _staging._up.release(self.up)
             else:
                 self.up.destroy()
+        if self.spare is not None:  # never used: in the pool's state
+            _staging._down.release(self.spare)
         if self.down is not None:
             if healthy:
                 _staging._down.release(self.down)
@@ -600,7 +603,7 @@ class _Slot:
             for b in (self.inp, self.out):
                 if b is not None:
                     b.free()
-        self.up = self.down = self.inp = self.out = self.up_promise = None
+        self.up = self.down = self.spare = self.inp = self.out = self.up_promise = None
         self.key = None
 
 
@@ -669,9 +672,6 @@ class _MapState:
         self.depth = depth
         self.timeline = timeline
         self.closed = False
-        # Readback staging made in the background for leases: a batch in flight holds its
-        # slot's and a spare, and a caller typically holds one or two results.
-        self.spare_budget = depth + 2
         self.slots: queue.Queue[_Slot] = queue.Queue()
         self.all_slots = [_Slot(i) for i in range(depth)]
         for s in self.all_slots:
@@ -721,6 +721,10 @@ class _MapState:
         slot.up = _staging._up.acquire(up_size)  # mapped for writing
         slot.up_promise = None
         slot.down = _staging._down.acquire(down_size)
+        if down_size >= _staging.LEASE_MIN:  # what the slot's first result leaves in its place
+            slot.spare = _staging._down.acquire(down_size)
+            # and two for the results a caller holds while the next ones come
+            _staging._down.ensure_free(down_size, 2)
         slot.key = key
 
     def issue(self, k: int, item, slot: _Slot):
@@ -783,24 +787,23 @@ class _MapState:
         # A large result is the readback staging itself (leased to the array, no copy) when
         # a free one can replace it in the slot; otherwise a new array, faulted in while the
         # GPU works.
-        spare = self.spare(out_padded) if out_padded >= _staging.LEASE_MIN else None
+        spare = self.spare(slot, out_padded) if out_padded >= _staging.LEASE_MIN else None
         fresh = None if spare is not None else _staging.Fresh(out.shape, out._dt.numpy)
         return (k, slot, fence, promise, user_cmd, fresh, spare)
 
-    def spare(self, nbytes: int):
-        """Free readback staging from the pool to replace a slot's, which its result will
-        keep; None if there is none. New staging is not made here: pinning it cost the H200
-        host ~15 ms per 64 MB, more than copying the result out. Up to ``depth + 2`` are made
-        in the background per stream_map; results dropped as they come bring theirs back to the
-        pool, results kept (in a list) soon leave none, and later ones are copied."""
+    def spare(self, slot: _Slot, nbytes: int):
+        """Free readback staging to replace the slot's, which its result will keep: the
+        slot's own spare, else a free one from the pool; None if there is none (the result is
+        then copied out). Staging is only made in prepare(): pinning new staging cost the
+        H200 host ~15 ms per 64 MB and held up the submissions beside it. Results dropped as
+        they come bring theirs back to the pool; results kept (in a list) soon leave none."""
         if not _staging.reserve_lease():
             return None
-        buf = _staging._down.take_free(nbytes)
+        buf, slot.spare = slot.spare, None
+        if buf is None:
+            buf = _staging._down.take_free(nbytes)
         if buf is None:
             _staging.cancel_lease()
-            if self.spare_budget > 0:
-                self.spare_budget -= 1
-                _staging.add_download_spare(nbytes)
         return buf
 
     def finish(self, job):

@@ -89,6 +89,15 @@ def main(argv=None) -> None:
     line("upload alone, with the GPU DMA beside", median_ms(lambda: both(w, dma), r))
     line("download alone, with the GPU DMA beside", median_ms(lambda: both(rd, dma), r))
 
+    split = _staging._SPLIT
+    for t in sorted({2, 4, 8, 12, 16} - {split}):
+        if t > 2 * split:  # the copy pool has 2 x _SPLIT threads
+            continue
+        _staging._SPLIT = t
+        line(f"upload alone, {t} threads", median_ms(w, r))
+        line(f"upload with the GPU DMA beside, {t} threads", median_ms(lambda: both(w, dma), r))
+    _staging._SPLIT = split
+
     def fresh_copy():
         out = np.empty(n, np.uint8)
         _staging.copy_bytes(out, views["r"])

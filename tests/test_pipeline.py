@@ -47,6 +47,32 @@ def test_pipeline_equals_stages_run_one_by_one(rng):
         np.testing.assert_allclose(got.to_numpy(), want, rtol=1e-6)
 
 
+def test_repeated_and_alternating_kernels_and_a_stage_added_after_a_run(rng):
+    """Consecutive stages of one kernel share its pipeline in the pass (set once), kernels
+    alternate, a barrier splits the pass, and a stage added after a run is recorded too."""
+    n = 4099
+    x_np = rng.standard_normal(n).astype(np.float32)
+    x = wgc.from_numpy(x_np)
+    b = [wgc.empty((n,), "f32") for _ in range(6)]
+    p = wgc.pipeline("alternating")
+    p.add(kernel="elementwise_add", inputs=[x, x], output=b[0])
+    p.add(kernel="elementwise_add", inputs=[b[0], x], output=b[1])
+    p.add(kernel="relu", inputs=[b[1]], output=b[2])
+    p.add(kernel="elementwise_add", inputs=[b[2], b[0]], output=b[3])
+    p.add(op="barrier")
+    p.add(kernel="elementwise_add", inputs=[b[3], b[3]], output=b[4])
+    p.run()
+    want = [x_np * 2, x_np * 3]
+    want.append(np.maximum(want[1], 0))
+    want.append(want[2] + want[0])
+    want.append(want[3] * 2)
+    for got, w in zip(b, want):
+        np.testing.assert_allclose(got.to_numpy(), w, rtol=1e-6)
+    p.add(kernel="scale", inputs=[b[4]], output=b[5], params={"scalar": -1.0})
+    p.run()
+    np.testing.assert_allclose(b[5].to_numpy(), -want[4], rtol=1e-6)
+
+
 def test_rerun_on_new_contents_and_set_params(rng):
     n = 1000
     x = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))

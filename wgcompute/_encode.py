@@ -8,7 +8,8 @@ error-capturing entry point: WebGPU reports encoding errors there, and they must
 caller as exceptions (a failed command), not as a log line.
 
 Only what the hot paths need is here: compute passes (without timestamps: a profiled
-pipeline run uses wgpu-py's encoder) and buffer-to-buffer copies."""
+pipeline run uses wgpu-py's encoder), dispatches given as raw handles, and buffer-to-buffer
+copies."""
 
 from __future__ import annotations
 
@@ -20,6 +21,25 @@ from .device import get_device
 _ENCODER_DESC = ffi.new("WGPUCommandEncoderDescriptor *")
 _PASS_DESC = ffi.new("WGPUComputePassDescriptor *")
 _BUFFER_DESC = ffi.new("WGPUCommandBufferDescriptor *")
+
+
+_set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+_set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
+_dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+
+
+def record_calls(pid, calls) -> None:
+    """Record dispatches given as (pipeline, bind group, x, y, z) wgpu-native handles and
+    counts into the compute pass ``pid``, setting the pipeline only when it changes (a pass
+    keeps it between dispatches)."""
+    last = None
+    null = ffi.NULL
+    for pipeline, bg, x, y, z in calls:
+        if pipeline is not last:
+            _set_pipeline(pid, pipeline)
+            last = pipeline
+        _set_bind_group(pid, 0, bg, 0, null)
+        _dispatch(pid, x, y, z)
 
 
 class Pass:
@@ -76,6 +96,15 @@ class Encoder:
         handle = lib.wgpuCommandEncoderBeginComputePass(self._internal, _PASS_DESC)
         try:
             dispatch.encode_raw(handle)
+            lib.wgpuComputePassEncoderEnd(handle)
+        finally:
+            lib.wgpuComputePassEncoderRelease(handle)
+
+    def record_calls(self, calls) -> None:
+        """One compute pass holding ``calls`` (see ``record_calls``)."""
+        handle = lib.wgpuCommandEncoderBeginComputePass(self._internal, _PASS_DESC)
+        try:
+            record_calls(handle, calls)
             lib.wgpuComputePassEncoderEnd(handle)
         finally:
             lib.wgpuComputePassEncoderRelease(handle)

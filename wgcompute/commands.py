@@ -300,27 +300,34 @@ def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
     The same as ``run_kernel_async(...).wait()`` without the Command: no handle outlives
     the call, so none is built (a few µs of a tiny kernel's round trip)."""
     k, output, d = _bound_run(kernel, inputs, output, params)
-    buffers = [*inputs, output]
-    for b in buffers:  # a free() from another thread meanwhile is deferred, as for Commands
+    run_blocking(f"run_kernel {k.name}", [*inputs, output],
+                 (lambda enc: enc.record(d)) if d.launches else None)
+    return output
+
+
+def run_blocking(label: str, buffers, record) -> None:
+    """Record with ``record(encoder)`` (None: nothing), submit and wait: the synchronous
+    path of run_kernel and Pipeline.run, with no Command and no poll-thread wake-up. The
+    buffers are held meanwhile (a free() from another thread is deferred, as for Commands).
+    A failure raises CommandFailedError carrying the cause."""
+    for b in buffers:
         b._retain()
     try:
         try:
             enc = Encoder()
-            if d.launches:
-                enc.record(d)
+            if record is not None:
+                record(enc)
             fence = _queue.submit([enc.finish()], background=False)  # waited on below
         except WgComputeError:
             raise
         except Exception as e:  # validation error, out of memory, device lost
-            raise CommandFailedError(f"run_kernel {k.name} failed: {e}", e) from e
+            raise CommandFailedError(f"{label} failed: {e}", e) from e
         _queue.wait(fence)
         if fence.error is not None:
-            raise CommandFailedError(f"run_kernel {k.name} failed: {fence.error}",
-                                     fence.error)
+            raise CommandFailedError(f"{label} failed: {fence.error}", fence.error)
     finally:
         for b in buffers:
             b._release()
-    return output
 
 
 # From this size on a GPU a copy runs as the "copy" kernel (16-byte words): on an H200 the

@@ -9,7 +9,7 @@ import wgpu
 from . import _queue, _staging
 from ._encode import Encoder
 from .buffer import Buffer, check_buffer
-from .commands import Command, check_copy, copy_dispatch, prepare_output
+from .commands import Command, check_copy, copy_dispatch, prepare_output, run_blocking
 from .device import get_device
 from .errors import ArgumentError, PipelineError, WgComputeError
 from .kernels import Dispatch, bind, registry
@@ -42,6 +42,8 @@ class Pipeline:
         self._stages: list[_Stage] = []
         self._freed = False
         self._query = None  # (query_set, resolve buffer, capacity) for profile=True
+        self._plan = None  # the stages as raw recording steps, made on first encode
+        self._buffer_list = None  # buffers(), made on first use
 
     def __repr__(self) -> str:
         names = " | ".join(s.name for s in self._stages)
@@ -88,6 +90,7 @@ class Pipeline:
             err.cause = e
             raise err from e
         self._stages.append(built)
+        self._plan = self._buffer_list = None
         return self
 
     def _build(self, spec: dict) -> _Stage:
@@ -133,20 +136,28 @@ class Pipeline:
             st.dispatch.set_params(**params)
         except WgComputeError as e:
             raise PipelineError(f"stage {stage_index} ({st.name}): {e}") from e
+        self._plan = None
         st.spec["params"] = dict(st.dispatch.params)
 
     # -- recording --------------------------------------------------------------------------
     def buffers(self) -> list[Buffer]:
         """Every buffer the stages use, each once (in first-use order)."""
-        out = {}
-        for s in self._stages:
-            for b in s.inputs:
-                out[id(b)] = b
-            if s.output is not None:
-                out[id(s.output)] = s.output
-        return list(out.values())
+        return list(self._buffers())
+
+    def _buffers(self) -> list[Buffer]:
+        if self._buffer_list is None:
+            out = {}
+            for s in self._stages:
+                for b in s.inputs:
+                    out[id(b)] = b
+                if s.output is not None:
+                    out[id(s.output)] = s.output
+            self._buffer_list = list(out.values())
+        return self._buffer_list
 
     def _check_buffers(self) -> None:
+        if not any(b._freed for b in self._buffers()):
+            return
         for i, s in enumerate(self._stages):
             for b in s.inputs + ([s.output] if s.output is not None else []):
                 if b._freed:  # the stages were checked at add(): only freeing can undo that
@@ -158,6 +169,14 @@ class Pipeline:
     def encode(self, encoder, profile_query=None) -> None:
         """Record every stage into ``encoder``: consecutive kernels share one compute pass
         (WebGPU orders dispatches inside a pass); a copy or barrier ends the pass."""
+        if profile_query is None and isinstance(encoder, Encoder):
+            for step in self._recording():
+                if type(step) is list:
+                    encoder.record_calls(step)
+                else:
+                    src, dst, n = step
+                    encoder.copy_buffer_to_buffer(src.gpu_buffer, 0, dst.gpu_buffer, 0, n)
+            return
         cpass = None
         for i, s in enumerate(self._stages):
             if s.dispatch is not None:
@@ -183,11 +202,34 @@ class Pipeline:
         if cpass is not None:
             cpass.end()
 
+    def _recording(self) -> list:
+        """The stages as recording steps, made once per change: a list of raw dispatch
+        calls per compute pass (``record_calls``, which sets the pipeline only when the kernel
+        changes), or (source, destination, bytes) for an encoder copy. Walking the stages
+        and their Dispatches at every run cost about 1 µs of Python per stage more."""
+        plan = self._plan
+        if plan is None:
+            plan, calls = [], None
+            for s in self._stages:
+                if s.dispatch is not None:
+                    if calls is None:
+                        calls = []
+                        plan.append(calls)
+                    calls.extend(s.dispatch.raw_calls())
+                    continue
+                calls = None  # a copy or a barrier ends the pass
+                if s.op == "copy_buffer":
+                    n = (s.inputs[0].nbytes + 3) // 4 * 4
+                    if n:
+                        plan.append((s.inputs[0], s.output, n))
+            self._plan = plan = [step for step in plan if type(step) is not list or step]
+        return plan
+
     def submit(self) -> Command:
         """Record all stages into one command buffer, submit once, return the Command."""
         self._check_open()
         self._check_buffers()
-        cmd = Command(self.label, self.buffers(), None)
+        cmd = Command(self.label, self._buffers(), None)
         try:
             enc = Encoder()
             self.encode(enc)
@@ -201,10 +243,12 @@ class Pipeline:
     def run(self, profile: bool = False):
         """Run every stage (one submit) and wait. With ``profile=True`` (needs the adapter's
         timestamp-query feature) returns each stage's GPU time in milliseconds."""
-        if not profile:
-            self.submit().wait()
-            return None
-        return self._run_profiled()
+        if profile:
+            return self._run_profiled()
+        self._check_open()
+        self._check_buffers()
+        run_blocking(f"pipeline {self.label!r}", self._buffers(), self.encode)
+        return None
 
     def _run_profiled(self) -> list[float | None]:
         self._check_open()
@@ -224,7 +268,7 @@ class Pipeline:
                 usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
             self._query = (qs, resolve, count)
         qs, resolve, _ = self._query
-        cmd = Command(self.label, self.buffers(), None)
+        cmd = Command(self.label, self._buffers(), None)
         enc = dev.gpu_device.create_command_encoder()
         self.encode(enc, profile_query=qs)
         enc.resolve_query_set(qs, 0, count, resolve, 0)

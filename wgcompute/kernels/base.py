@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import wgpu
-from wgpu.backends.wgpu_native._ffi import ffi, lib
 
 from .. import shaders
+from .._encode import record_calls
 from ..buffer import Buffer, check_buffer, empty, from_numpy
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
@@ -30,10 +30,6 @@ from ..errors import (
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
-_set_pipeline = lib.wgpuComputePassEncoderSetPipeline
-_set_bind_group = lib.wgpuComputePassEncoderSetBindGroup
-_dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
-_NULL = ffi.NULL
 
 # WGSL scalar type -> (struct format char, size)
 _SCALAR = {"f32": ("f", 4), "i32": ("i", 4), "u32": ("I", 4), "f16": ("e", 2),
@@ -295,7 +291,7 @@ class Dispatch:
     launches: list = field(default_factory=list)
     bind_groups: list = field(default_factory=list)
     uniform: Any = None
-    _raw: Any = None  # (pipeline id, [(bind group id, x, y, z)]) for encode, made on first use
+    _raw: Any = None  # [(pipeline, bind group, x, y, z)] handles, made on first use
 
     def encode(self, cpass) -> None:
         """Record the launches into a compute pass, through wgpu-native directly: wgpu-py's
@@ -306,15 +302,18 @@ class Dispatch:
 
     def encode_raw(self, pid) -> None:
         """``encode`` into a compute pass given by its wgpu-native handle."""
+        record_calls(pid, self.raw_calls())
+
+    def raw_calls(self) -> list:
+        """Each launch as (pipeline, bind group, x, y, z) wgpu-native handles and counts, for
+        ``record_calls``. The Dispatch keeps the objects behind the handles alive."""
         raw = self._raw
         if raw is None:
-            raw = self._raw = (self.compiled.pipeline._internal, [
-                (bg._internal, *la.workgroups) for la, bg in zip(self.launches, self.bind_groups)
-                if all(la.workgroups)])
-        _set_pipeline(pid, raw[0])
-        for bg, x, y, z in raw[1]:
-            _set_bind_group(pid, 0, bg, 0, _NULL)
-            _dispatch(pid, x, y, z)
+            pipeline = self.compiled.pipeline._internal
+            raw = self._raw = [(pipeline, bg._internal, *la.workgroups)
+                               for la, bg in zip(self.launches, self.bind_groups)
+                               if all(la.workgroups)]
+        return raw
 
     def set_params(self, **params) -> None:
         dt = DTYPES[self.output.dtype] if self.output is not None else DTYPES["f32"]
@@ -353,8 +352,10 @@ class MultiDispatch(Dispatch):
             part.encode(cpass)
 
     def encode_raw(self, pid) -> None:
-        for part in self.parts:
-            part.encode_raw(pid)
+        record_calls(pid, self.raw_calls())
+
+    def raw_calls(self) -> list:
+        return [call for part in self.parts for call in part.raw_calls()]
 
     def set_params(self, **params) -> None:
         dt = DTYPES[self.output.dtype]

@@ -11,21 +11,15 @@ Prints one line per measurement: median ms and GB/s of the bytes copied."""
 from __future__ import annotations
 
 import argparse
-import statistics
 import threading
-import time
 
 import numpy as np
 
+from benchmarks.harness import wall_time
+
 
 def median_ms(fn, repeat: int) -> float:
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
+    return wall_time(fn, warmup=1, repeat=repeat) * 1e3
 
 
 def both(f, g) -> None:
@@ -116,44 +110,32 @@ def main(argv=None) -> None:
 
     dev = get_device().gpu_device
 
+    def readback(stage, copy_out=True):
+        """GPU copy into ``stage``, map it, then copy it out (or touch a byte a page: what a
+        consumer reading the result in place starts with)."""
+        enc = Encoder()
+        enc.copy_buffer_to_buffer(gpu.gpu_buffer, 0, stage, 0, n)
+        _queue.submit([enc.finish()], fence=False)
+        _staging.map_async(stage, False, n).wait()
+        v = _staging._mapped_read(stage, n)
+        if copy_out:
+            _staging.copy_bytes(dst, v)
+        else:
+            float(v[::4096].sum())
+        del v
+        _staging.unmap(stage)
+
     def new_down():
         b = dev.create_buffer(size=n, usage=wgpu.BufferUsage.MAP_READ |
                               wgpu.BufferUsage.COPY_DST)
-        enc = Encoder()
-        enc.copy_buffer_to_buffer(gpu.gpu_buffer, 0, b, 0, n)
-        _queue.submit([enc.finish()], fence=False)
-        _staging.map_async(b, False, n).wait()
-        v = _staging._mapped_read(b, n)
-        _staging.copy_bytes(dst, v)
-        del v
-        _staging.unmap(b)
+        readback(b)
         b.destroy()
 
-    def reused_down():
-        enc = Encoder()
-        enc.copy_buffer_to_buffer(gpu.gpu_buffer, 0, down, 0, n)
-        _queue.submit([enc.finish()], fence=False)
-        _staging.map_async(down, False, n).wait()
-        v = _staging._mapped_read(down, n)
-        _staging.copy_bytes(dst, v)
-        del v
-        _staging.unmap(down)
-
     line("readback through NEW staging (create, copy, map, memcpy)", median_ms(new_down, r))
-    line("readback through reused staging (copy, map, memcpy)", median_ms(reused_down, r))
-
-    def zero_copy():
-        enc = Encoder()
-        enc.copy_buffer_to_buffer(gpu.gpu_buffer, 0, down, 0, n)
-        _queue.submit([enc.finish()], fence=False)
-        _staging.map_async(down, False, n).wait()
-        v = _staging._mapped_read(down, n)
-        float(v[::4096].sum())  # touch one byte a page: what a consumer reading it starts with
-        del v
-        _staging.unmap(down)
-
+    line("readback through reused staging (copy, map, memcpy)", median_ms(
+        lambda: readback(down), r))
     line("readback, reused staging, no memcpy (result viewed in place)", median_ms(
-        zero_copy, r))
+        lambda: readback(down, copy_out=False), r))
     for b in (up, dma_up):
         b.destroy()
     for b in (down, dma_down):

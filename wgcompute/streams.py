@@ -1053,7 +1053,13 @@ def stream_map(work, batches, depth: int = 3, *, params: dict | None = None,
     and mapped staging are reused while batch shapes repeat. An error in batch k is raised
     at position k of the iterator (earlier results all come first); iteration may continue
     after it, unless the error came from ``batches`` itself. A ``timeline`` keeps a span per
-    stage and batch: give one to finite runs only."""
+    stage and batch: give one to finite runs only.
+
+    A result of 1 MB or more is, when free staging can take its place, an array over the
+    mapped readback staging itself (no copy; ``flags.owndata`` is False): it keeps that
+    staging until it and all its views are dropped. Results used and dropped as they come
+    circulate a few staging buffers; results kept (in a list) are copied once none is free
+    (docs/guide/streams.md)."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise ArgumentError(f"depth: expected an int >= 1 (1 sequential, 2 double, 3 triple "
                             f"buffering), got {depth!r}")

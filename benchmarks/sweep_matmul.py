@@ -5,7 +5,8 @@ precision "mixed" (f16 sums within each k slice) and f16 at precision "f32". One
 TFLOP/s for the same shape when torch and CUDA are importable. Pick defaults from it.
 
     python -m benchmarks.sweep_matmul [--quick] [--out PATH.json] [--only KIND[,KIND]]
-                                      [--configs NAME[,NAME]] [--shapes MxNxK[,MxNxK]]
+                                      [--configs NAME[,NAME]] [--extra NAME[,NAME]]
+                                      [--shapes MxNxK[,MxNxK]]
 
 Shapes: 4096³, 4096×4096×8192 and 8192×64×8192 (--quick: 128³, 128×128×256, 256×64×256, for
 CPU adapters such as lavapipe). KINDs: f32, f16-mixed, f16-f32. Times are the median of 5
@@ -121,6 +122,13 @@ class Sweep:
         configs = self.mm.Matmul.candidates(dtype, self.device, precision)
         if self.args.configs:
             configs = [c for c in configs if c.name in self.args.configs]
+        known = {c.name for c in configs}
+        for name in self.args.extra:  # configs to try that are no candidate (yet)
+            c = self.mm.TileConfig.parse(name)
+            elem = 2 if precision == "mixed" else self.wgc.DTYPES[dtype].itemsize
+            if name not in known and c.fits(self.device, elem) and (c.split == 1 or
+                                                                    dtype == "f32"):
+                configs.append(c)
         return configs
 
     def run_kind(self, kind: str, shape) -> None:
@@ -271,6 +279,9 @@ def run(argv=None) -> int:
                    help=f"comma-separated subset of {', '.join(KINDS)} (default: all)")
     p.add_argument("--configs", default="",
                    help="comma-separated config names to time (default: every candidate)")
+    p.add_argument("--extra", default="",
+                   help="comma-separated config names to time besides the candidates (e.g. "
+                   "64x128x16_4x8_u), where they fit the adapter")
     p.add_argument("--shapes", default="", help="comma-separated MxNxK (default: the goals' "
                    "shapes, or --quick's)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
@@ -280,6 +291,15 @@ def run(argv=None) -> int:
     if bad:
         p.error(f"--only: unknown {', '.join(bad)}; expected {', '.join(KINDS)}")
     args.configs = {s.strip() for s in args.configs.split(",") if s.strip()}
+    args.extra = [s.strip() for s in args.extra.split(",") if s.strip()]
+    from wgcompute.errors import ArgumentError
+    from wgcompute.kernels.matmul import TileConfig
+
+    for name in args.extra:
+        try:
+            TileConfig.parse(name)
+        except ArgumentError as e:
+            p.error(f"--extra: {e}")
     try:
         shapes = ([parse_shape(s.strip()) for s in args.shapes.split(",") if s.strip()]
                   or (QUICK_SHAPES if args.quick else FULL_SHAPES))

@@ -28,6 +28,7 @@ log = logging.getLogger("wgcompute")
 _POLL_SLEEP = 50e-6  # background poll period while work is pending (s)
 _IDLE_SLEEP = 1e-3  # the poll thread's period while a caller polls in wait_event (s)
 _SPIN = 200  # polls a waiter makes before it starts to sleep between polls
+_LINGER = 2e-3  # the poll thread keeps polling this long after the last fence completed (s)
 
 
 class Flag:
@@ -110,6 +111,7 @@ def install_poller(submitter: Submitter) -> None:
         while submitter.waiters:
             time.sleep(_IDLE_SLEEP)
         submitter.poll()
+        submitter.release_idle_token()
 
     poller._poll_func = poll
 
@@ -130,6 +132,7 @@ class Submitter:
         self._lock = threading.RLock()
         self._pending: deque[Fence] = deque()
         self._token = None  # keeps wgpu-py's poll thread polling while fences are pending
+        self._idle_since = 0.0  # when the last pending fence completed
         self.submissions = 0
 
         # One C callback for the life of the process: the submission index travels in
@@ -206,11 +209,20 @@ class Submitter:
         with self._lock:
             while self._pending and self._pending[0].index <= index:
                 done.append(self._pending.popleft())
-            if not self._pending and self._token is not None:
-                self._token.set_done()
-                self._token = None
+            if not self._pending:
+                self._idle_since = time.perf_counter()
         for f in done:
             f._finish(error)
+
+    def release_idle_token(self) -> None:
+        """Let the poll thread sleep once no fence has been pending for _LINGER. Keeping it
+        polling a little longer than needed means a loop of submit-and-wait does not wake
+        it (a futex wake and a GIL hand-off) at every submit."""
+        with self._lock:
+            if (self._token is not None and not self._pending
+                    and time.perf_counter() - self._idle_since > _LINGER):
+                self._token.set_done()
+                self._token = None
 
     def poll(self) -> None:
         """One non-blocking device poll: fires the callbacks of whatever has finished. (Its

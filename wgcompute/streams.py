@@ -61,7 +61,7 @@ class HostCommand(Command):
     def status(self) -> Status:
         if self._error is not None:
             return Status.FAILED
-        if self._done_event.is_set():
+        if self._done:
             return Status.COMPLETED
         return Status.RUNNING if self._started else Status.PENDING
 
@@ -71,7 +71,7 @@ class HostCommand(Command):
 
     def wait(self, timeout: float | None = None):
         _check_timeout(timeout)
-        if not self._done_event.wait(timeout):
+        if not self._wait_done(timeout):
             raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
         if self._error is not None:
             raise CommandFailedError(f"command {self.id} ({self.label}) failed: {self._error}",

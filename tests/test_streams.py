@@ -321,6 +321,23 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
         assert not g.flags.owndata
 
 
+def test_release_staging_gives_back_the_free_pool_and_transfers_go_on(rng):
+    batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(4)]
+    kept = next(iter(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0})))
+    assert _staging.free_bytes() > 0
+    held = _staging.leases_out()
+    released = wgc.release_staging()
+    assert released > 0 and _staging.free_bytes() == 0
+    assert _staging.leases_out() == held  # a result's staging is not the pool's to free
+    np.testing.assert_array_equal(kept, batches[0] * np.float32(2.0))
+    for g, b in zip(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0}),
+                    batches, strict=True):
+        np.testing.assert_array_equal(g, b * np.float32(2.0))
+    buf = wgc.upload(batches[1])
+    np.testing.assert_array_equal(buf.to_numpy(), batches[1])
+    assert wgc.release_staging() > 0
+
+
 def test_stream_map_copies_results_past_the_lease_limit(rng, monkeypatch):
     gc.collect()
     monkeypatch.setattr(_staging, "_LEASE_MAX", _staging.leases_out() + 2)

@@ -43,7 +43,7 @@ from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
-from .streams import Event, Stream, create_stream, stream_map, upload
+from .streams import Event, Stream, create_stream, release_staging, stream_map, upload
 
 __all__ = [
     "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
@@ -69,7 +69,7 @@ __all__ = [
     # pipelines
     "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
     # streams and transfers
-    "Stream", "Event", "create_stream", "stream_map", "upload",
+    "Stream", "Event", "create_stream", "stream_map", "upload", "release_staging",
     # surfaces
     "create_surface", "set_pixels", "present", "run_to_surface",
 ]

@@ -319,6 +319,29 @@ _up = _Pool("upload")
 _down = _Pool("download")
 
 
+def release_free() -> int:
+    """Destroy every free buffer of both pools (staging in use, or held by a result, stays);
+    returns the bytes given back. The next transfer makes new staging as needed."""
+    total = 0
+    for pool in (_up, _down):
+        with pool._lock:
+            entries = [entry for free in pool._free.values() for entry in free]
+            pool._free.clear()
+        for buf, _promise in entries:  # a pending re-map just ends with an error, unread
+            total += buf.size
+            buf.destroy()
+    return total
+
+
+def free_bytes() -> int:
+    """Bytes of staging the pools hold free for the next transfers."""
+    total = 0
+    for pool in (_up, _down):
+        with pool._lock:
+            total += sum(buf.size for free in pool._free.values() for buf, _ in free)
+    return total
+
+
 def staging_buffers_created() -> int:
     return _up.created + _down.created
 

@@ -550,6 +550,14 @@ class Stream:
         self._lane.close()
 
 
+def release_staging() -> int:
+    """Give back the mapped staging memory that transfers and stream_map keep for reuse
+    (up to 512 MB per buffer size; pinned host memory on a discrete GPU). Returns the bytes
+    released. Staging in use, or held by a stream_map result, is not touched; the next
+    transfer makes new staging as it needs (on an H200 host ~15 ms per 64 MB)."""
+    return _staging.release_free()
+
+
 def create_stream(label: str | None = None, timeline: Timeline | None = None) -> Stream:
     """A new Stream (an ordered lane of GPU work with its own host thread). With a
     ``timeline``, operations given a ``batch=`` tag record their spans in it."""

@@ -338,6 +338,28 @@ def test_release_staging_gives_back_the_free_pool_and_transfers_go_on(rng):
     assert wgc.release_staging() > 0
 
 
+@pytest.mark.parametrize("depth", [1, 2])
+@pytest.mark.parametrize("n", [100, LEASE_N])
+def test_an_iterator_collected_in_a_reference_cycle_leaves_no_dead_staging(depth, n):
+    """The garbage collector may finalize a stream_map's staging buffers (wgpu-py releases
+    them) before the iterator's close() hands them back to the pools: those must not be
+    pooled, or the next transfer gets a dead buffer."""
+    batches = [np.full(n, 3, np.float32)] * 4
+    it = wgc.stream_map("scale", batches, depth=depth, params={"scalar": 2.0})
+    first = next(it)
+    cycle = [it, first]
+    cycle.append(cycle)
+    del it, first, cycle
+    gc.collect()
+    for pool in (_staging._up, _staging._down):
+        for free in pool._free.values():
+            assert all(buf._internal is not None for buf, _ in free)
+    for got in wgc.stream_map("scale", batches, depth=depth, params={"scalar": 2.0}):
+        assert got[0] == 6 and got[-1] == 6
+    buf = wgc.upload(batches[0])
+    np.testing.assert_array_equal(buf.read_async().wait(), batches[0])
+
+
 def test_stream_map_copies_results_past_the_lease_limit(rng, monkeypatch):
     gc.collect()
     monkeypatch.setattr(_staging, "_LEASE_MAX", _staging.leases_out() + 2)

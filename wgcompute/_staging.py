@@ -266,11 +266,14 @@ class _Pool:
         """A staging buffer of at least ``nbytes``, mapped for writing (upload) or unmapped
         (download)."""
         size = _size_class(nbytes)
-        with self._lock:
-            free = self._free.get(size)
-            entry = free.pop() if free else None
-        if entry is None:
-            return self._create(size)
+        while True:
+            with self._lock:
+                free = self._free.get(size)
+                entry = free.pop() if free else None
+            if entry is None:
+                return self._create(size)
+            if entry[0]._internal is not None:  # see release()
+                break
         buf, promise = entry
         if promise is not None:  # upload buffer re-mapping after its last copy
             promise.wait()
@@ -280,7 +283,11 @@ class _Pool:
         """A free download buffer of ``nbytes``' size class, or None: never creates one."""
         with self._lock:
             free = self._free.get(_size_class(nbytes))
-            return free.pop()[0] if free else None
+            while free:
+                buf = free.pop()[0]
+                if buf._internal is not None:  # see release()
+                    return buf
+            return None
 
     def ensure_free(self, nbytes: int, count: int) -> None:
         """Make sure at least ``count`` free buffers of ``nbytes``' class are in the pool."""
@@ -304,6 +311,13 @@ class _Pool:
         return buf
 
     def release(self, buf, promise=None) -> None:
+        """Keep ``buf`` for reuse (or destroy it if the pool is full). A buffer whose wgpu-py
+        object was already released (by the garbage collector, finalizing a reference cycle
+        that held it) is dropped here and skipped by acquire(): stream_map's iterator closes
+        through a weakref finalizer so that its staging is never in such a cycle, and this
+        keeps any other holder from handing the next transfer a dead buffer."""
+        if buf._internal is None:
+            return
         with self._lock:
             free = self._free.setdefault(buf.size, [])
             if len(free) < _keep(buf.size):

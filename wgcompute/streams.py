@@ -19,6 +19,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -967,6 +968,12 @@ class StreamMap:
         self._state = state
         self._k = 0
         self._done = False
+        # Closed when this iterator is dropped. A finalizer, not __del__: it holds the state,
+        # so when the iterator dies in a reference cycle the state (slots, staging) is not
+        # part of the garbage, and the collector cannot release the staging buffers before
+        # close() hands them back to the pools.
+        self._closer = weakref.finalize(self, state.close)
+        self._closer.atexit = False
 
     def __iter__(self) -> StreamMap:
         return self
@@ -977,16 +984,9 @@ class StreamMap:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
-
     def close(self) -> None:
-        if not self._state.closed:
-            self._done = True
-            self._state.close()
+        self._done = True
+        self._closer()  # runs state.close() once
 
     def __next__(self) -> np.ndarray:
         st = self._state

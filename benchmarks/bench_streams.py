@@ -86,9 +86,9 @@ def gpu_queue_time(wgc, inp, out) -> float:
     from wgcompute.commands import bound
     from wgcompute.kernels import registry
 
-    up = _staging._up.acquire(inp.nbytes)
+    up = _staging.up_pool.acquire(inp.nbytes)
     _staging.unmap(up)  # pool buffers come mapped for writing; a copy source must not be
-    down = _staging._down.acquire(out.nbytes)
+    down = _staging.down_pool.acquire(out.nbytes)
     d = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B})
 
     def batch():

@@ -46,15 +46,15 @@ def main(argv=None) -> None:
           f"{_staging._SPLIT} threads per large copy")
     src = np.ones(n, np.uint8)
     dst = np.ones(n, np.uint8)
-    up = _staging._up.acquire(n)  # mapped for writing
-    down = _staging._down.acquire(n)
+    up = _staging.up_pool.acquire(n)  # mapped for writing
+    down = _staging.down_pool.acquire(n)
     _staging.map_async(down, False, n).wait()
-    views = {"w": _staging._mapped_array(up, n), "r": _staging._mapped_read(down, n)}
+    views = {"w": _staging.mapped_write(up, n), "r": _staging.mapped_read(down, n)}
     gpu = wgc.empty(n // 4, "f32")
     # a third staging pair the GPU copies from and into while the host copies (DMA traffic)
-    dma_up = _staging._up.acquire(n)
+    dma_up = _staging.up_pool.acquire(n)
     _staging.unmap(dma_up)
-    dma_down = _staging._down.acquire(n)
+    dma_down = _staging.down_pool.acquire(n)
 
     def line(name, ms, nbytes=n):
         print(f"{name:<58} {ms:8.2f} ms  {nbytes / ms / 1e6:6.1f} GB/s")
@@ -117,7 +117,7 @@ def main(argv=None) -> None:
         enc.copy_buffer_to_buffer(gpu.gpu_buffer, 0, stage, 0, n)
         _queue.submit([enc.finish()], fence=False)
         _staging.map_async(stage, False, n).wait()
-        v = _staging._mapped_read(stage, n)
+        v = _staging.mapped_read(stage, n)
         if copy_out:
             _staging.copy_bytes(dst, v)
         else:

@@ -287,9 +287,9 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
     before = _staging.leases_out()
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(8)]
     # enough free staging in the pool that no result waits for another to come back
-    free = [_staging._down.acquire(4 * LEASE_N) for _ in batches]
+    free = [_staging.down_pool.acquire(4 * LEASE_N) for _ in batches]
     for buf in free:
-        _staging._down.release(buf)
+        _staging.down_pool.release(buf)
     owned = []
     for g, b in zip(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}),
                     batches, strict=True):
@@ -351,7 +351,7 @@ def test_an_iterator_collected_in_a_reference_cycle_leaves_no_dead_staging(depth
     cycle.append(cycle)
     del it, first, cycle
     gc.collect()
-    for pool in (_staging._up, _staging._down):
+    for pool in (_staging.up_pool, _staging.down_pool):
         for free in pool._free.values():
             assert all(buf._internal is not None for buf, _ in free)
     for got in wgc.stream_map("scale", batches, depth=depth, params={"scalar": 2.0}):

@@ -119,13 +119,13 @@ class Fresh:
         return self.array
 
 
-def _mapped_array(buf, size: int) -> np.ndarray:
+def mapped_write(buf, size: int) -> np.ndarray:
     """A writable uint8 view of a mapped buffer's first ``size`` bytes (valid until unmap)."""
     ptr = libf.wgpuBufferGetMappedRange(buf._internal, 0, size)
     return np.frombuffer(ffi.buffer(ptr, size), dtype=np.uint8)
 
 
-def _mapped_read(buf, size: int) -> np.ndarray:
+def mapped_read(buf, size: int) -> np.ndarray:
     """A uint8 view of a buffer mapped for reading, first ``size`` bytes (valid until unmap)."""
     ptr = lib.wgpuBufferGetConstMappedRange(buf._internal, 0, size)
     return np.frombuffer(ffi.buffer(ptr, size), dtype=np.uint8)
@@ -167,7 +167,7 @@ def leases_out() -> int:
 def _end_lease(buf) -> None:
     try:
         unmap(buf)
-        _down.release(buf)
+        down_pool.release(buf)
     except BaseException:  # noqa: BLE001 - a finalizer (maybe at interpreter exit) must not raise
         pass
     finally:
@@ -329,15 +329,15 @@ class _Pool:
         buf.destroy()
 
 
-_up = _Pool("upload")
-_down = _Pool("download")
+up_pool = _Pool("upload")
+down_pool = _Pool("download")
 
 
 def release_free() -> int:
     """Destroy every free buffer of both pools (staging in use, or held by a result, stays);
     returns the bytes given back. The next transfer makes new staging as needed."""
     total = 0
-    for pool in (_up, _down):
+    for pool in (up_pool, down_pool):
         with pool._lock:
             entries = [entry for free in pool._free.values() for entry in free]
             pool._free.clear()
@@ -350,14 +350,14 @@ def release_free() -> int:
 def free_bytes() -> int:
     """Bytes of staging the pools hold free for the next transfers."""
     total = 0
-    for pool in (_up, _down):
+    for pool in (up_pool, down_pool):
         with pool._lock:
             total += sum(buf.size for free in pool._free.values() for buf, _ in free)
     return total
 
 
 def staging_buffers_created() -> int:
-    return _up.created + _down.created
+    return up_pool.created + down_pool.created
 
 
 def upload(dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> _queue.Fence | None:
@@ -377,14 +377,14 @@ def upload(dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> _queue
             size = part.nbytes
             padded = (size + 3) & ~3
             if len(ring) < _RING:
-                slot = [_up.acquire(padded), None]
+                slot = [up_pool.acquire(padded), None]
                 ring.append(slot)
             else:  # the chunk RING steps back has been copied: its buffer is mapped again
                 slot = ring[i % _RING]
                 slot[1].wait()
                 slot[1] = None
             stage = slot[0]
-            view = _mapped_array(stage, padded)
+            view = mapped_write(stage, padded)
             copy_bytes(view[:size], part)
             if padded != size:
                 view[size:padded] = 0
@@ -400,7 +400,7 @@ def upload(dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> _queue
             stage.destroy()
         raise
     for stage, promise in ring:
-        _up.release(stage, promise)
+        up_pool.release(stage, promise)
     return fence
 
 
@@ -419,7 +419,7 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
     def issue(start):
         size = min(CHUNK, nbytes - start)
         padded = (size + 3) & ~3
-        stage = _down.acquire(padded)
+        stage = down_pool.acquire(padded)
         enc = Encoder()
         enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
         _queue.submit([enc.finish()], fence=False)  # the map is the completion
@@ -438,11 +438,11 @@ def download(src, src_offset: int, nbytes: int, out: np.ndarray | None = None) -
         except BaseException:
             stage.destroy()
             raise
-        view = _mapped_read(stage, padded)
+        view = mapped_read(stage, padded)
         copy_bytes(out[start:start + size], view[:size])
         del view
         unmap(stage)
-        _down.release(stage)
+        down_pool.release(stage)
         if nxt < len(starts):
             inflight.append(issue(starts[nxt]))
             nxt += 1
@@ -459,13 +459,13 @@ def submit_download(src, src_offset: int, nbytes: int) -> list:
         for start in range(0, nbytes, CHUNK):
             size = min(CHUNK, nbytes - start)
             padded = (size + 3) & ~3
-            stage = _down.acquire(padded)
+            stage = down_pool.acquire(padded)
             parts.append([start, size, padded, stage, None])
             enc.copy_buffer_to_buffer(src, src_offset + start, stage, 0, padded)
         _queue.submit([enc.finish()], fence=False)  # the maps are the completion
     except BaseException:
         for p in parts:
-            _down.release(p[3])
+            down_pool.release(p[3])
         raise
     for p in parts:
         p[4] = map_async(p[3], False, p[2])
@@ -486,10 +486,10 @@ def finish_download(parts: list, out: np.ndarray) -> None:
             error = e
             stage.destroy()
             continue
-        view = _mapped_read(stage, padded)
+        view = mapped_read(stage, padded)
         copy_bytes(out[start:start + size], view[:size])
         del view
         unmap(stage)
-        _down.release(stage)
+        down_pool.release(stage)
     if error is not None:
         raise error

@@ -598,14 +598,14 @@ class _Slot:
             except Exception:
                 healthy = False
             if healthy:
-                _staging._up.release(self.up)
+                _staging.up_pool.release(self.up)
             else:
                 self.up.destroy()
         if self.spare is not None:  # never used: in the pool's state
-            _staging._down.release(self.spare)
+            _staging.down_pool.release(self.spare)
         if self.down is not None:
             if healthy:
-                _staging._down.release(self.down)
+                _staging.down_pool.release(self.down)
             else:
                 self.down.destroy()
         if self.own_io:
@@ -727,13 +727,13 @@ class _MapState:
         slot.inp, slot.out = inp, out
         up_size = max(4, (inp.nbytes + 3) & ~3)
         down_size = max(4, (out.nbytes + 3) & ~3)
-        slot.up = _staging._up.acquire(up_size)  # mapped for writing
+        slot.up = _staging.up_pool.acquire(up_size)  # mapped for writing
         slot.up_promise = None
-        slot.down = _staging._down.acquire(down_size)
+        slot.down = _staging.down_pool.acquire(down_size)
         if down_size >= _staging.LEASE_MIN:  # what the slot's first result leaves in its place
-            slot.spare = _staging._down.acquire(down_size)
+            slot.spare = _staging.down_pool.acquire(down_size)
             # and two for the results a caller holds while the next ones come
-            _staging._down.ensure_free(down_size, 2)
+            _staging.down_pool.ensure_free(down_size, 2)
         slot.key = key
 
     def issue(self, k: int, item, slot: _Slot):
@@ -754,7 +754,7 @@ class _MapState:
         n = arr.nbytes
         padded = (n + 3) & ~3
         if padded:
-            view = _staging._mapped_array(slot.up, padded)
+            view = _staging.mapped_write(slot.up, padded)
             _staging.copy_bytes(view[:n], np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
             if padded != n:
                 view[n:padded] = 0
@@ -810,7 +810,7 @@ class _MapState:
             return None
         buf, slot.spare = slot.spare, None
         if buf is None:
-            buf = _staging._down.take_free(nbytes)
+            buf = _staging.down_pool.take_free(nbytes)
         if buf is None:
             _staging.cancel_lease()
         return buf
@@ -828,7 +828,7 @@ class _MapState:
                 t0 = time.perf_counter()
                 if spare is None:
                     n = out.nbytes
-                    view = _staging._mapped_read(slot.down, (n + 3) & ~3)
+                    view = _staging.mapped_read(slot.down, (n + 3) & ~3)
                     _staging.copy_bytes(result.reshape(-1).view(np.uint8), view[:n])
                     del view
                     _staging.unmap(slot.down)
@@ -849,7 +849,7 @@ class _MapState:
         except BaseException as e:
             if spare is not None:
                 _staging.cancel_lease()
-                _staging._down.release(spare)
+                _staging.down_pool.release(spare)
             slot.key = None  # its staging may be in any state: rebuild it next time
             return k, e
         finally:

@@ -228,6 +228,13 @@ class Kernel:
         return Compiled(key, pipeline, bgl, tuple(fields), source)
 
 
+class BuiltinKernel(Kernel):
+    """A kernel shipped with wgcompute. They are written to stay in range and tested at
+    awkward shapes, so they compile without naga's runtime checks (see shaders.create_module)."""
+
+    checked = False
+
+
 def pack_uniform(fields, values: dict) -> bytes:
     """Pack scalars into a WGSL uniform struct (natural alignment, size rounded to 16)."""
     out = bytearray()

@@ -9,7 +9,7 @@ from .. import shaders
 from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
-from .base import Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 from .matmul import Matmul
 from .reduce import reduce_kernels
 
@@ -67,13 +67,11 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
     return out
 
 
-class Elementwise(Kernel):
+class Elementwise(BuiltinKernel):
     """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane).
 
     ``expr`` is WGSL on ``x`` (and ``y``) and ``p.p0``; inside it ``V(...)`` constructs the
     item type (a vector on the fast path) and ``T(...)`` the scalar type."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
@@ -155,11 +153,9 @@ class Relu(Elementwise):
         return launches
 
 
-class Transpose(Kernel):
+class Transpose(BuiltinKernel):
     """out (C×R) = a (R×C) transposed, through 32×32 tiles in workgroup memory so that both
     the reads and the writes are coalesced."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     name = "transpose"
     inputs = ("a",)
@@ -204,11 +200,9 @@ class Transpose(Kernel):
         return [Launch((gx, gy, 1), {"R": r, "C": c})]
 
 
-class Copy(Kernel):
+class Copy(BuiltinKernel):
     """out = a bit for bit, as 16-byte words: any dtype, same element count (shapes may
     differ, as with the copy_buffer op)."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     name = "copy"
     inputs = ("a",)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import shaders
 from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import Kernel, Launch, Param, PipelineKey
+from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey
 
 MODES = {"clamp": 0, "reflect": 1, "zero": 2}
 DIRECTIONS = {"horizontal": 0, "vertical": 1, "diagonal": 2, "radial": 3}
@@ -157,11 +157,9 @@ def binding_limit(device) -> int:
     return MAX_BINDING or device.limit("max-storage-buffer-binding-size")
 
 
-class ImageKernel(Kernel):
+class ImageKernel(BuiltinKernel):
     """Base of the image kernels: one invocation per output element (an RGBA pixel or one
     float), a 2-D grid over (elements of a row, rows), bands of rows where bindings are big."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     dtypes = ("u8", "f32")
     family = ""

@@ -20,7 +20,7 @@ from .. import autotune, shaders
 from ..device import Device, get_device
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 
 FLOATS = ("f32", "f64", "f16")
 PRECISIONS = ("f32", "mixed")
@@ -256,7 +256,7 @@ def _check_precision(value, dt: str) -> str:
     return value
 
 
-class Matmul(Kernel):
+class Matmul(BuiltinKernel):
     """out = a · b for 2-D f32, f64 and f16 buffers of any shape.
 
     Params: ``precision`` (f16 only): "f32" (the default) converts a and b to f32 in
@@ -282,8 +282,6 @@ class Matmul(Kernel):
 
     The reference for these bounds is the exact product of the (f16-rounded) inputs, e.g.
     numpy's f64 matmul of them."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     name = "matmul"
     inputs = ("a", "b")

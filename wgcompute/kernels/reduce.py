@@ -18,7 +18,7 @@ from ..buffer import _ALIGN
 from ..device import Device, get_device
 from ..dtypes import DTYPES, DType
 from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 _ACC = {"f32": "f32", "f16": "f32", "f64": "f64", "s32": "i32", "s64": "i64", "u32": "u32",
@@ -63,10 +63,8 @@ def _binding_check(name: str, x, device: Device) -> None:
                          f"most {limit} bytes per buffer")
 
 
-class Reduce(Kernel):
+class Reduce(BuiltinKernel):
     """sum / max / min / mean / argmax over the last axis or everything."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     inputs = ("x",)
     workgroup_size = 256
@@ -195,12 +193,10 @@ def _uniform_fields(acc: str):
             ("total", "u32"), ("ident", acc))
 
 
-class ReduceStep(Kernel):
+class ReduceStep(BuiltinKernel):
     """One step of a full reduction, bound by Reduce.passes: "partial" (workgroup g's
     grid-stride partial of x into tmp[g]) or "finish" (one workgroup merges tmp into out).
     Not in the registry; the parent kernel checked the buffers."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     inputs = ("x",)
     workgroup_size = 256
@@ -408,10 +404,8 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
         "SGARG": ",\n        @builtin(subgroup_invocation_id) sid: u32" if sub else ""})
 
 
-class Softmax(Kernel):
+class Softmax(BuiltinKernel):
     """softmax over the last axis (or every element): exp(x - max) / sum(exp(x - max))."""
-
-    checked = False  # in range by construction; tested at awkward shapes
 
     name = "softmax"
     inputs = ("x",)

@@ -87,7 +87,7 @@ def runnable(cfg, elem):
         if cfg.bk > 8:
             cfg = dataclasses.replace(cfg, bk=cfg.bk // 2)
         elif cfg.stages == 2:
-            cfg = dataclasses.replace(cfg, stages=1)
+            cfg = dataclasses.replace(cfg, stages=1, early=False)
         else:
             return None
     return cfg
@@ -130,7 +130,8 @@ def test_every_fitting_tile_config(rng):
 
 # Each tile option alone and together, small enough for any adapter: unrolled k loop, one
 # stage, grouped rasterization (3 rows: the last group of 10 block rows is short), 8×16 and
-# 16×8 per invocation, 64-thread workgroups, split-K with all of them.
+# 16×8 per invocation, 64-thread workgroups, split-K with all of them, the next tile stored
+# early (before the multiply-adds).
 KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
          TileConfig(32, 32, 8, 4, 4, stages=1),
          TileConfig(32, 32, 16, 4, 4, unroll=True, stages=1),
@@ -139,7 +140,9 @@ KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
          TileConfig(128, 64, 4, 16, 8, group=2),
          TileConfig(64, 64, 8, 8, 8, unroll=True, stages=1, group=3, split=3),
          TileConfig(64, 64, 16, 4, 4, warp=True),
-         TileConfig(128, 64, 8, 8, 8, unroll=True, warp=True, split=2)]
+         TileConfig(128, 64, 8, 8, 8, unroll=True, warp=True, split=2),
+         TileConfig(32, 32, 8, 4, 4, unroll=True, early=True, group=3),
+         TileConfig(64, 64, 16, 8, 8, early=True, split=2)]
 # f16 "mixed" takes BK 8 or 16 and no split-K (lavapipe compiles f16 code slowly: the big
 # per-invocation blocks go with one stage here; MIXED_CANDIDATES has them double-buffered)
 MIXED_KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
@@ -149,7 +152,8 @@ MIXED_KNOBS = [TileConfig(32, 32, 8, 4, 4, unroll=True),
                TileConfig(64, 128, 8, 8, 16, unroll=True, stages=1),
                TileConfig(128, 64, 8, 16, 8, stages=1, group=2),
                TileConfig(64, 64, 8, 8, 8, unroll=True, stages=1, group=3),
-               TileConfig(64, 64, 16, 4, 4, stages=1, warp=True)]
+               TileConfig(64, 64, 16, 4, 4, stages=1, warp=True),
+               TileConfig(32, 32, 16, 4, 4, early=True)]
 # tiny, ragged, empty; every (K % 4 == 0, N % 4 == 0) combination: vec4 or scalar loads
 KNOB_SHAPES = [(1, 1, 1), (3, 5, 7), (67, 45, 33), (130, 136, 40), (300, 130, 20),
                (45, 36, 7), (0, 4, 3), (3, 4, 0)]
@@ -243,9 +247,13 @@ def test_tile_config_names_round_trip():
     for bad in ("128x128_8x8", "128x128x8", "128x128x8_8x8_q", "axbxc_1x1", "128x128x8_8x8_g"):
         with pytest.raises(wgc.ArgumentError, match="tile config name"):
             TileConfig.parse(bad)
-    for kw in ({"stages": 3}, {"group": 0}, {"split": 0}, {"unroll": 1}, {"bk": 0}):
+    for kw in ({"stages": 3}, {"group": 0}, {"split": 0}, {"unroll": 1}, {"bk": 0},
+               {"early": 1}, {"early": True, "stages": 1}):
         with pytest.raises(wgc.ArgumentError, match=next(iter(kw))):
             TileConfig(**{"bm": 32, "bn": 32, "bk": 8, "tm": 4, "tn": 4, **kw})
+    assert TileConfig.parse("32x32x8_4x4_e_u").name == "32x32x8_4x4_u_e"
+    with pytest.raises(wgc.ArgumentError, match="early needs stages 2"):
+        TileConfig.parse("32x32x8_4x4_e_sb")
 
 
 def test_fits_counts_stages_and_element_size():

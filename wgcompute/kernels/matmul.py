@@ -44,6 +44,10 @@ class TileConfig:
     warp: invocations laid out in 8×4 blocks of 32 (one NVIDIA warp each) instead of rows of
       BN/TN: a warp then reads 8 a vectors and 16 b vectors of workgroup memory per k instead
       of 4 and 32 (fewer bytes through shared memory for the same FMAs).
+    early: (stages 2) the next tile is stored into the other workgroup buffer as soon as it is
+      loaded, before this tile's multiply-adds, so the load registers are not live across
+      them (fewer registers per invocation; the load's latency is then covered by other
+      workgroups instead of by this one's arithmetic).
 
     Its name, e.g. "128x128x16_8x8_u_sb_g8_s4" (options omitted at their defaults), is what
     the autotuner caches; ``parse(name)`` gives the config back."""
@@ -58,6 +62,7 @@ class TileConfig:
     stages: int = 2
     group: int = 1
     warp: bool = False
+    early: bool = False
 
     def __post_init__(self):
         for field in ("bm", "bn", "bk", "tm", "tn", "split", "group"):
@@ -67,10 +72,13 @@ class TileConfig:
                                     f"{value!r}")
         if self.stages not in (1, 2) or isinstance(self.stages, bool):
             raise ArgumentError(f"matmul: TileConfig stages must be 1 or 2, got {self.stages!r}")
-        for field in ("unroll", "warp"):
+        for field in ("unroll", "warp", "early"):
             if not isinstance(getattr(self, field), bool):
                 raise ArgumentError(f"matmul: TileConfig {field} must be a bool, got "
                                     f"{getattr(self, field)!r}")
+        if self.early and self.stages != 2:
+            raise ArgumentError("matmul: TileConfig early needs stages 2 (a second workgroup "
+                                "buffer to store the next tile into)")
 
     @property
     def name(self) -> str:
@@ -81,6 +89,8 @@ class TileConfig:
             parts.append("sb")
         if self.warp:
             parts.append("w")
+        if self.early:
+            parts.append("e")
         if self.group > 1:
             parts.append(f"g{self.group}")
         if self.split > 1:
@@ -102,13 +112,15 @@ class TileConfig:
                     opts["stages"] = 1
                 elif tok == "w":
                     opts["warp"] = True
+                elif tok == "e":
+                    opts["early"] = True
                 elif tok[:1] in ("g", "s") and tok[1:].isdigit():
                     opts["group" if tok[0] == "g" else "split"] = int(tok[1:])
                 else:
                     raise ValueError(tok)
         except (ValueError, AttributeError):
             raise ArgumentError(f"matmul: tile config name {name!r} is not "
-                                f"BMxBNxBK_TMxTN[_u][_sb][_w][_gG][_sS]") from None
+                                f"BMxBNxBK_TMxTN[_u][_sb][_w][_e][_gG][_sS]") from None
         return cls(bm, bn, bk, tm, tn, **opts)
 
     @property
@@ -534,11 +546,17 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         main += indent(store(0) + ["workgroupBarrier();",
                                    "for (var t = 0u; t < tiles; t = t + 2u) {"])
         for buf, tile in ((0, "t"), (1, "t + 1u")):
-            body = [f"let more = {tile} + 1u < tiles;",
-                    "if (more) {", *indent(prefetch(f"{tile} + 1u")), "}",
-                    *compute(buf),
-                    "if (more) {", *indent(store(1 - buf)), "}",
-                    "workgroupBarrier();"]
+            if cfg.early:  # the other buffer was last read before the previous barrier
+                body = [f"let more = {tile} + 1u < tiles;",
+                        "if (more) {", *indent(prefetch(f"{tile} + 1u") + store(1 - buf)), "}",
+                        *compute(buf),
+                        "workgroupBarrier();"]
+            else:
+                body = [f"let more = {tile} + 1u < tiles;",
+                        "if (more) {", *indent(prefetch(f"{tile} + 1u")), "}",
+                        *compute(buf),
+                        "if (more) {", *indent(store(1 - buf)), "}",
+                        "workgroupBarrier();"]
             if buf == 0:
                 main += indent(["{", *indent(body), "}"], 2)
             else:

@@ -1,6 +1,7 @@
 """Where a tiny kernel's round trip goes: ``run_kernel``'s synchronous path taken apart
 (argument checks and binding, recording, finish, submit, waiting for the fence), with the
-cost of one non-blocking device poll on an idle queue and the number of polls a wait makes.
+cost of one non-blocking device poll on an idle queue, and the same C calls made from the
+least Python possible (the floor), with each part of wgcompute's path put back in turn.
 The measurements behind issue 3's round-trip goal; uses wgcompute's internals on purpose.
 
     python -m benchmarks.probe_dispatch [--repeat N]
@@ -9,6 +10,7 @@ The measurements behind issue 3's round-trip goal; uses wgcompute's internals on
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 
@@ -31,17 +33,8 @@ def main(argv=None) -> int:
     x = np.arange(N, dtype=np.float32)
     a, b, out = wgc.from_numpy(x), wgc.from_numpy(x), wgc.empty((N,), "f32")
     s = _queue.submitter()
-    polls = [0]
-    real_poll = s.poll
-
-    def counting_poll():
-        polls[0] += 1
-        real_poll()
-
-    s.poll = counting_poll
     names = ["check+bind", "record", "finish", "submit", "wait", "total"]
     rows: dict[str, list[float]] = {k: [] for k in names}
-    npolls = []
     for i in range(args.repeat + 200):
         t0 = time.perf_counter_ns()
         _k, _o, d = commands._bound_run("elementwise_add", [a, b], out, None)
@@ -53,20 +46,16 @@ def main(argv=None) -> int:
         t3 = time.perf_counter_ns()
         fence = _queue.submit([cb], background=False)
         t4 = time.perf_counter_ns()
-        polls[0] = 0
         _queue.wait(fence)
         t5 = time.perf_counter_ns()
         if i >= 200:
             for k, v in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0)):
                 rows[k].append(v / 1e3)
-            npolls.append(polls[0])
-    s.poll = real_poll
     assert np.array_equal(out.to_numpy(), 2 * x)
     for k in names:
         v = sorted(rows[k])
         print(f"{k:>11}: median {statistics.median(v):7.2f} us   p10 {v[len(v) // 10]:7.2f}"
               f"   p90 {v[9 * len(v) // 10]:7.2f}")
-    print(f"polls per wait: median {statistics.median(npolls)}, max {max(npolls)}")
 
     # one non-blocking poll on an idle queue
     for _ in range(100):
@@ -76,13 +65,87 @@ def main(argv=None) -> int:
         s.poll()
     print(f"one poll, idle queue: {(time.perf_counter_ns() - t0) / 1e7:.2f} us")
 
-    t = []
-    for i in range(args.repeat + 200):
-        t0 = time.perf_counter_ns()
-        wgc.run_kernel("elementwise_add", [a, b], out)
-        if i >= 200:
-            t.append((time.perf_counter_ns() - t0) / 1e3)
-    print(f"run_kernel round trip: median {statistics.median(t):.2f} us")
+    # the floor: the same C calls from the least Python possible (handles resolved once, one
+    # flag set by the work-done callback, spin on non-blocking polls), and hybrids that put
+    # one part of wgcompute's path back at a time; interleaved rounds, since hosts drift
+    from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+    from wgcompute._encode import _BUFFER_DESC, _ENCODER_DESC, _PASS_DESC, CommandBuffer
+
+    ((pipe, bg, gx, gy, gz),) = d.raw_calls()
+    dev_id, queue_id, null = s._dev_id, s._queue_id, ffi.NULL
+    arr = ffi.new("WGPUCommandBuffer[]", 1)
+    flag = [False]
+
+    @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
+    def done(_status, _message, _u1, _u2):
+        flag[0] = True
+
+    info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
+    info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+    info.callback = done
+
+    def raw_record():
+        enc = lib.wgpuDeviceCreateCommandEncoder(dev_id, _ENCODER_DESC)
+        cp = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
+        lib.wgpuComputePassEncoderSetPipeline(cp, pipe)
+        lib.wgpuComputePassEncoderSetBindGroup(cp, 0, bg, 0, null)
+        lib.wgpuComputePassEncoderDispatchWorkgroups(cp, gx, gy, gz)
+        lib.wgpuComputePassEncoderEnd(cp)
+        lib.wgpuComputePassEncoderRelease(cp)
+        return enc
+
+    def raw_finish(enc):
+        cb = lib.wgpuCommandEncoderFinish(enc, _BUFFER_DESC)
+        lib.wgpuCommandEncoderRelease(enc)
+        return cb
+
+    def raw_submit_wait(cb):
+        arr[0] = cb
+        lib.wgpuQueueSubmitForIndex(queue_id, 1, arr)
+        lib.wgpuCommandBufferRelease(cb)
+        flag[0] = False
+        lib.wgpuQueueOnSubmittedWorkDone(queue_id, info[0])
+        while not flag[0]:
+            lib.wgpuDevicePoll(dev_id, False, null)
+
+    def ours_encode():
+        enc = Encoder()
+        enc.record(d)
+        cb = enc.finish()
+        h, cb._internal = cb._internal, None
+        return h
+
+    def ours_submit(h):
+        return _queue.submit([CommandBuffer(h)], background=False)
+
+    def spin(fence):
+        while not fence.event.is_set():
+            lib.wgpuDevicePoll(dev_id, False, null)
+
+    variants = {
+        "C calls, minimal Python": lambda: raw_submit_wait(raw_finish(raw_record())),
+        "+ our encoder (record, finish)": lambda: raw_submit_wait(ours_encode()),
+        "+ our submit, spin": lambda: spin(ours_submit(raw_finish(raw_record()))),
+        "+ our submit, our wait": lambda: _queue.wait(ours_submit(raw_finish(raw_record()))),
+        "+ our bind check": lambda: (commands._bound_run("elementwise_add", [a, b], out, None),
+                                     raw_submit_wait(raw_finish(raw_record()))),
+        "run_kernel": lambda: wgc.run_kernel("elementwise_add", [a, b], out),
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    order = list(variants)
+    rounds = 10
+    for r in range(rounds):
+        random.Random(r).shuffle(order)
+        for name in order:
+            fn = variants[name]
+            for i in range(args.repeat // rounds + 100):
+                t0 = time.perf_counter_ns()
+                fn()
+                if i >= 100:
+                    times[name].append((time.perf_counter_ns() - t0) / 1e3)
+    for name, v in times.items():
+        print(f"{name:>32}: median {statistics.median(v):7.2f} us")
     return 0
 
 

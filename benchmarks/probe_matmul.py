@@ -50,6 +50,47 @@ def fma_source(t: str) -> str:
             .replace("${SUM}", total))
 
 
+def direct_source(tm: int, tn: int, gx: int, gy: int) -> str:
+    """A matmul without workgroup memory or barriers: every invocation reads its rows of a
+    (vec4 along k) and columns of b straight from storage, and neighbours' reads of the same
+    lines hit the L1 cache. Probe only: M % (4·gy·tm/4), N % (4·gx·tn/4) and K % 4 must be 0."""
+    tb = tn // 4
+    lines = ["struct Params { M: u32, N: u32, K: u32, phase: u32, kchunk: u32, }",
+             "@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;",
+             "@group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;",
+             "@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;",
+             "@group(0) @binding(3) var<uniform> p: Params;",
+             f"@compute @workgroup_size({gx * gy})",
+             "fn main(@builtin(workgroup_id) wid: vec3<u32>, "
+             "@builtin(local_invocation_index) lid: u32) {",
+             f"    let tx = lid % {gx}u; let ty = lid / {gx}u;",
+             f"    let row0 = wid.y * {gy * tm}u; let col0 = wid.x * {gx * tn}u;",
+             "    let kq = p.K / 4u; let nq = p.N / 4u;"]
+    for i in range(tm):
+        lines.append(f"    let ar{i} = (row0 + (ty + {(i // 4) * gy}u) * 4u + {i % 4}u) * kq;")
+        for j in range(tb):
+            lines.append(f"    var c{i}_{j} = vec4<f32>(0);")
+    for j in range(tb):
+        lines.append(f"    let bc{j} = (col0 + (tx + {j * gx}u) * 4u) / 4u;")
+    lines.append("    for (var k = 0u; k < kq; k = k + 1u) {")
+    for i in range(tm):
+        lines.append(f"        let av{i} = a[ar{i} + k];")
+    for kk in range(4):
+        for j in range(tb):
+            lines.append(f"        let b{kk}_{j} = b[(k * 4u + {kk}u) * nq + bc{j}];")
+        for i in range(tm):
+            for j in range(tb):
+                lines.append(f"        c{i}_{j} = fma(vec4<f32>(av{i}[{kk}]), b{kk}_{j}, "
+                             f"c{i}_{j});")
+    lines.append("    }")
+    for i in range(tm):
+        r = f"(row0 + (ty + {(i // 4) * gy}u) * 4u + {i % 4}u)"
+        for j in range(tb):
+            lines.append(f"    out[{r} * nq + bc{j}] = c{i}_{j};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
 def smi_clock() -> str:
     if not shutil.which("nvidia-smi"):
         return "nvidia-smi not found"
@@ -176,6 +217,33 @@ def main(argv=None) -> int:
                   f"{flops / sec / 1e12:7.2f} TFLOP/s  err {err:.1e}  ({how})")
             if name == "base" and not args.small:
                 print(f"  clocks while running: {busy_clock(rec, max(1, int(0.3 / sec)))}")
+
+    # 3. no workgroup memory at all: every invocation reads storage, the L1 cache shares it
+    for tm, tn, gx, gy in [(8, 8, 16, 16), (4, 8, 16, 16), (8, 8, 32, 8), (8, 4, 16, 16)]:
+        bm, bn = gy * tm, gx * tn
+        if n % bm or n % bn:
+            continue
+        name = f"direct {bm}x{bn} {tm}x{tn}"
+        try:
+            pipe = pipeline(direct_source(tm, tn, gx, gy), name)
+        except Exception as e:
+            print(f"  {name}: failed to build: {str(e).splitlines()[0]}")
+            continue
+        bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+            {"binding": i, "resource": {"buffer": buf}}
+            for i, buf in enumerate((abuf, bbuf, obuf, pbuf))])
+
+        def rec(cpass, pipe=pipe, bg=bg, grid=(n // bn, n // bm, 1)):
+            cpass.set_pipeline(pipe)
+            cpass.set_bind_group(0, bg)
+            cpass.dispatch_workgroups(*grid)
+
+        sec, how = gpu_time(None, record_pass=rec, warmup=2, repeat=5,
+                            inner=1 if args.small else 3)
+        got = np.frombuffer(dev.queue.read_buffer(obuf), np.float32).reshape(n, n)
+        err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+        print(f"matmul {name} {n}^3: {sec * 1e3:7.3f} ms "
+              f"{flops / sec / 1e12:7.2f} TFLOP/s  err {err:.1e}  ({how})")
 
     if torch is not None and not args.small:
         torch.backends.cuda.matmul.allow_tf32 = False

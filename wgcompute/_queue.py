@@ -48,38 +48,45 @@ class Flag:
         self._set = True
 
 
+# Guards every fence's callbacks and completion: one lock for all of them, because a lock of
+# their own would be made per submission and most fences never get a callback.
+_fence_lock = threading.Lock()
+
+
 class Fence:
     """Completion of one queue submission. ``event`` is set once the GPU finished it."""
 
-    __slots__ = ("index", "event", "error", "_callbacks", "_lock")
+    __slots__ = ("index", "event", "error", "_callbacks")
 
     def __init__(self):
         self.index = 0
         self.event = Flag()
         self.error: BaseException | None = None
-        self._callbacks: list = []
-        self._lock = threading.Lock()
+        self._callbacks: list | None = None
 
     def done(self) -> bool:
         return self.event.is_set()
 
     def add_callback(self, fn) -> None:
         """Call ``fn(fence)`` once done, from the thread that polled (or now, if done)."""
-        with self._lock:
+        with _fence_lock:
             if not self.event.is_set():
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(fn)
                 return
         _safe_call(fn, self)
 
     def _finish(self, error: BaseException | None) -> None:
-        with self._lock:
+        with _fence_lock:
             if self.event.is_set():  # several pollers may get here
                 return
             self.error = error
             self.event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
-            _safe_call(fn, self)
+            callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for fn in callbacks:
+                _safe_call(fn, self)
 
     @classmethod
     def completed(cls, error: BaseException | None = None) -> Fence:
@@ -108,7 +115,7 @@ def install_poller(submitter: Submitter) -> None:
         # Sleep first: right after a submit woke this thread, its caller is often about to
         # wait (and poll) itself.
         time.sleep(_POLL_SLEEP)
-        while submitter.waiters:
+        while submitter.waiting:
             time.sleep(_IDLE_SLEEP)
         submitter.poll()
         submitter.release_idle_token()
@@ -124,8 +131,9 @@ class Submitter:
         self._dev_id = device.gpu_device._internal
         self._queue_id = device.queue._internal
         self._poller = device.gpu_device._poller
-        self.waiters = 0  # threads polling in wait_event (the poll thread then stands by)
-        self._waiters_lock = threading.Lock()
+        # one entry per thread polling in wait_event (the poll thread then stands by);
+        # list.append / list.pop are atomic, so no lock
+        self.waiting: list = []
         install_poller(self)
         # Reentrant: a work-done callback of an earlier fence may fire inside a wgpu call
         # made while this lock is held (submit), and completes fences under it.
@@ -263,21 +271,20 @@ def wait_event(event, timeout: float | None = None) -> bool:
     if event.is_set():
         return True
     s = submitter()
+    poll, dev, null = lib.wgpuDevicePoll, s._dev_id, ffi.NULL  # Submitter.poll, inlined
+    is_set = event.is_set
     deadline = None if timeout is None else time.perf_counter() + timeout
     spins = 0
-    with s._waiters_lock:
-        s.waiters += 1
+    s.waiting.append(None)
     try:
-        while not event.is_set():
-            s.poll()
-            if event.is_set():
-                break
+        while True:
+            poll(dev, False, null)
+            if is_set():
+                return True
             if deadline is not None and time.perf_counter() >= deadline:
                 return False
             spins += 1
             if spins > _SPIN:
                 time.sleep(_POLL_SLEEP if spins < 10 * _SPIN else 5 * _POLL_SLEEP)
-        return True
     finally:
-        with s._waiters_lock:
-            s.waiters -= 1
+        s.waiting.pop()

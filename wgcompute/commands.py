@@ -217,10 +217,14 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     try:
         key = (kernel.name, id(kernel), tuple([b._id for b in inputs]), output._id,
                _freeze(params) if params else ())
-        with _bind_lock:
-            d = _bind_cache.get(key)  # hashes the key: unhashable params raise here
-            if d is not None:
+        # Reads take no lock (OrderedDict's get and move_to_end are atomic); a writer may
+        # evict the key in between, which only makes it less recently used.
+        d = _bind_cache.get(key)  # hashes the key: unhashable params raise here
+        if d is not None:
+            try:
                 _bind_cache.move_to_end(key)
+            except KeyError:
+                pass
     except (AttributeError, TypeError):
         return bind(kernel, inputs, output, params)
     if d is not None:

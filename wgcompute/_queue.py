@@ -8,7 +8,11 @@ comes from *non-blocking* polls only: wgpu-py's per-device poll thread (whose po
 ``install_poller`` swaps for a non-blocking poll plus a short sleep) keeps polling while any
 fence or buffer map is pending, and ``wait()`` spins on non-blocking polls in the caller.
 wgpu 0.32's ``queue.on_submitted_work_done`` wraps the callback with the wrong C signature
-(TypeError); the callback here uses the right one."""
+(TypeError); the callback here uses the right one.
+
+Synchronous runs (run_kernel, Pipeline.run) use ``Submitter.submit_and_wait``: the work-done
+callback writes into a box of the waiting thread, so no Fence, no pending-queue entry and
+no lock stand between the GPU finishing and the caller returning."""
 
 from __future__ import annotations
 
@@ -95,6 +99,21 @@ class Fence:
         return f
 
 
+class _SyncBox:
+    """One thread's completion slot for ``Submitter.submit_and_wait``: the work-done callback
+    writes the status into it (``userdata1`` is a handle to the box)."""
+
+    __slots__ = ("status", "handle", "info")
+
+    def __init__(self, callback):
+        self.status: int | None = None
+        self.handle = ffi.new_handle(self)
+        self.info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
+        self.info.mode = lib.WGPUCallbackMode_AllowProcessEvents
+        self.info.callback = callback
+        self.info.userdata1 = self.handle
+
+
 def _safe_call(fn, arg) -> None:
     try:
         fn(arg)
@@ -153,17 +172,21 @@ class Submitter:
                                     f"{status})")
             self.complete_through(int(ffi.cast("uintptr_t", userdata1)), error)
 
+        # Synchronous runs wait on a box of their own thread instead of a Fence: no fence
+        # object, no pending-queue entry, no lock when the GPU is done.
+        @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
+        def sync_done(status, _message, userdata1, _u2):
+            ffi.from_handle(userdata1).status = int(status)
+
         self._work_done = work_done
+        self._sync_done = sync_done
+        self._orphans: list[_SyncBox] = []  # boxes whose callback is still to come
         self._arrays = {}  # reusable WGPUCommandBuffer[n]
         self._local = threading.local()
 
-    def submit(self, command_buffers, fence: bool = True,
-               background: bool = True) -> Fence | None:
+    def submit(self, command_buffers, fence: bool = True) -> Fence | None:
         """Submit now; return the submission's Fence (None with ``fence=False``: staging
         copies whose buffer map is their completion). Never waits for the GPU.
-
-        ``background=False``: the caller waits on the fence at once (a synchronous run), so
-        the poll thread is not woken for it (a futex wake and a thread switch per submit).
 
         Validation happens when the command buffer is finished (wgpu-py raises there);
         what is left for submit is a destroyed or mapped resource, which wgpu-native turns
@@ -189,13 +212,53 @@ class Submitter:
             fence = Fence()
             fence.index = int(index)
             self._pending.append(fence)
-            if self._token is None and background:
+            if self._token is None:
                 self._token = self._poller.get_token()
             info = self._info_for_thread()
             info.userdata1 = ffi.cast("void *", fence.index)
         # Outside the lock: with an idle queue the callback may run inside this call.
         lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, info[0])
         return fence
+
+    def submit_and_wait(self, command_buffer) -> BaseException | None:
+        """Submit one finished command buffer and poll from this thread until the GPU has
+        done it: the synchronous runs (run_kernel, Pipeline.run). Returns the error if the
+        GPU could not finish it (device lost), else None. The poll thread is neither woken
+        nor needed: the work-done callback fires in this thread's polls."""
+        box = getattr(self._local, "sync", None)
+        if box is None:
+            box = self._local.sync = _SyncBox(self._sync_done)
+        with self._lock:
+            arr = self._arrays.get(1)
+            if arr is None:
+                arr = self._arrays[1] = ffi.new("WGPUCommandBuffer[]", 1)
+            arr[0] = command_buffer._internal
+            lib.wgpuQueueSubmitForIndex(self._queue_id, 1, arr)
+            self.submissions += 1
+        command_buffer.release()
+        box.status = None
+        lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, box.info[0])
+        if box.status is None:
+            poll, dev, null = lib.wgpuDevicePoll, self._dev_id, ffi.NULL
+            spins = 0
+            self.waiting.append(None)
+            try:
+                while box.status is None:
+                    poll(dev, False, null)
+                    spins += 1
+                    if spins > _SPIN:
+                        time.sleep(_POLL_SLEEP if spins < 10 * _SPIN else 5 * _POLL_SLEEP)
+            finally:
+                self.waiting.pop()
+                if box.status is None:  # interrupted (KeyboardInterrupt): the callback is
+                    # still to come, so the box must outlive this thread; the next call
+                    # takes a new one
+                    self._orphans = [b for b in self._orphans if b.status is None] + [box]
+                    self._local.sync = None
+        if box.status != lib.WGPUQueueWorkDoneStatus_Success:
+            return DeviceError(f"the GPU could not finish this submission (status "
+                               f"{box.status})")
+        return None
 
     def _info_for_thread(self):
         """This thread's work-done callback info (passed by value, so reusable; one per
@@ -254,8 +317,8 @@ def submitter() -> Submitter:
         return _submitter
 
 
-def submit(command_buffers, fence: bool = True, background: bool = True) -> Fence | None:
-    return submitter().submit(command_buffers, fence, background)
+def submit(command_buffers, fence: bool = True) -> Fence | None:
+    return submitter().submit(command_buffers, fence)
 
 
 def wait(fence: Fence, timeout: float | None = None) -> bool:

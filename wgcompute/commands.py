@@ -335,14 +335,14 @@ def run_blocking(label: str, buffers, record) -> None:
             enc = Encoder()
             if record is not None:
                 record(enc)
-            fence = _queue.submit([enc.finish()], background=False)  # waited on below
+            cb = enc.finish()
         except WgComputeError:
             raise
-        except Exception as e:  # validation error, out of memory, device lost
+        except Exception as e:  # validation error, out of memory
             raise CommandFailedError(f"{label} failed: {e}", e) from e
-        _queue.wait(fence)
-        if fence.error is not None:
-            raise CommandFailedError(f"{label} failed: {fence.error}", fence.error)
+        error = _queue.submitter().submit_and_wait(cb)
+        if error is not None:  # device lost
+            raise CommandFailedError(f"{label} failed: {error}", error)
     finally:
         for b in buffers:
             b._release()

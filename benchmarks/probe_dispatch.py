@@ -145,6 +145,76 @@ def main(argv=None) -> int:
                     times[name].append((time.perf_counter_ns() - t0) / 1e3)
     for name, v in times.items():
         print(f"{name:>32}: median {statistics.median(v):7.2f} us")
+
+    # a 100-stage pipeline (each stage adds a to the previous stage's output): Pipeline.run
+    # against the same dispatches recorded by the least Python possible, and the GPU alone
+    stages = 100
+    bufs = [a] + [wgc.empty((N,), "f32") for _ in range(stages)]
+    p = wgc.pipeline("probe-100")
+    for i in range(stages):
+        p.add(kernel="elementwise_add", inputs=[bufs[i], a], output=bufs[i + 1])
+    calls = [c for st in p._stages for c in st.dispatch.raw_calls()]
+
+    def raw_chain():
+        enc = lib.wgpuDeviceCreateCommandEncoder(dev_id, _ENCODER_DESC)
+        cp = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
+        lib.wgpuComputePassEncoderSetPipeline(cp, calls[0][0])
+        for _pipe, group, x, y, z in calls:
+            lib.wgpuComputePassEncoderSetBindGroup(cp, 0, group, 0, null)
+            lib.wgpuComputePassEncoderDispatchWorkgroups(cp, x, y, z)
+        lib.wgpuComputePassEncoderEnd(cp)
+        lib.wgpuComputePassEncoderRelease(cp)
+        raw_submit_wait(raw_finish(enc))
+
+    def host_only():
+        enc = lib.wgpuDeviceCreateCommandEncoder(dev_id, _ENCODER_DESC)
+        cp = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
+        lib.wgpuComputePassEncoderSetPipeline(cp, calls[0][0])
+        for _pipe, group, x, y, z in calls:
+            lib.wgpuComputePassEncoderSetBindGroup(cp, 0, group, 0, null)
+            lib.wgpuComputePassEncoderDispatchWorkgroups(cp, x, y, z)
+        lib.wgpuComputePassEncoderEnd(cp)
+        lib.wgpuComputePassEncoderRelease(cp)
+        cb = raw_finish(enc)
+        arr[0] = cb
+        t0 = time.perf_counter_ns()
+        lib.wgpuQueueSubmitForIndex(queue_id, 1, arr)
+        host[0] += time.perf_counter_ns() - t0
+        lib.wgpuCommandBufferRelease(cb)
+        flag[0] = False
+        lib.wgpuQueueOnSubmittedWorkDone(queue_id, info[0])
+        while not flag[0]:
+            lib.wgpuDevicePoll(dev_id, False, null)
+
+    host = [0]
+    chain = {"Pipeline.run": p.run, "C calls, minimal Python": raw_chain}
+    ctimes: dict[str, list[float]] = {k: [] for k in chain}
+    for r in range(rounds):
+        for name in sorted(chain, key=lambda _k: random.Random(r).random()):
+            for i in range(30):
+                t0 = time.perf_counter_ns()
+                chain[name]()
+                if i >= 5:
+                    ctimes[name].append((time.perf_counter_ns() - t0) / 1e3 / stages)
+    for name, v in ctimes.items():
+        print(f"100-stage pipeline, {name:>24}: median {statistics.median(v):6.2f} us per stage")
+    for _ in range(50):
+        host_only()
+    print(f"100-stage pipeline, wgpuQueueSubmit alone: {host[0] / 50 / 1e3 / stages:.2f} us per "
+          f"stage")
+    if "timestamp-query" in wgc.device_info()["features"]:
+        from benchmarks.harness import gpu_time
+
+        def rec(cpass):
+            cpass.set_pipeline(p._stages[0].dispatch.compiled.pipeline)
+            for st in p._stages:
+                cpass.set_bind_group(0, st.dispatch.bind_groups[0])
+                cpass.dispatch_workgroups(*st.dispatch.launches[0].workgroups)
+
+        sec, how = gpu_time(None, record_pass=rec, warmup=2, repeat=10)
+        print(f"100-stage pipeline, GPU time of the pass: {sec * 1e6 / stages:.2f} us per stage "
+              f"({how})")
+    assert np.allclose(bufs[-1].to_numpy(), x * (stages + 1))
     return 0
 
 

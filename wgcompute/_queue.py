@@ -31,7 +31,11 @@ log = logging.getLogger("wgcompute")
 
 _POLL_SLEEP = 50e-6  # background poll period while work is pending (s)
 _IDLE_SLEEP = 1e-3  # the poll thread's period while a caller polls in wait_event (s)
-_SPIN = 200  # polls a waiter makes before it starts to sleep between polls
+_SPIN = 200  # polls a waiter makes before it looks at the clock
+_SPIN_TIME = 1e-3  # a waiter polls without sleeping this long (s): a 100-stage pipeline
+#                    finishes within it, and a sleep costs ~60 µs of latency
+_NAP_FRACTION = 0.02  # then it sleeps this fraction of the time waited so far between polls
+_MAX_NAP = 1e-3  # (s)
 _LINGER = 2e-3  # the poll thread keeps polling this long after the last fence completed (s)
 
 
@@ -119,6 +123,15 @@ def _safe_call(fn, arg) -> None:
         fn(arg)
     except Exception:  # a user callback must never break the poller
         log.exception("wgcompute: a completion callback raised")
+
+
+def _nap(start: float) -> None:
+    """A waiter's pause between polls, ``start`` being when it began to wait: none for the
+    first _SPIN_TIME, then 2% of the time waited so far (50 µs to 1 ms), so a long wait
+    costs little CPU and ends at most ~2% late."""
+    waited = time.perf_counter() - start
+    if waited > _SPIN_TIME:
+        time.sleep(min(_MAX_NAP, max(_POLL_SLEEP, waited * _NAP_FRACTION)))
 
 
 def install_poller(submitter: Submitter) -> None:
@@ -241,13 +254,14 @@ class Submitter:
         if box.status is None:
             poll, dev, null = lib.wgpuDevicePoll, self._dev_id, ffi.NULL
             spins = 0
+            start = time.perf_counter()
             self.waiting.append(None)
             try:
                 while box.status is None:
                     poll(dev, False, null)
                     spins += 1
                     if spins > _SPIN:
-                        time.sleep(_POLL_SLEEP if spins < 10 * _SPIN else 5 * _POLL_SLEEP)
+                        _nap(start)
             finally:
                 self.waiting.pop()
                 if box.status is None:  # interrupted (KeyboardInterrupt): the callback is
@@ -324,7 +338,7 @@ def submit(command_buffers, fence: bool = True) -> Fence | None:
 def wait(fence: Fence, timeout: float | None = None) -> bool:
     """Block until ``fence`` is done; True if it is, False on timeout. Spins on
     non-blocking polls in the calling thread (lowest latency; the GIL is released inside
-    each poll and during the sleeps that follow the first few hundred polls)."""
+    each poll, and in the pauses that follow the first millisecond: see ``_nap``)."""
     return wait_event(fence.event, timeout)
 
 
@@ -336,7 +350,8 @@ def wait_event(event, timeout: float | None = None) -> bool:
     s = submitter()
     poll, dev, null = lib.wgpuDevicePoll, s._dev_id, ffi.NULL  # Submitter.poll, inlined
     is_set = event.is_set
-    deadline = None if timeout is None else time.perf_counter() + timeout
+    start = time.perf_counter()
+    deadline = None if timeout is None else start + timeout
     spins = 0
     s.waiting.append(None)
     try:
@@ -348,6 +363,6 @@ def wait_event(event, timeout: float | None = None) -> bool:
                 return False
             spins += 1
             if spins > _SPIN:
-                time.sleep(_POLL_SLEEP if spins < 10 * _SPIN else 5 * _POLL_SLEEP)
+                _nap(start)
     finally:
         s.waiting.pop()

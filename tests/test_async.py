@@ -128,6 +128,25 @@ def test_wait_releases_the_gil(spin):
     assert counter[0] > 10_000, "another Python thread could not run while wait() blocked"
 
 
+@pytest.mark.parametrize("how", ["Command.wait", "run_kernel"])
+def test_a_long_wait_does_not_spin_the_cpu(spin, how):
+    """Waiters poll without pausing only for their first millisecond, then sleep between
+    polls: the waiting thread's own CPU time stays a small part of the wait."""
+    iters = long_iters(spin)
+    x = wgc.from_numpy(np.zeros(65_536, np.float32))
+    out = wgc.empty((65_536,), "f32")
+    wall, cpu = time.perf_counter(), time.thread_time()
+    if how == "run_kernel":
+        wgc.run_kernel(spin, [x], out, {"iters": iters})
+    else:
+        wgc.submit({"op": "run_kernel", "kernel": spin, "inputs": [x], "output": out,
+                    "params": {"iters": iters}}).wait()
+    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    assert wall > 0.1
+    assert cpu < 0.2 * wall, f"the waiting thread used {cpu:.3f} s of CPU in {wall:.3f} s"
+    np.testing.assert_allclose(out.to_numpy()[:4], 2.0, rtol=1e-5)
+
+
 def test_done_callback_runs_without_polling(spin):
     cmd, _ = long_command(spin, iters=long_iters(spin) // 8)
     called = threading.Event()

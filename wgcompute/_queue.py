@@ -34,8 +34,8 @@ _IDLE_SLEEP = 1e-3  # the poll thread's period while a caller polls in wait_even
 _SPIN = 200  # polls a waiter makes before it looks at the clock
 _SPIN_TIME = 1e-3  # a waiter polls without sleeping this long (s): a 100-stage pipeline
 #                    finishes within it, and a sleep costs ~60 µs of latency
-_NAP_FRACTION = 0.02  # then it sleeps this fraction of the time waited so far between polls
-_MAX_NAP = 1e-3  # (s)
+_NAP_FRACTION = 0.01  # then it sleeps this fraction of the time waited so far between polls
+_MAX_NAP = 5e-4  # (s)
 _LINGER = 2e-3  # the poll thread keeps polling this long after the last fence completed (s)
 
 
@@ -127,8 +127,8 @@ def _safe_call(fn, arg) -> None:
 
 def _nap(start: float) -> None:
     """A waiter's pause between polls, ``start`` being when it began to wait: none for the
-    first _SPIN_TIME, then 2% of the time waited so far (50 µs to 1 ms), so a long wait
-    costs little CPU and ends at most ~2% late."""
+    first _SPIN_TIME, then 1% of the time waited so far (50 to 500 µs), so a long wait
+    costs little CPU and ends at most ~1% (or 0.5 ms) late."""
     waited = time.perf_counter() - start
     if waited > _SPIN_TIME:
         time.sleep(min(_MAX_NAP, max(_POLL_SLEEP, waited * _NAP_FRACTION)))

@@ -3,6 +3,9 @@
 #   carry [".gl", ".whl"], command: source .gl/preamble.sh && bash benchmarks/gpu_run.sh [tests|bench|all]
 # The project wheel must be in .whl (python3 -m pip wheel --no-deps -w .whl .).
 # Writes $OUT/tests.log, $OUT/bench.md and $OUT/results.tar.gz (JSON + PNG).
+# PIN="taskset -c 0-7" runs each benchmark pinned to those CPUs: on the H200 machines the
+# host-side latencies (tiny round trip, pipeline per stage) were bimodal unpinned and steady
+# pinned (benchmarks/results/h200/session5/dispatch_pinning.txt).
 set -u
 what=${1:-all}
 out=${OUT:-/tmp/out}
@@ -24,7 +27,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   for b in ${BENCHES:-bench_core bench_dispatch bench_transfers bench_streams bench_kernels bench_image}; do
     [ -f "benchmarks/$b.py" ] || continue
     echo "## $b" | tee -a "$out/bench.md"
-    timeout ${BENCH_TIMEOUT:-240} python3 -m "benchmarks.$b" --json "$out/res/$b.json" 2>&1 | tee -a "$out/bench.md"
+    timeout ${BENCH_TIMEOUT:-240} ${PIN:-} python3 -m "benchmarks.$b" --json "$out/res/$b.json" 2>&1 | tee -a "$out/bench.md"
   done
   cp -f benchmarks/*.png "$out/res/" 2>/dev/null || true
   (cd "$out" && tar czf results.tar.gz res && rm -rf res)

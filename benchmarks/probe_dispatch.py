@@ -146,6 +146,42 @@ def main(argv=None) -> int:
     for name, v in times.items():
         print(f"{name:>32}: median {statistics.median(v):7.2f} us")
 
+    # the asynchronous path: a Command, the poll thread woken at submit, wait() on the fence;
+    # "no poll thread" pretends a token is held so that submit does not wake it
+    spec = {"op": "run_kernel", "kernel": "elementwise_add", "inputs": [a, b], "output": out}
+
+    class _Held:
+        def set_done(self):
+            pass
+
+    def no_poll_thread():
+        saved = s._token
+        s._token = _Held()
+        try:
+            wgc.run_kernel_async("elementwise_add", [a, b], out).wait()
+        finally:
+            s._token = saved
+
+    async_variants = {
+        "run_kernel": lambda: wgc.run_kernel("elementwise_add", [a, b], out),
+        "run_kernel_async + wait": lambda: wgc.run_kernel_async("elementwise_add", [a, b],
+                                                                out).wait(),
+        "  the same, no poll thread": no_poll_thread,
+        "submit(spec) + wait": lambda: wgc.submit(spec).wait(),
+    }
+    atimes: dict[str, list[float]] = {k: [] for k in async_variants}
+    order = list(async_variants)
+    for r in range(rounds):
+        random.Random(r).shuffle(order)
+        for name in order:
+            for i in range(args.repeat // rounds + 100):
+                t0 = time.perf_counter_ns()
+                async_variants[name]()
+                if i >= 100:
+                    atimes[name].append((time.perf_counter_ns() - t0) / 1e3)
+    for name, v in atimes.items():
+        print(f"{name:>32}: median {statistics.median(v):7.2f} us")
+
     # a 100-stage pipeline (each stage adds a to the previous stage's output): Pipeline.run
     # against the same dispatches recorded by the least Python possible, and the GPU alone
     stages = 100

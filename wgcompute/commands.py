@@ -54,8 +54,7 @@ class Command:
         self._done_event: threading.Event | None = None  # made only for a blocking wait
         for b in self._buffers:
             b._retain()
-        with _registry_lock:
-            _pending[self.id] = self
+        _pending[self.id] = self  # one dict operation: atomic, no lock
 
     def __repr__(self) -> str:
         return f"<wgc.Command {self.id} {self.label!r} {self.status.value}>"
@@ -108,11 +107,13 @@ class Command:
             buffers, self._buffers = self._buffers, []
         for b in buffers:
             b._release()
-        with _registry_lock:
-            _pending.pop(self.id, None)
-            _finished[self.id] = self
-            while len(_finished) > _KEEP_FINISHED:
-                _finished.popitem(last=False)
+        # finished before it leaves pending, so lookup() always finds it in one of the two
+        _finished[self.id] = self
+        _pending.pop(self.id, None)
+        if len(_finished) > _KEEP_FINISHED:
+            with _registry_lock:
+                while len(_finished) > _KEEP_FINISHED:
+                    _finished.popitem(last=False)
         for fn in callbacks:
             _queue._safe_call(fn, self)
 
@@ -145,6 +146,10 @@ class Command:
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
             raise ArgumentError(f"timeout: expected a non-negative number of seconds or None, "
                                 f"got {timeout!r}")
+        if self._done and self._error is None:
+            f = self._fence
+            if f is None or f.error is None:
+                return self._result
         if self._error is None:
             f = self._fence
             if f is None:
@@ -179,8 +184,7 @@ def lookup(cmd) -> Command:
     if isinstance(cmd, Command):
         return cmd
     if isinstance(cmd, int) and not isinstance(cmd, bool):
-        with _registry_lock:
-            c = _pending.get(cmd) or _finished.get(cmd)
+        c = _pending.get(cmd) or _finished.get(cmd)
         if c is None:
             raise ArgumentError(f"cmd: no command with id {cmd} (unknown, or finished long ago)")
         return c
@@ -297,11 +301,9 @@ def kernel_command(kernel, inputs, output=None, params=None):
     k, output, d = _bound_run(kernel, inputs, output, params)
     cmd = Command(k.name, list(inputs) + [output], output)
 
-    def record(enc):
+    def record(enc):  # enc: an _encode.Encoder (_encode_and_submit without full)
         if d.launches:
-            cpass = enc.begin_compute_pass()
-            d.encode(cpass)
-            cpass.end()
+            enc.record(d)
 
     return k.name, cmd, record
 

@@ -42,6 +42,23 @@ def record_calls(pid, calls) -> None:
         _dispatch(pid, x, y, z)
 
 
+def encode_one_pass(calls) -> CommandBuffer:
+    """A finished command buffer holding one compute pass of ``calls`` (see ``record_calls``):
+    what ``Encoder(); record_calls(calls); finish()`` makes, without their Python objects
+    (the synchronous run_kernel's path). Raises what WebGPU reports, as ``finish`` does."""
+    enc = lib.wgpuDeviceCreateCommandEncoder(get_device().gpu_device._internal, _ENCODER_DESC)
+    try:
+        pid = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
+        try:
+            record_calls(pid, calls)
+            lib.wgpuComputePassEncoderEnd(pid)
+        finally:
+            lib.wgpuComputePassEncoderRelease(pid)
+        return CommandBuffer(libf.wgpuCommandEncoderFinish(enc, _BUFFER_DESC))
+    finally:
+        lib.wgpuCommandEncoderRelease(enc)
+
+
 class Pass:
     """A compute pass: ``_internal`` is what Dispatch.encode records into."""
 

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from enum import StrEnum
 
 from . import _queue
-from ._encode import Encoder
+from ._encode import Encoder, encode_one_pass
 from .buffer import Buffer, check_buffer, empty
 from .device import get_device
 from .dtypes import DTYPES
@@ -320,24 +320,27 @@ def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
     The same as ``run_kernel_async(...).wait()`` without the Command: no handle outlives
     the call, so none is built (a few µs of a tiny kernel's round trip)."""
     k, output, d = _bound_run(kernel, inputs, output, params)
-    run_blocking(f"run_kernel {k.name}", [*inputs, output],
-                 (lambda enc: enc.record(d)) if d.launches else None)
+    run_blocking(f"run_kernel {k.name}", [*inputs, output], calls=d.raw_calls())
     return output
 
 
-def run_blocking(label: str, buffers, record) -> None:
-    """Record with ``record(encoder)`` (None: nothing), submit and wait: the synchronous
-    path of run_kernel and Pipeline.run, with no Command and no poll-thread wake-up. The
-    buffers are held meanwhile (a free() from another thread is deferred, as for Commands).
-    A failure raises CommandFailedError carrying the cause."""
+def run_blocking(label: str, buffers, record=None, calls=None) -> None:
+    """Record with ``record(encoder)``, or one compute pass of raw ``calls`` (see
+    ``_encode.record_calls``), submit and wait: the synchronous path of run_kernel and
+    Pipeline.run, with no Command and no poll-thread wake-up. The buffers are held meanwhile
+    (a free() from another thread is deferred, as for Commands). A failure raises
+    CommandFailedError carrying the cause."""
     for b in buffers:
         b._retain()
     try:
         try:
-            enc = Encoder()
-            if record is not None:
-                record(enc)
-            cb = enc.finish()
+            if calls:
+                cb = encode_one_pass(calls)
+            else:
+                enc = Encoder()
+                if record is not None:
+                    record(enc)
+                cb = enc.finish()
         except WgComputeError:
             raise
         except Exception as e:  # validation error, out of memory

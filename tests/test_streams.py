@@ -338,6 +338,35 @@ def test_release_staging_gives_back_the_free_pool_and_transfers_go_on(rng):
     assert wgc.release_staging() > 0
 
 
+def _pooled_bytes(min_size=0, max_size=1 << 62):
+    return sum(entry[0].size for pool in (_staging.up_pool, _staging.down_pool)
+               for size, free in pool._free.items() if min_size <= size < max_size
+               for entry in free)
+
+
+def test_idle_large_staging_is_given_back(rng, monkeypatch):
+    """Free staging of 1 MB or more that no transfer took for the idle time is destroyed by
+    a timer (pinned host memory is not held forever); small staging stays, transfers go on."""
+    monkeypatch.setattr(_staging, "_IDLE_S", 0.3)
+    wgc.release_staging()
+    big = rng.standard_normal(3 << 20).astype(np.float32)  # 12 MB: one 16 MB class buffer
+    small = rng.standard_normal(256).astype(np.float32)
+    b, s = wgc.upload(big), wgc.upload(small)
+    np.testing.assert_array_equal(b.to_numpy(), big)
+    np.testing.assert_array_equal(s.to_numpy(), small)
+    assert _pooled_bytes(min_size=_staging._IDLE_MIN_SIZE) > 0
+    kept_small = _pooled_bytes(max_size=_staging._IDLE_MIN_SIZE)
+    assert kept_small > 0
+    deadline = time.monotonic() + 10
+    while _pooled_bytes(min_size=_staging._IDLE_MIN_SIZE) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _pooled_bytes(min_size=_staging._IDLE_MIN_SIZE) == 0
+    assert _pooled_bytes(max_size=_staging._IDLE_MIN_SIZE) == kept_small
+    np.testing.assert_array_equal(b.to_numpy(), big)  # new staging, same data
+    b.free()
+    s.free()
+
+
 @pytest.mark.parametrize("depth", [1, 2])
 @pytest.mark.parametrize("n", [100, LEASE_N])
 def test_an_iterator_collected_in_a_reference_cycle_leaves_no_dead_staging(depth, n):
@@ -353,7 +382,7 @@ def test_an_iterator_collected_in_a_reference_cycle_leaves_no_dead_staging(depth
     gc.collect()
     for pool in (_staging.up_pool, _staging.down_pool):
         for free in pool._free.values():
-            assert all(buf._internal is not None for buf, _ in free)
+            assert all(entry[0]._internal is not None for entry in free)
     for got in wgc.stream_map("scale", batches, depth=depth, params={"scalar": 2.0}):
         assert got[0] == 6 and got[-1] == 6
     buf = wgc.upload(batches[0])
@@ -472,3 +501,14 @@ def test_stream_example_runs(name, tmp_path):
     assert re.search(r"batch +\d+ \w+ *\|", r.stdout)
     if importlib.util.find_spec("matplotlib") is not None:
         assert list(tmp_path.glob("*.png")), "no timeline PNG written"
+
+
+@pytest.mark.parametrize("value, want", [("", 30.0), ("2.5", 2.5), ("0", 30.0), ("abc", 30.0),
+                                         ("-1", 30.0), ("inf", 30.0)])
+def test_staging_idle_time_from_the_environment(monkeypatch, value, want):
+    monkeypatch.setenv("WGCOMPUTE_STAGING_IDLE_S", value)
+    if want == 30.0 and value:
+        with pytest.warns(UserWarning, match="WGCOMPUTE_STAGING_IDLE_S"):
+            assert _staging._idle_seconds() == want
+    else:
+        assert _staging._idle_seconds() == want

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -38,6 +40,28 @@ def _keep(size: int) -> int:
     leased results circulate depth + 4 buffers of their class), at least 4."""
     return max(_KEEP_PER_CLASS, min(_KEEP_CHUNKS if size == CHUNK else 16,
                                     _KEEP_BYTES // max(size, 1)))
+
+# Free staging of 1 MB or more that no transfer took for this long is given back (pinned
+# host memory on a discrete GPU): WGCOMPUTE_STAGING_IDLE_S seconds, default 30.
+_IDLE_MIN_SIZE = 1 << 20
+
+
+def _idle_seconds() -> float:
+    text = os.environ.get("WGCOMPUTE_STAGING_IDLE_S", "").strip()
+    if not text:
+        return 30.0
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not v > 0 or v == float("inf"):
+        warnings.warn(f"WGCOMPUTE_STAGING_IDLE_S={text!r}: expected a positive number of "
+                      f"seconds; using 30", stacklevel=2)
+        return 30.0
+    return v
+
+
+_IDLE_S = _idle_seconds()
 
 _copy_pool: ThreadPoolExecutor | None = None
 _copy_lock = threading.Lock()
@@ -254,7 +278,8 @@ def _size_class(n: int) -> int:
 
 
 class _Pool:
-    """Free staging buffers of one direction, by size class."""
+    """Free staging buffers of one direction, by size class: (buffer, its pending re-map or
+    None, when it was freed) entries."""
 
     def __init__(self, mode: str):
         self.mode = mode  # "upload" or "download"
@@ -274,7 +299,7 @@ class _Pool:
                 return self._create(size)
             if entry[0]._internal is not None:  # see release()
                 break
-        buf, promise = entry
+        buf, promise, _since = entry
         if promise is not None:  # upload buffer re-mapping after its last copy
             promise.wait()
         return buf
@@ -321,8 +346,14 @@ class _Pool:
         with self._lock:
             free = self._free.setdefault(buf.size, [])
             if len(free) < _keep(buf.size):
-                free.append((buf, promise))
-                return
+                free.append((buf, promise, time.monotonic()))
+                kept = True
+            else:
+                kept = False
+        if kept:
+            if buf.size >= _IDLE_MIN_SIZE:
+                _schedule_trim(_IDLE_S)
+            return
         if promise is not None:
             promise.wait()
             unmap(buf)
@@ -341,10 +372,64 @@ def release_free() -> int:
         with pool._lock:
             entries = [entry for free in pool._free.values() for entry in free]
             pool._free.clear()
-        for buf, _promise in entries:  # a pending re-map just ends with an error, unread
+        for buf, _promise, _since in entries:  # a pending re-map ends with an error, unread
             total += buf.size
             buf.destroy()
     return total
+
+
+_trim_timer: threading.Timer | None = None
+_trim_due = 0.0  # when the pending timer fires (time.monotonic())
+_trim_lock = threading.Lock()
+
+
+def _schedule_trim(delay: float) -> None:
+    """Run _trim_idle in ``delay`` seconds on a daemon timer thread, unless one is due
+    sooner (one timer at a time)."""
+    global _trim_timer, _trim_due
+    due = time.monotonic() + delay
+    with _trim_lock:
+        if _trim_timer is not None:
+            if _trim_due <= due:
+                return
+            _trim_timer.cancel()
+        _trim_timer = threading.Timer(delay, _trim_idle)
+        _trim_timer.daemon = True
+        _trim_due = due
+        _trim_timer.start()
+
+
+def _trim_idle() -> None:
+    """Destroy the free staging of 1 MB or more that has been free for _IDLE_S; come back
+    when the next one will have been."""
+    global _trim_timer
+    with _trim_lock:
+        if _trim_timer is not None and _trim_timer is not threading.current_thread():
+            return  # replaced by a sooner one
+        _trim_timer = None
+    now = time.monotonic()
+    dead, next_due = [], None
+    for pool in (up_pool, down_pool):
+        with pool._lock:
+            for size, free in pool._free.items():
+                if size < _IDLE_MIN_SIZE:
+                    continue
+                keep = []
+                for entry in free:
+                    if now - entry[2] >= _IDLE_S:
+                        dead.append(entry)
+                    else:
+                        keep.append(entry)
+                        due = entry[2] + _IDLE_S
+                        next_due = due if next_due is None else min(next_due, due)
+                free[:] = keep
+    for buf, _promise, _since in dead:
+        try:
+            buf.destroy()
+        except Exception:  # the device is gone (interpreter exit)
+            pass
+    if next_due is not None:
+        _schedule_trim(max(0.0, next_due - now) + 0.01)
 
 
 def free_bytes() -> int:
@@ -352,7 +437,7 @@ def free_bytes() -> int:
     total = 0
     for pool in (up_pool, down_pool):
         with pool._lock:
-            total += sum(buf.size for free in pool._free.values() for buf, _ in free)
+            total += sum(entry[0].size for free in pool._free.values() for entry in free)
     return total
 
 

@@ -554,8 +554,10 @@ class Stream:
 def release_staging() -> int:
     """Give back the mapped staging memory that transfers and stream_map keep for reuse
     (up to 512 MB per buffer size; pinned host memory on a discrete GPU). Returns the bytes
-    released. Staging in use, or held by a stream_map result, is not touched; the next
-    transfer makes new staging as it needs (on an H200 host ~15 ms per 64 MB)."""
+    released. Staging of 1 MB or more is also given back by itself once no transfer has
+    taken it for WGCOMPUTE_STAGING_IDLE_S seconds (30). Staging in use, or held by a
+    stream_map result, is not touched; the next transfer makes new staging as it needs (on
+    an H200 host ~15 ms per 64 MB)."""
     return _staging.release_free()
 
 

@@ -12,9 +12,10 @@
 //   WRITE (accumulators -> out, edge-guarded), HELPERS (guarded scalar loads, for the
 //   operands that are not vec4), OT (out's element: BT, or atomic<u32> for split-K),
 //   PHASE0 (split-K: the launch that zeroes out).
-// Split-K (f32 only): workgroup z multiplies the k range [z·kchunk, (z+1)·kchunk) and adds its
-// block into out by compare-and-swap, after a first launch (phase 0) zeroed out; skinny
-// outputs (8192×64) then still fill the GPU.
+// Split-K (f32 sums: f32, or f16 a and b writing an f32 temporary that a second kernel
+// converts): workgroup z multiplies the k range [z·kchunk, (z+1)·kchunk) and adds its block
+// into out by compare-and-swap, after a first launch (phase 0) zeroed out; skinny outputs
+// (8192×64) then still fill the GPU.
 // STAGES = 2: two BK×BM (a transposed) and two BK×BN tiles; the next tile is read from global
 // memory into registers while the current one is multiplied, one barrier per k step, and the
 // loop is generated twice (tile 0 then tile 1) so every workgroup-memory offset is a constant.

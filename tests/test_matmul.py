@@ -311,6 +311,37 @@ def test_split_k_configs_on_skinny_shapes(rng):
     assert TileConfig.parse(splits[0].name) == splits[0]
 
 
+def test_f16_split_k_goes_through_an_f32_temporary(rng):
+    """f16 at precision "f32" takes split-K configs: the k slices meet by compare-and-swap in
+    an f32 temporary, converted to f16 by a second step of the same pass. Same shapes as
+    f32's split-K test, the f32-accumulation bound; "mixed" still refuses them."""
+    need("f16")
+    splits = [c for c in CANDIDATES if c.split > 1]
+    assert all(c in Matmul.candidates("f16", get_device()) for c in splits
+               if c.fits(get_device(), 4))
+    for cfg in splits:
+        run = runnable(cfg, 4)
+        shapes = ([(300, 64, 1000), (77, 8, 4)] if cfg.unroll else
+                  [(300, 64, 1000), (77, 5, 3), (9, 8, 0), (64, 64, 129)])
+        for m, n, k in shapes:
+            check(rng, m, n, k, "f16", run)
+    h = wgc.from_numpy(rng.uniform(-1, 1, (40, 24)).astype(np.float16))
+    g = wgc.from_numpy(rng.uniform(-1, 1, (24, 12)).astype(np.float16))
+    out = wgc.empty((40, 12), "f16")
+    d = bind(get("matmul"), [h, g], out, {"_config": runnable(splits[0], 4)})
+    assert [p.kernel.name for p in d.parts] == ["matmul", "matmul_to_f16"]
+    assert [(t.shape, t.dtype) for t in d.temps] == [((40, 12), "f32")]
+    p = wgc.pipeline().add(kernel="matmul", inputs=[h, g], output=out,
+                           params={"_config": runnable(splits[0], 4)})
+    p.run()
+    want = h.to_numpy().astype(np.float64) @ g.to_numpy().astype(np.float64)
+    np.testing.assert_allclose(out.to_numpy(), want, rtol=2.0**-10, atol=24 * 2.0**-20)
+    with pytest.raises(wgc.ArgumentError, match="needs f32 sums"):
+        wgc.run_kernel("matmul", [h, g], out, {"precision": "mixed", "_config": splits[0]})
+    with pytest.raises(wgc.ArgumentError, match="_f32_out"):
+        wgc.run_kernel("matmul", [h, g], wgc.empty((40, 12), "f32"), {"_f32_out": True})
+
+
 def test_configs_that_do_not_fit_are_refused():
     huge = TileConfig(256, 256, 32, 8, 8)
     assert not huge.fits(get_device(), 4)

@@ -7,6 +7,10 @@ into workgroup memory and accumulates every product in f32; "mixed" keeps f16 ti
 each BK-wide k slice in f16 (packed f16 multiply-adds, twice the FP32 rate on NVIDIA) before
 adding the slice into f32 accumulators. The error bound of each is in Matmul's docstring.
 
+Split-K configurations (skinny outputs) add each k slice's block into an f32 output by
+32-bit compare-and-swap; an f16 product at precision "f32" does that into an f32 temporary,
+which a second step in the same compute pass converts to f16 (``Matmul.passes``).
+
 The place where a cooperative-matrix (tensor core) kernel would plug in is
 ``_cooperative_matrix_config`` (it returns None today: see its docstring)."""
 
@@ -35,7 +39,8 @@ MIXED_BK = (8, 16)  # "mixed" sums BK products in f16: kept short, the error gro
 class TileConfig:
     """BM×BN block of out per workgroup, BK k step, TM×TN block per invocation, and options:
 
-    split: split-K factor (f32 only): k ranges summed into out by compare-and-swap.
+    split: split-K factor (f32, and f16 at precision "f32" through an f32 temporary): k
+      ranges summed into out by compare-and-swap.
     unroll: the BK-long k loop generated straight-line (constant workgroup offsets).
     stages: 2 = double-buffered workgroup tiles, one barrier per k step; 1 = one tile of a
       and b (half the memory: a bigger BK, or more workgroups per SM), two barriers.
@@ -216,7 +221,7 @@ _MIXED_TUNE_SETS = {
     "small": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_8x8_u"),
 }
 # Bumped when the candidates change, so that choices cached by an earlier set are re-tuned.
-_TUNE_REVISION = 3
+_TUNE_REVISION = 4
 # The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
 _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (8192, 64, 8192),
                 "small": (256, 256, 256)}
@@ -306,10 +311,14 @@ class Matmul(BuiltinKernel):
 
     def check(self, inputs, output, params) -> None:
         a, b = inputs
+        # the f32 temporary of an f16 split-K product (see passes) takes f16 a and b
+        want_in = "f16" if params.get("_f32_out") else output.dtype
+        if params.get("_f32_out") and output.dtype != "f32":
+            raise DtypeError(f"matmul: the split-K temporary must be f32, got {output.dtype}")
         for nm, x in (("a", a), ("b", b), ("out", output)):
             if x.ndim != 2:
                 raise ShapeError(f"matmul: {nm} must be 2-D, got shape {x.shape}")
-            if x.dtype != output.dtype:
+            if nm != "out" and x.dtype != want_in:
                 raise DtypeError(f"matmul: {nm} is {x.dtype}, out is {output.dtype}; "
                                  f"dtypes must match")
         if a.shape[1] != b.shape[0]:
@@ -335,6 +344,8 @@ class Matmul(BuiltinKernel):
         # "_config" (a TileConfig) pins the tile configuration: for the autotuner and tests
         params = dict(params or {}) if isinstance(params, dict) or params is None else params
         cfg = params.pop("_config", None) if isinstance(params, dict) else None
+        # "_f32_out": the first step of an f16 split-K product (f16 a and b, f32 temporary)
+        f32_out = bool(params.pop("_f32_out", False)) if isinstance(params, dict) else False
         out = super().resolve_params(params, dt)
         out["precision"] = precision = _check_precision(out.get("precision"), dt.name)
         if cfg is not None:
@@ -344,14 +355,22 @@ class Matmul(BuiltinKernel):
             if not cfg.fits(get_device(), elem_bytes(dt.name, precision)):
                 raise ArgumentError(f"matmul: tile config {cfg.name} does not fit this "
                                     f"adapter's limits")
-            if cfg.split > 1 and dt.name != "f32":
-                raise ArgumentError(f"matmul: split-K config {cfg.name} needs f32 (its "
-                                    f"partial sums meet by 32-bit compare-and-swap)")
+            if cfg.split > 1 and not (dt.name == "f32" or
+                                      (dt.name == "f16" and precision == "f32")):
+                raise ArgumentError(f"matmul: split-K config {cfg.name} needs f32 sums (f32, "
+                                    f"or f16 at precision 'f32'): its partial sums meet by "
+                                    f"32-bit compare-and-swap; {dt.name} at precision "
+                                    f"{precision!r} cannot take it")
             if precision == "mixed" and cfg.bk not in MIXED_BK:
                 raise ArgumentError(f"matmul: tile config {cfg.name} has BK={cfg.bk}; "
                                     f"precision 'mixed' sums BK products in f16 and takes BK "
                                     f"{' or '.join(map(str, MIXED_BK))}")
             out["_config"] = cfg
+        if f32_out:
+            if cfg is None or cfg.split == 1:
+                raise ArgumentError("matmul: '_f32_out' is the first step of an f16 split-K "
+                                    "product and needs a split-K '_config'")
+            out["_f32_out"] = True
         return out
 
     # -- configuration ---------------------------------------------------------------------
@@ -361,7 +380,8 @@ class Matmul(BuiltinKernel):
         size = elem_bytes(dtype, precision)
         if precision == "mixed":
             return [c for c in MIXED_CANDIDATES if c.bk in MIXED_BK and c.fits(device, size)]
-        return [c for c in CANDIDATES if c.fits(device, size) and (c.split == 1 or dtype == "f32")]
+        return [c for c in CANDIDATES
+                if c.fits(device, size) and (c.split == 1 or dtype in ("f32", "f16"))]
 
     def config_for(self, m: int, n: int, k: int, dtype: str,
                    precision: str = "f32") -> TileConfig:
@@ -379,10 +399,14 @@ class Matmul(BuiltinKernel):
         wanted = (_MIXED_TUNE_SETS if mixed else _TUNE_SETS)[cls] + (default,)
         names = [c.name for c in fits if c.name in wanted] or [c.name for c in fits]
         problem = f"matmul {dtype}{' mixed' if mixed else ''} {cls} r{_TUNE_REVISION}"
-        chosen = autotune.choose(problem, names, default,
-                                 lambda name: _measure(self, TileConfig.parse(name), dtype, cls,
-                                                       precision))
-        return TileConfig.parse(chosen)
+        chosen = TileConfig.parse(autotune.choose(
+            problem, names, default,
+            lambda name: _measure(self, TileConfig.parse(name), dtype, cls, precision)))
+        if (chosen.split > 1 and dtype == "f16"
+                and m * n * 4 > device.limit("max-storage-buffer-binding-size")):
+            # its f32 temporary (Matmul.passes) would not bind: the class's one-pass default
+            chosen = TileConfig.parse(default)
+        return chosen
 
     def key(self, inputs, output, params) -> PipelineKey:
         a, b = inputs
@@ -392,9 +416,35 @@ class Matmul(BuiltinKernel):
         cfg = params.get("_config")
         cfg = cfg or self.config_for(m, n, k, output.dtype, precision)
         # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
-        return PipelineKey(self.name, (output.dtype,),
+        # The key's dtype is a's and b's: an f16 split-K step writes f32 bits, as f32 does.
+        return PipelineKey(self.name, (a.dtype,),
                            (("config", cfg.name), ("precision", precision),
                             ("vec_a", k > 0 and k % 4 == 0), ("vec_b", k > 0 and n % 4 == 0)))
+
+    def passes(self, inputs, output, params):
+        """An f16 product whose config splits K runs in two steps of one compute pass: the
+        split-K matmul into an f32 temporary (f32 sums, added by compare-and-swap), then
+        its conversion to f16. Every other product is one pass (None)."""
+        if output.dtype != "f16" or params.get("_f32_out"):
+            return None
+        a, b = inputs
+        m, k = a.shape
+        n = b.shape[1]
+        if m == 0 or n == 0 or params["precision"] != "f32":
+            return None
+        cfg = params.get("_config") or self.config_for(m, n, k, "f16", "f32")
+        if cfg.split == 1:
+            return None
+        if m * n * 4 > get_device().limit("max-storage-buffer-binding-size"):
+            if "_config" in params:
+                raise ShapeError(f"matmul: split-K config {cfg.name} needs an f32 temporary "
+                                 f"of {m * n * 4} bytes for out {output.shape}; this adapter "
+                                 f"binds at most "
+                                 f"{get_device().limit('max-storage-buffer-binding-size')}")
+            return None  # tuned choice: one pass with the class's default tile instead
+        first = {"precision": "f32", "_config": cfg, "_f32_out": True}
+        return [((m, n), "f32")], [(self, ["in0", "in1"], "tmp0", first),
+                                   (TO_F16, ["tmp0"], "out", {})]
 
     def render(self, key):
         consts = dict(key.constants)
@@ -421,6 +471,56 @@ class Matmul(BuiltinKernel):
         return [Launch(zero, {"M": m, "N": n, "K": k, "phase": 0, "kchunk": kchunk}),
                 Launch((gx, gy, max(1, -(-k // kchunk))),
                        {"M": m, "N": n, "K": k, "phase": 1, "kchunk": kchunk})]
+
+
+class _ToF16(BuiltinKernel):
+    """out (f16) = a (f32), elementwise: the last step of an f16 split-K product (internal,
+    not in the registry)."""
+
+    name = "matmul_to_f16"
+    inputs = ("a",)
+    dtypes = ("f16",)
+    workgroup_size = 256
+    description = "out = f16(a): an f16 split-K product's f32 temporary, converted"
+
+    def check(self, inputs, output, params) -> None:
+        (a,) = inputs
+        if a.dtype != "f32" or output.dtype != "f16" or a.size != output.size:
+            raise DtypeError(f"matmul_to_f16: takes an f32 input and an f16 output of the "
+                             f"same size, got {a.dtype} {a.shape} and {output.dtype} "
+                             f"{output.shape}")
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return PipelineKey(self.name, ("f16",), ())
+
+    def render(self, key: PipelineKey):
+        # vec4 items: both buffers are allocated in 16-byte multiples, so the last item
+        # may run into padding that is never read back
+        src = (f"enable f16;\n"
+               f"struct Params {{ n: u32, }}\n"
+               f"@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;\n"
+               f"@group(0) @binding(1) var<storage, read_write> out: array<vec4<f16>>;\n"
+               f"@group(0) @binding(2) var<uniform> p: Params;\n"
+               f"@compute @workgroup_size({self.workgroup_size})\n"
+               f"fn main(@builtin(workgroup_id) wid: vec3<u32>,\n"
+               f"        @builtin(num_workgroups) nwg: vec3<u32>,\n"
+               f"        @builtin(local_invocation_index) lid: u32) {{\n"
+               f"    let i = (wid.y * nwg.x + wid.x) * {self.workgroup_size}u + lid;\n"
+               f"    if (i < p.n) {{\n"
+               f"        out[i] = vec4<f16>(a[i]);\n"
+               f"    }}\n"
+               f"}}\n")
+        return src, (("n", "u32"),)
+
+    def launches(self, inputs, output, params, device):
+        items = -(-output.size // 4)
+        if items == 0:
+            return []
+        groups = -(-items // self.workgroup_size)
+        return [Launch(fold_grid(groups, device, self.name), {"n": items})]
+
+
+TO_F16 = _ToF16()
 
 
 def _txty(cfg: TileConfig) -> str:

@@ -155,12 +155,14 @@ def main(argv=None) -> int:
             pass
 
     def no_poll_thread():
-        saved = s._token
+        token = s._token  # a real one lingers after the other variants' commands: end it
+        if token is not None and not isinstance(token, _Held):
+            token.set_done()
         s._token = _Held()
         try:
             wgc.run_kernel_async("elementwise_add", [a, b], out).wait()
         finally:
-            s._token = saved
+            s._token = None  # the next command takes (and wakes) a real one
 
     async_variants = {
         "run_kernel": lambda: wgc.run_kernel("elementwise_add", [a, b], out),
@@ -191,7 +193,7 @@ def main(argv=None) -> int:
         p.add(kernel="elementwise_add", inputs=[bufs[i], a], output=bufs[i + 1])
     calls = [c for st in p._stages for c in st.dispatch.raw_calls()]
 
-    def raw_chain():
+    def chain_cb():
         enc = lib.wgpuDeviceCreateCommandEncoder(dev_id, _ENCODER_DESC)
         cp = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
         lib.wgpuComputePassEncoderSetPipeline(cp, calls[0][0])
@@ -200,18 +202,13 @@ def main(argv=None) -> int:
             lib.wgpuComputePassEncoderDispatchWorkgroups(cp, x, y, z)
         lib.wgpuComputePassEncoderEnd(cp)
         lib.wgpuComputePassEncoderRelease(cp)
-        raw_submit_wait(raw_finish(enc))
+        return raw_finish(enc)
+
+    def raw_chain():
+        raw_submit_wait(chain_cb())
 
     def host_only():
-        enc = lib.wgpuDeviceCreateCommandEncoder(dev_id, _ENCODER_DESC)
-        cp = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
-        lib.wgpuComputePassEncoderSetPipeline(cp, calls[0][0])
-        for _pipe, group, x, y, z in calls:
-            lib.wgpuComputePassEncoderSetBindGroup(cp, 0, group, 0, null)
-            lib.wgpuComputePassEncoderDispatchWorkgroups(cp, x, y, z)
-        lib.wgpuComputePassEncoderEnd(cp)
-        lib.wgpuComputePassEncoderRelease(cp)
-        cb = raw_finish(enc)
+        cb = chain_cb()
         arr[0] = cb
         t0 = time.perf_counter_ns()
         lib.wgpuQueueSubmitForIndex(queue_id, 1, arr)

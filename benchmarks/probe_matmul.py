@@ -181,6 +181,32 @@ def main(argv=None) -> int:
     dev.queue.write_buffer(pbuf, 0, np.array([n, n, n, 1, n, 0, 0, 0], np.uint32).tobytes())
     want = A.astype(np.float64) @ B.astype(np.float64)
     flops = 2.0 * n ** 3
+
+    def run_matmul(code, label, grid, clocks=False):
+        """Build ``code``, time it on A·B, print its rate and error against numpy."""
+        try:
+            pipe = pipeline(code, label)
+        except Exception as e:
+            print(f"  {label}: failed to build: {str(e).splitlines()[0]}")
+            return
+        bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+            {"binding": i, "resource": {"buffer": buf}}
+            for i, buf in enumerate((abuf, bbuf, obuf, pbuf))])
+
+        def rec(cpass):
+            cpass.set_pipeline(pipe)
+            cpass.set_bind_group(0, bg)
+            cpass.dispatch_workgroups(*grid)
+
+        sec, how = gpu_time(None, record_pass=rec, warmup=2, repeat=5,
+                            inner=1 if args.small else 3)
+        got = np.frombuffer(dev.queue.read_buffer(obuf), np.float32).reshape(n, n)
+        err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+        print(f"matmul {label}: {sec * 1e3:7.3f} ms {flops / sec / 1e12:7.2f} TFLOP/s  "
+              f"err {err:.1e}  ({how})")
+        if clocks and not args.small:
+            print(f"  clocks while running: {busy_clock(rec, max(1, int(0.3 / sec)))}")
+
     for cfg_name in args.config.split(","):
         cfg = TileConfig.parse(cfg_name)
         base, _ = render_tiled(cfg, "f32", True, True)
@@ -195,55 +221,15 @@ def main(argv=None) -> int:
             if name != "base" and code == base:
                 print(f"  {name}: the rewrite found nothing to change")
                 continue
-            try:
-                pipe = pipeline(code, f"mm-{name}")
-            except Exception as e:
-                print(f"  {name}: failed to build: {str(e).splitlines()[0]}")
-                continue
-            bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-                {"binding": i, "resource": {"buffer": buf}}
-                for i, buf in enumerate((abuf, bbuf, obuf, pbuf))])
-
-            def rec(cpass, pipe=pipe, bg=bg, grid=grid):
-                cpass.set_pipeline(pipe)
-                cpass.set_bind_group(0, bg)
-                cpass.dispatch_workgroups(*grid)
-
-            sec, how = gpu_time(None, record_pass=rec, warmup=2, repeat=5,
-                                inner=1 if args.small else 3)
-            got = np.frombuffer(dev.queue.read_buffer(obuf), np.float32).reshape(n, n)
-            err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-            print(f"matmul {cfg.name} {n}^3 {name:>10}: {sec * 1e3:7.3f} ms "
-                  f"{flops / sec / 1e12:7.2f} TFLOP/s  err {err:.1e}  ({how})")
-            if name == "base" and not args.small:
-                print(f"  clocks while running: {busy_clock(rec, max(1, int(0.3 / sec)))}")
+            run_matmul(code, f"{cfg.name} {n}^3 {name:>10}", grid, clocks=name == "base")
 
     # 3. no workgroup memory at all: every invocation reads storage, the L1 cache shares it
     for tm, tn, gx, gy in [(8, 8, 16, 16), (4, 8, 16, 16), (8, 8, 32, 8), (8, 4, 16, 16)]:
         bm, bn = gy * tm, gx * tn
         if n % bm or n % bn:
             continue
-        name = f"direct {bm}x{bn} {tm}x{tn}"
-        try:
-            pipe = pipeline(direct_source(tm, tn, gx, gy), name)
-        except Exception as e:
-            print(f"  {name}: failed to build: {str(e).splitlines()[0]}")
-            continue
-        bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": i, "resource": {"buffer": buf}}
-            for i, buf in enumerate((abuf, bbuf, obuf, pbuf))])
-
-        def rec(cpass, pipe=pipe, bg=bg, grid=(n // bn, n // bm, 1)):
-            cpass.set_pipeline(pipe)
-            cpass.set_bind_group(0, bg)
-            cpass.dispatch_workgroups(*grid)
-
-        sec, how = gpu_time(None, record_pass=rec, warmup=2, repeat=5,
-                            inner=1 if args.small else 3)
-        got = np.frombuffer(dev.queue.read_buffer(obuf), np.float32).reshape(n, n)
-        err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-        print(f"matmul {name} {n}^3: {sec * 1e3:7.3f} ms "
-              f"{flops / sec / 1e12:7.2f} TFLOP/s  err {err:.1e}  ({how})")
+        run_matmul(direct_source(tm, tn, gx, gy), f"direct {bm}x{bn} {tm}x{tn} {n}^3",
+                   (n // bn, n // bm, 1))
 
     if torch is not None and not args.small:
         torch.backends.cuda.matmul.allow_tf32 = False

@@ -109,6 +109,9 @@ class _SyncBox:
 
     __slots__ = ("status", "handle", "info")
 
+    def is_set(self) -> bool:  # wait_event's flag protocol
+        return self.status is not None
+
     def __init__(self, callback):
         self.status: int | None = None
         self.handle = ffi.new_handle(self)
@@ -208,18 +211,8 @@ class Submitter:
         unless user code destroys ``Buffer.gpu_buffer`` by hand. The raw ``lib`` entry
         points are used on this hot path: their errors could not be turned into Python
         exceptions anyway."""
-        n = len(command_buffers)
         with self._lock:
-            arr = self._arrays.get(n)
-            if arr is None:
-                arr = self._arrays[n] = ffi.new("WGPUCommandBuffer[]", max(n, 1))
-            for i, cb in enumerate(command_buffers):
-                arr[i] = cb._internal
-            index = lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr)
-            self.submissions += 1
-            for cb in command_buffers:
-                if type(cb) is CommandBuffer:  # raw handle: submitted, so released now
-                    cb.release()
+            index = self._submit_locked(command_buffers)
             if not fence:
                 return None
             fence = Fence()
@@ -233,6 +226,22 @@ class Submitter:
         lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, info[0])
         return fence
 
+    def _submit_locked(self, command_buffers) -> int:
+        """wgpuQueueSubmitForIndex (under self._lock); our raw command buffers are released
+        once submitted. Returns the submission index."""
+        n = len(command_buffers)
+        arr = self._arrays.get(n)
+        if arr is None:
+            arr = self._arrays[n] = ffi.new("WGPUCommandBuffer[]", max(n, 1))
+        for i, cb in enumerate(command_buffers):
+            arr[i] = cb._internal
+        index = lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr)
+        self.submissions += 1
+        for cb in command_buffers:
+            if type(cb) is CommandBuffer:  # raw handle: submitted, so released now
+                cb.release()
+        return index
+
     def submit_and_wait(self, command_buffer) -> BaseException | None:
         """Submit one finished command buffer and poll from this thread until the GPU has
         done it: the synchronous runs (run_kernel, Pipeline.run). Returns the error if the
@@ -242,33 +251,16 @@ class Submitter:
         if box is None:
             box = self._local.sync = _SyncBox(self._sync_done)
         with self._lock:
-            arr = self._arrays.get(1)
-            if arr is None:
-                arr = self._arrays[1] = ffi.new("WGPUCommandBuffer[]", 1)
-            arr[0] = command_buffer._internal
-            lib.wgpuQueueSubmitForIndex(self._queue_id, 1, arr)
-            self.submissions += 1
-        command_buffer.release()
+            self._submit_locked((command_buffer,))
         box.status = None
         lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, box.info[0])
-        if box.status is None:
-            poll, dev, null = lib.wgpuDevicePoll, self._dev_id, ffi.NULL
-            spins = 0
-            start = time.perf_counter()
-            self.waiting.append(None)
-            try:
-                while box.status is None:
-                    poll(dev, False, null)
-                    spins += 1
-                    if spins > _SPIN:
-                        _nap(start)
-            finally:
-                self.waiting.pop()
-                if box.status is None:  # interrupted (KeyboardInterrupt): the callback is
-                    # still to come, so the box must outlive this thread; the next call
-                    # takes a new one
-                    self._orphans = [b for b in self._orphans if b.status is None] + [box]
-                    self._local.sync = None
+        try:
+            wait_event(box)
+        finally:
+            if box.status is None:  # interrupted (KeyboardInterrupt): the callback is still
+                # to come, so the box must outlive this thread; the next call takes a new one
+                self._orphans = [b for b in self._orphans if b.status is None] + [box]
+                self._local.sync = None
         if box.status != lib.WGPUQueueWorkDoneStatus_Success:
             return DeviceError(f"the GPU could not finish this submission (status "
                                f"{box.status})")
@@ -343,8 +335,8 @@ def wait(fence: Fence, timeout: float | None = None) -> bool:
 
 
 def wait_event(event, timeout: float | None = None) -> bool:
-    """Poll the device from this thread until ``event`` is set (a fence's, or a staging
-    buffer map's: its callback fires in these polls)."""
+    """Poll the device from this thread until ``event`` is set (a fence's, a staging
+    buffer map's or a synchronous run's box: its callback fires in these polls)."""
     if event.is_set():
         return True
     s = submitter()

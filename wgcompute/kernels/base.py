@@ -3,6 +3,7 @@ frozen dataclass, uniform packing, and Dispatch (a kernel bound to buffers, read
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 import threading
@@ -51,11 +52,13 @@ class Param:
 
 @dataclass(frozen=True)
 class PipelineKey:
-    """What makes one compiled pipeline: kernel, dtypes and template constants."""
+    """What makes one compiled pipeline: kernel, dtypes, template constants, and which inputs
+    share the output's buffer (in place: those are declared read_write)."""
 
     kernel: str
     dtypes: tuple[str, ...]
     constants: tuple[tuple[str, Any], ...] = ()
+    in_place: tuple[int, ...] = ()
 
 
 @dataclass
@@ -99,6 +102,11 @@ class Kernel:
     # naga's runtime checks (index clamps, loop bounding counters) in the shader. Built-in
     # kernels, written and tested to stay in range, run without them.
     checked: bool = True
+    entry_point: str = "main"
+    # out= may be one of the inputs only where each output element is computed by the one
+    # invocation that reads the same element of the inputs, reading before writing (or where
+    # a kernel's first pass copies its input into a temporary). Otherwise: why not.
+    not_in_place: str | None = "it is not known to give the same result in place"
 
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:
@@ -179,8 +187,18 @@ class Kernel:
         return None
 
     # -- machinery -----------------------------------------------------------------------
+    def in_place_refusal(self, inputs, output, aliased: tuple[int, ...]) -> str | None:
+        """None if ``output`` may share its buffer with the inputs at indices ``aliased``;
+        otherwise why not (a phrase for the error)."""
+        return self.not_in_place
+
     def storage_bindings(self) -> tuple[str, ...]:
         return self.inputs + ((self.output,) if self.output else ())
+
+    def binding_slots(self) -> tuple[int, ...]:
+        """The @binding numbers of the storage bindings (inputs, then the output), then the
+        params uniform's. Built-in shaders number them in that order from 0."""
+        return tuple(range(len(self.storage_bindings()) + 1))
 
     def compiled(self, key: PipelineKey, device: Device) -> Compiled:
         c = _cache.get(key)
@@ -203,6 +221,12 @@ class Kernel:
                     feature)
         source, fields = self.render(key)
         label = f"{self.name}[{','.join(key.dtypes)}]"
+        slots = self.binding_slots()
+        if key.in_place:  # the inputs bound to the output's buffer must be read_write too
+            from .reflect import with_read_write
+
+            label += "[in place]"
+            source = with_read_write(source, [slots[i] for i in key.in_place])
         dev = device.gpu_device
         try:
             module = shaders.create_module(dev, label, source, self.checked)
@@ -211,17 +235,18 @@ class Kernel:
         entries = []
         n_storage = len(self.storage_bindings())
         for i in range(n_storage):
-            access = "read-only-storage" if i < len(self.inputs) else "storage"
-            entries.append({"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                            "buffer": {"type": access}})
+            read_only = i < len(self.inputs) and i not in key.in_place
+            entries.append({"binding": slots[i], "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": "read-only-storage" if read_only else "storage"}})
         if fields:
-            entries.append({"binding": n_storage, "visibility": wgpu.ShaderStage.COMPUTE,
+            entries.append({"binding": slots[n_storage], "visibility": wgpu.ShaderStage.COMPUTE,
                             "buffer": {"type": "uniform"}})
         try:
             bgl = dev.create_bind_group_layout(label=label, entries=entries)
             layout = dev.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
             pipeline = dev.create_compute_pipeline(
-                label=label, layout=layout, compute={"module": module, "entry_point": "main"})
+                label=label, layout=layout,
+                compute={"module": module, "entry_point": self.entry_point})
         except Exception as e:
             raise ShaderCompileError(label, source, str(e)) from e
         stats["pipelines_created"] += 1
@@ -429,11 +454,14 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         if output.dtype not in kernel.dtypes:
             raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
                              f"one of {', '.join(kernel.dtypes)}")
-        for name, b in zip(kernel.inputs, inputs):
-            if b is output:
-                raise ArgumentError(
-                    f"{kernel.name}: output is also input {name!r}; WebGPU cannot bind one "
-                    f"buffer as read-only and read-write in one dispatch (use another output)")
+    aliased = tuple(i for i, b in enumerate(inputs)
+                    if output is not None and _same_memory(b, output))
+    if aliased:
+        why = kernel.in_place_refusal(list(inputs), output, aliased)
+        if why:
+            names = " and ".join(repr(kernel.inputs[i]) for i in aliased)
+            raise ArgumentError(f"{kernel.name}: output is also input {names}; {why}, so its "
+                                f"output cannot be its input (write to another buffer)")
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
@@ -441,6 +469,8 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     if plan is not None:
         return _bind_passes(kernel, list(inputs), output, resolved, plan)
     key = kernel.key(list(inputs), output, resolved)
+    if aliased:
+        key = dataclasses.replace(key, in_place=aliased)
     compiled = kernel.compiled(key, device)
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
@@ -454,6 +484,7 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
+    slots = kernel.binding_slots()
     for i, launch in enumerate(launches):
         entries = []
         for j, b in enumerate(storage):
@@ -461,9 +492,9 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             if launch.ranges is not None:
                 off, size = launch.ranges[j]
                 res = {"buffer": b.gpu_buffer, "offset": off, "size": size}
-            entries.append({"binding": j, "resource": res})
+            entries.append({"binding": slots[j], "resource": res})
         if compiled.uniform_fields:
-            entries.append({"binding": n_storage, "resource": {
+            entries.append({"binding": slots[n_storage], "resource": {
                 "buffer": d.uniform, "offset": i * _UNIFORM_STRIDE,
                 "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
         try:
@@ -474,6 +505,11 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         d.bind_groups.append(bg)
         stats["bind_groups_created"] += 1
     return d
+
+
+def _same_memory(a: Buffer, b: Buffer) -> bool:
+    """Whether two buffers are backed by the one GPU buffer (one Buffer passed twice)."""
+    return a is b or a.gpu_buffer is b.gpu_buffer
 
 
 def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:

@@ -301,6 +301,7 @@ class Matmul(BuiltinKernel):
     numpy's f64 matmul of them."""
 
     name = "matmul"
+    not_in_place = "matmul reads whole rows of a and columns of b for each output element"
     inputs = ("a", "b")
     dtypes = FLOATS
     params = (Param("precision", "str", None,

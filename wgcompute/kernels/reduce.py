@@ -68,6 +68,7 @@ class Reduce(BuiltinKernel):
 
     inputs = ("x",)
     workgroup_size = 256
+    not_in_place = "a reduction combines many elements of x into each output element"
 
     def __init__(self, op: str, description: str):
         self.name = op
@@ -408,6 +409,7 @@ class Softmax(BuiltinKernel):
     """softmax over the last axis (or every element): exp(x - max) / sum(exp(x - max))."""
 
     name = "softmax"
+    not_in_place = "softmax reads its whole row for each output element"
     inputs = ("x",)
     dtypes = ("f32", "f16")
     workgroup_size = 256

@@ -210,7 +210,7 @@ def _reduce(name: str, x: Buffer, axis, out: Buffer | None, params: dict | None 
     _check_buffer(x, "x")
     if out is None:
         shape, dt = _registry.get(name).output_spec([x], {"axis": axis})
-        out = empty(shape, dt, label=f"{name}-out")
+        out = empty(shape, dt, label=f"{name}-out", device=x.device)
     return run_kernel(name, [x], out, {"axis": axis, **(params or {})})
 
 

@@ -77,9 +77,9 @@ class Pipeline:
         return [dict(s.spec) for s in self._stages]
 
     def _check_open(self) -> None:
+        self.device.check("pipeline")
         if self._freed:
             raise PipelineError(f"{self!r} was freed")
-        self.device.check("pipeline")
 
     def add(self, stage: dict | None = None, **kwargs) -> Pipeline:
         """Validate and append a stage; returns the pipeline for chaining.

@@ -216,7 +216,8 @@ class Device:
         self.label = f"device {self.ordinal} ({self.name}, {self.backend})"
         self.link = _native.link(gpu_device)
         self.submitter = Submitter(self.link, self.label)
-        self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label)
+        self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label,
+                                    self.wrap)
         self.workers = Workers(self.label)
         # What the upper layers cache for this device (they fill these):
         self.pipelines: dict = {}  # PipelineKey -> compiled pipeline (kernels)
@@ -302,16 +303,23 @@ class Device:
             raise type(self.dead)(f"{argument}: {self.dead}")
 
     def _probe(self) -> None:
-        """Find out whether this device is the one wgpu reported lost (a 4-byte buffer cannot
-        be made on a lost device)."""
+        """Find out whether the GPU device is gone (an empty command buffer cannot be finished
+        on a lost device; ~5 us): after wgpu reported a loss, after a native error, and every
+        quarter second of a long wait (a lost device's fences may never complete)."""
         self.submitter.seen_epoch = LOSS.epoch
         if not self.alive:
             return
         try:
-            self.gpu_device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_DST).destroy()
+            self.link.encoder().finish()
         except Exception as e:
             if _native.is_lost_error(e):
-                self.mark_lost(str(e).strip().splitlines()[-1])
+                self.mark_lost(str(e).strip().splitlines()[-1].strip())
+
+    def probe_native(self) -> None:
+        """Raise DeviceLostError if the GPU device is gone: for the few places where
+        wgpu-native would abort the process rather than report an error."""
+        self._probe()
+        self.check()
 
     def mark_lost(self, reason: str) -> None:
         """The GPU is gone: fail every pending command with DeviceLostError, refuse later work
@@ -329,9 +337,13 @@ class Device:
 
     def wrap(self, error: BaseException, what: str) -> DeviceError:
         """A native error raised while doing ``what`` on this device, as a WgComputeError:
-        DeviceLostError if the device turns out to be lost."""
-        if self.alive and _native.is_lost_error(error):
-            self.mark_lost(str(error).strip().splitlines()[-1])
+        DeviceLostError if the device turns out to be lost (it is probed: errors are rare, and
+        a loss is often only reported at the device's next poll)."""
+        if self.alive:
+            if _native.is_lost_error(error):
+                self.mark_lost(str(error).strip().splitlines()[-1].strip())
+            elif not self.closed:
+                self._probe()
         if not self.alive:
             return type(self.dead)(f"{what}: {self.dead}")
         return DeviceError(f"{what} on {self.label}: {error}")
@@ -385,7 +397,9 @@ class Device:
         self.finished.clear()
         if hasattr(self.link, "close"):
             self.link.close()
-        if self._owned and was_alive:
+        # Destroying the device would unmap the staging that result arrays still lend from
+        # (stream_map's leased results): then the device goes when its last buffer does.
+        if self._owned and was_alive and self.staging.leases_out() == 0:
             try:
                 self.gpu_device.destroy()
             except Exception:  # noqa: BLE001 - already gone

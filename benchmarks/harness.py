@@ -259,8 +259,11 @@ def _sync(dev) -> None:
 
 def peers() -> dict:
     """GPU peers that are importable here and see a GPU: {"torch": torch, "cupy": cupy}.
-    Neither is a dependency; a missing one is simply left out."""
+    Neither is a dependency; a missing one is simply left out, and WGCOMPUTE_BENCH_PEERS=0
+    leaves both out (runs that compare wgcompute with itself)."""
     out = {}
+    if os.environ.get("WGCOMPUTE_BENCH_PEERS", "").strip() == "0":
+        return out
     try:
         torch = importlib.import_module("torch")
         if torch.cuda.is_available():

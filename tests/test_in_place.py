@@ -250,12 +250,12 @@ def test_pipeline_image_stages_in_place(rng):
 def test_in_place_is_its_own_pipeline_key():
     """The in-place variant declares the aliased input read_write: a pipeline of its own,
     keyed by the aliasing, beside the out-of-place one."""
-    base = importlib.import_module("wgcompute.kernels.base")
     x = wgc.buffer([1.0, -2.0])
     y = wgc.empty((2,))
     wgc.relu(x, out=y)
     wgc.relu(x, out=x)
-    keys = [k for k in base._cache if k.kernel == "relu" and k.dtypes == ("f32",)]
+    cache = wgc.current_device().pipelines
+    keys = [k for k in cache if k.kernel == "relu" and k.dtypes == ("f32",)]
     assert {k.in_place for k in keys} == {(), (0,)}
-    src = {k.in_place: c.source for k, c in base._cache.items() if k in keys}
+    src = {k.in_place: c.source for k, c in cache.items() if k in keys}
     assert "var<storage, read> a" in src[()] and "var<storage, read_write> a" in src[(0,)]

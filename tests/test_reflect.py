@@ -211,7 +211,7 @@ def test_every_builtin_shader_agrees_with_its_kernel():
     uses, the inputs read-only and the output read-write at bindings 0..n in the kernel's
     order, and the uniform struct the kernel packs, field by field."""
     _exercise_every_builtin()
-    entries = list(base._cache.items())
+    entries = list(wgc.current_device().pipelines.items())
     kernels = {key.kernel for key, _ in entries}
     assert len(kernels) >= 30 and len(entries) >= 100  # every family, many keys
     limit = wgc.device_info()["limits"]["max-compute-invocations-per-workgroup"]

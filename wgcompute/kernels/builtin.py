@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from .. import shaders
-from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
+from ..runtime import Device
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 from .matmul import Matmul
 from .reduce import reduce_kernels

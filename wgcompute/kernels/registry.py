@@ -11,11 +11,10 @@ from string import Template
 import numpy as np
 
 from .. import shaders
-from ..device import get_device
 from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentError, DtypeError, KernelNotFoundError, ShaderCompileError, ShapeError
-from . import base
+from ..runtime import Device, current_device, open_devices
 from .base import Kernel, Launch, Param, PipelineKey, fold_grid
 from .reflect import reflect
 
@@ -31,18 +30,22 @@ def _check_free(name: str, replace: bool) -> None:
                             f"(pass replace=True to redefine it)")
 
 
-def add(kernel: Kernel, replace: bool = False, compiled=None) -> Kernel:
-    """Register ``kernel``. Replacing drops the old kernel's cached pipelines (they are keyed
-    by name, and would otherwise keep running the old shader); ``compiled`` seeds the cache."""
+def add(kernel: Kernel, replace: bool = False, compiled=None,
+        device: Device | None = None) -> Kernel:
+    """Register ``kernel``. Replacing drops the old kernel's cached pipelines on every device
+    (they are keyed by name, and would otherwise keep running the old shader); ``compiled``
+    seeds ``device``'s cache."""
     with _lock:
         _check_free(kernel.name, replace)
         _aliases.pop(kernel.name, None)
         _kernels[kernel.name] = kernel
-        with base._cache_lock:
-            for key in [k for k in base._cache if k.kernel == kernel.name]:
-                del base._cache[key]
-            if compiled is not None:
-                base._cache[compiled.key] = compiled
+        for dev in open_devices():
+            with dev.pipelines_lock:
+                for key in [k for k in dev.pipelines if k.kernel == kernel.name]:
+                    del dev.pipelines[key]
+        if compiled is not None and device is not None:
+            with device.pipelines_lock:
+                device.pipelines[compiled.key] = compiled
     return kernel
 
 
@@ -79,11 +82,6 @@ _T = "__wgcompute_T"  # stands for ${T} while the structure of a templated shade
 _DEFAULT_WG = 256  # what ${WG} becomes when workgroup_size= is not given
 _AUTO = {"n": "the number of output elements",
          "offset": "the index of the first element of each dispatch"}
-
-
-def _device():
-    """The device kernels are registered on."""
-    return get_device()
 
 
 class CustomKernel(Kernel):
@@ -294,7 +292,7 @@ def _reflect(name: str, probe: str, compile_source, checked: bool):
     except ShaderCompileError as reader_error:
         label, source = compile_source()
         try:
-            shaders.create_module(_device().gpu_device, label, source, checked)
+            shaders.create_module(current_device(), label, source, checked)
         except Exception as e:
             raise ShaderCompileError(label, source, str(e)) from e
         raise ShaderCompileError(label, probe, reader_error.compiler_message) from None
@@ -341,7 +339,7 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
             source = f.read()
     bindings, user_params, user_wg, user_dtypes = _check_args(
         bindings, params, workgroup_size, dtypes, entry_point, grid, checked)
-    device = _device()
+    device = current_device()
     templated = "${" in source
     uses_wg = templated and "WG" in Template(source).get_identifiers()
     if uses_wg and user_wg is not None and user_wg[1:] != (1, 1):
@@ -470,4 +468,4 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
     compiled = k._compile(PipelineKey(name, (dts[0],), ()), device)
-    return add(k, replace=replace, compiled=compiled)
+    return add(k, replace=replace, compiled=compiled, device=device)

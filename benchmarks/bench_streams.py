@@ -82,32 +82,57 @@ def gpu_queue_time(wgc, inp, out) -> float | None:
     """Seconds of one batch's GPU work as stream_map submits it, host copies excluded:
     staging -> input copy, the kernel, output -> staging copy, in one submission. None
     where this wgcompute version lacks the internals it uses (the bound is then left out)."""
-    try:
-        from wgcompute import _queue, _staging
-        from wgcompute._encode import Encoder
-        from wgcompute.commands import bound
-        from wgcompute.kernels import registry
-    except ImportError:
-        return None
+    from wgcompute.commands import bound
+    from wgcompute.kernels import registry
 
-    dev = inp.device
-    up = transfers.UploadStage(dev, inp.nbytes)
-    padded = up.fill(np.zeros(inp.size, np.float32))  # a copy source must be unmapped
-    down = transfers.DownloadStage(dev, out.nbytes)
-    calls = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B}).raw_calls()
+    d = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B})
+    if getattr(inp, "device", None) is not None:  # the per-device runtime
+        from wgcompute import transfers
+        from wgcompute._queue import wait
 
-    def batch():
-        enc = dev.link.encoder()
-        up.record(enc, inp.gpu_buffer, padded)
-        enc.record_calls(calls)
-        down.record(enc, out.gpu_buffer)
-        wgc_wait(dev.submitter.submit([enc.finish()]))
+        dev = inp.device
+        up = transfers.UploadStage(dev, inp.nbytes)
+        padded = up.fill(np.zeros(inp.size, np.float32))  # a copy source must be unmapped
+        down = transfers.DownloadStage(dev, out.nbytes)
+        calls = d.raw_calls()
 
+        def batch():
+            enc = dev.link.encoder()
+            up.record(enc, inp.gpu_buffer, padded)
+            enc.record_calls(calls)
+            down.record(enc, out.gpu_buffer)
+            wait(dev.submitter.submit([enc.finish()]))
+
+        def release():
+            up.release(False)
+            down.release()
+    else:  # wgcompute 0.1's module-level staging and queue
+        try:
+            from wgcompute._encode import Encoder
+
+            from wgcompute import _queue, _staging
+        except ImportError:
+            return None
+        up = _staging.up_pool.acquire(inp.nbytes)
+        _staging.unmap(up)  # pool buffers come mapped for writing; a copy source must not be
+        down = _staging.down_pool.acquire(out.nbytes)
+
+        def batch():
+            enc = Encoder()
+            enc.copy_buffer_to_buffer(up, 0, inp.gpu_buffer, 0, inp.nbytes)
+            cpass = enc.begin_compute_pass()
+            d.encode(cpass)
+            cpass.end()
+            enc.copy_buffer_to_buffer(out.gpu_buffer, 0, down, 0, out.nbytes)
+            _queue.wait(_queue.submit([enc.finish()]))
+
+        def release():
+            up.destroy()
+            down.destroy()
     try:
         t, _ = timed(batch, 5)
     finally:
-        up.release(False)
-        down.release()
+        release()
     return t
 
 
@@ -319,11 +344,18 @@ def main(argv=None) -> Results:
     # touched memory, is the stage's time
     touched = np.ones(n, np.float32).view(np.uint8)
     try:
-        from wgcompute import _staging
+        from wgcompute import transfers
 
-        t_down, _ = timed(lambda: _staging.download(out.gpu_buffer, 0, out.nbytes, touched), 5)
-    except (ImportError, AttributeError):  # another version: the public download instead
-        t_down = t_new
+        t_down, _ = timed(lambda: transfers.download(out.device, out.gpu_buffer, 0, out.nbytes,
+                                                     touched), 5)
+    except ImportError:
+        try:  # wgcompute 0.1
+            from wgcompute import _staging
+
+            t_down, _ = timed(lambda: _staging.download(out.gpu_buffer, 0, out.nbytes,
+                                                        touched), 5)
+        except (ImportError, AttributeError):  # another version: the public download instead
+            t_down = t_new
     bound = count * max(t_up, t_gpu, t_down)
     t_queue = gpu_queue_time(wgc, inp, out)
     queue_bound = count * max(t_up, t_down, t_queue or 0.0)

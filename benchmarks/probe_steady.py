@@ -506,10 +506,12 @@ def main(argv=None) -> int:
         print("\n" + md)
         print(f"\n({out['seconds']:.0f} s)")
         if os.environ.get("OUT") and not args.json:
+            os.makedirs(os.environ["OUT"], exist_ok=True)
             with open(os.path.join(os.environ["OUT"], "probe_steady.md"), "w",
                       encoding="utf-8") as f:
                 f.write(md + "\n")
     if path:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1, default=str)
     return 0

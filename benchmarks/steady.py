@@ -83,46 +83,26 @@ def dispatch_parts(d) -> list[dict]:
 
 def submit_and_wait(command_buffers) -> None:
     """Submit wgpu command buffers through wgcompute's queue and wait for their fence."""
-    from wgcompute import _queue
+    from wgcompute._queue import wait
 
-    fence = _queue.submit(list(command_buffers))
-    _queue.wait(fence)
+    wait(device().submitter.submit(list(command_buffers)))
 
 
 def cache_sizes() -> dict:
-    """Sizes of wgcompute's caches that keep GPU objects alive."""
-    out = {}
-    try:
-        from wgcompute import commands
-
-        out["bind_cache"] = len(commands._bind_cache)
-        out["commands_finished_kept"] = len(commands._finished)
-        out["commands_pending"] = len(commands._pending)
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from wgcompute.kernels import base
-
-        out["pipeline_cache"] = base.pipeline_cache_size()
-    except (ImportError, AttributeError):
-        pass
-    try:
-        from wgcompute import _staging
-
-        out["staging_free_bytes"] = _staging.free_bytes()
-        out["staging_created"] = _staging.staging_buffers_created()
-        out["staging_leases_out"] = _staging.leases_out()
-    except (ImportError, AttributeError):
-        pass
-    return out
+    """Sizes of the device's caches and tables that keep GPU objects alive."""
+    dev = device()
+    return {"bind_cache": len(dev.binds), "commands_finished_kept": len(dev.finished),
+            "commands_pending": len(dev.commands), "pipeline_cache": len(dev.pipelines),
+            "staging_free_bytes": dev.staging.free_bytes(),
+            "staging_created": dev.staging.created(),
+            "staging_leases_out": dev.staging.leases_out()}
 
 
 def clear_caches() -> None:
     """Drop the bind cache (its Dispatches hold bind groups and params buffers)."""
-    from wgcompute import commands
-
-    with commands._bind_lock:
-        commands._bind_cache.clear()
+    dev = device()
+    with dev.binds_lock:
+        dev.binds.clear()
     gc.collect()
 
 
@@ -130,39 +110,26 @@ def shut_down_helper_threads() -> list[str]:
     """Stop the threads wgcompute leaves behind after transfers: the staging idle-trim timer
     and the copy / fault / readback pools (made again on next use). Returns what was
     stopped."""
+    dev = device()
     stopped = []
-    from wgcompute import _staging
-
-    with _staging._trim_lock:
-        timer, _staging._trim_timer = _staging._trim_timer, None
+    st = dev.staging
+    with st._trim_lock:
+        timer, st._trim_timer = st._trim_timer, None
     if timer is not None:
         timer.cancel()
         stopped.append("staging idle-trim timer")
-    for name in ("_copy_pool", "_fault_pool"):
-        with _staging._copy_lock:
-            pool = getattr(_staging, name)
-            setattr(_staging, name, None)
+    w = dev.workers
+    for name in ("_copy", "_fault", "_readback"):
+        with w._lock:
+            pool = getattr(w, name)
+            setattr(w, name, None)
         if pool is not None:
             pool.shutdown(wait=True)
-            stopped.append(f"_staging.{name}")
-    try:
-        from wgcompute import streams
+            stopped.append(f"workers.{name}")
+    from wgcompute import _queue  # let wgpu-py's poll thread go back to sleep
 
-        with streams._readback_lock:
-            pool, streams._readback_pool = streams._readback_pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
-            stopped.append("streams readback pool")
-    except (ImportError, AttributeError):
-        pass
-    try:  # let wgpu-py's poll thread go back to sleep
-        from wgcompute import _queue
-
-        s = _queue.submitter()
-        time.sleep(2 * _queue._LINGER)
-        s.release_idle_token()
-    except (ImportError, AttributeError):
-        pass
+    time.sleep(2 * _queue._LINGER)
+    dev.submitter.release_idle_token()
     return stopped
 
 

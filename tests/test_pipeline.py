@@ -105,17 +105,16 @@ def _settle() -> None:
     """Let work started before this point finish (earlier tests' commands, fences the poll
     thread has not completed yet) and collect its garbage, so that only what happens next is
     measured. On a real GPU, work submitted earlier is still running when a test starts."""
-    from wgcompute import _queue, commands
-
-    for cmd in list(commands._pending.values()):
-        try:
-            cmd.wait(timeout=60)
-        except wgc.WgComputeError:
-            pass  # an earlier test's failed command: finished, which is all that matters here
-    deadline = time.monotonic() + 60
-    while _queue.submitter().pending_count() and time.monotonic() < deadline:
-        _queue.submitter().poll()
-        time.sleep(1e-3)
+    for dev in wgc.runtime.open_devices():
+        for cmd in list(dev.commands.values()):
+            try:
+                cmd.wait(timeout=60)
+            except wgc.WgComputeError:
+                pass  # an earlier test's failed command: finished, all that matters here
+        deadline = time.monotonic() + 60
+        while dev.submitter.pending_count() and time.monotonic() < deadline:
+            dev.submitter.poll()
+            time.sleep(1e-3)
     for _ in range(2):
         gc.collect()
 

@@ -200,7 +200,7 @@ def test_a_lost_device_fails_its_work_and_others_go_on(two):
         cmd.wait(timeout=30)
     except wgc.CommandFailedError as e:
         assert isinstance(e.cause, wgc.DeviceLostError)
-    for name, op in [("write", lambda: x.write(np.zeros(1 << 18, np.float32))),
+    for _name, op in [("write", lambda: x.write(np.zeros(1 << 18, np.float32))),
                      ("write_async", lambda: x.write_async(np.zeros(1 << 18, np.float32))),
                      ("to_numpy", x.to_numpy), ("read_async", x.read_async),
                      ("run_kernel", lambda: wgc.relu(x, y)), ("pipeline", p.run),

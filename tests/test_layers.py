@@ -17,6 +17,7 @@ LAYERS = {
     "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
     "wgcompute._queue": 2,  # fences and the submitter of one device
     "wgcompute._pools": 2,  # a device's staging pools and host threads
+    "wgcompute.clocks": 2,  # the GPU's clocks (NVML) and holding them up (a CUDA context)
     "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
     "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
     "wgcompute.buffer": 5,

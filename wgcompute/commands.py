@@ -203,6 +203,7 @@ class Command:
                 if not finished:
                     raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
                 self._finish()
+                self.device.after_wait()
         err = self.error
         if err is not None:
             raise CommandFailedError(f"command {self.id} ({self.label}) failed: {err}", err)
@@ -370,6 +371,7 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
             if not device.alive:
                 raise device.wrap(error, label) from error
             raise CommandFailedError(f"{label} failed: {error}", error)
+        device.after_wait()
     finally:
         for b in held:
             b._release()

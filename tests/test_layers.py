@@ -14,6 +14,7 @@ PKG = Path(wgc.__file__).resolve().parent
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
 LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
+    "wgcompute._args": 0,  # argument checks shared by commands and streams (timeouts)
     "wgcompute.device": 1,
     "wgcompute._queue": 1,  # beside device: owns the queue submit and fences; buffers read
     "wgcompute._encode": 1,  # command encoders of the hot paths, raw wgpu-native handles

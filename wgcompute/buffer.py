@@ -232,19 +232,20 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _alloc(nbytes: int, label: str):
+def _alloc(nbytes: int, label: str, argument: str = "shape"):
     if label is not None and not isinstance(label, str):
         raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
     dev = get_device()
     size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
     limit = dev.limit("max-buffer-size")
     if size > limit:
-        raise DeviceError(f"buffer of {nbytes} bytes exceeds this adapter's max-buffer-size "
-                          f"({limit} bytes, {dev.name})")
+        raise DeviceError(f"{argument}: a buffer of {nbytes} bytes exceeds this adapter's "
+                          f"max-buffer-size ({limit} bytes, {dev.name})")
     try:
         return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
     except Exception as e:
-        raise DeviceError(f"could not allocate {nbytes} bytes on {dev.name}: {e}") from e
+        raise DeviceError(f"{argument}: could not allocate {nbytes} bytes on {dev.name}: "
+                          f"{e}") from e
 
 
 def empty(shape, dtype="f32", label: str = "") -> Buffer:
@@ -305,7 +306,7 @@ def buffer(data, shape=None, dtype=None, label: str = "") -> Buffer:
                              f"{arr.size}")
     else:
         shape = tuple(arr.shape)
-    buf = Buffer(_alloc(arr.size * dt.itemsize, label), shape, dt, label)
+    buf = Buffer(_alloc(arr.size * dt.itemsize, label, "data"), shape, dt, label)
     if arr.size:
         _staging.upload(buf._gpu, 0, arr, fence=False)
     return buf

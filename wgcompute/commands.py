@@ -10,6 +10,7 @@ from collections import OrderedDict
 from enum import StrEnum
 
 from . import _queue
+from ._args import check_timeout
 from ._encode import Encoder, encode_one_pass
 from .buffer import Buffer, check_buffer, empty
 from .device import get_device
@@ -143,9 +144,7 @@ class Command:
     def wait(self, timeout: float | None = None):
         """Block until done and return the command's result (its output buffer, if any).
         Raises CommandFailedError (with ``cause``) if it failed, TimeoutError on timeout."""
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-            raise ArgumentError(f"timeout: expected a non-negative number of seconds or None, "
-                                f"got {timeout!r}")
+        timeout = check_timeout(timeout)
         if self._done and self._error is None:
             f = self._fence
             if f is None or f.error is None:
@@ -210,7 +209,11 @@ _bind_lock = threading.Lock()
 
 def _freeze(v):
     if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+        items = [(k, _freeze(x)) for k, x in v.items()]
+        try:
+            return tuple(sorted(items))
+        except TypeError:  # mixed key types (a user's {1: ...}): the kernel refuses them later
+            return tuple(sorted(items, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))))
     if isinstance(v, (list, tuple)):
         return tuple(_freeze(x) for x in v)
     return v

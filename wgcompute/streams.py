@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import _queue, _staging
+from ._args import check_timeout as _check_timeout
 from ._encode import Encoder
 from .buffer import Buffer, _to_array, check_buffer, empty
 from .buffer import buffer as _new_buffer
@@ -39,13 +40,6 @@ log = logging.getLogger("wgcompute")
 
 __all__ = ["Stream", "Event", "HostCommand", "Timeline", "StreamMap", "create_stream",
            "stream_map", "upload", "read_async", "write_async"]
-
-
-def _check_timeout(timeout) -> None:
-    if timeout is not None and (isinstance(timeout, bool) or
-                                not isinstance(timeout, (int, float)) or timeout < 0):
-        raise ArgumentError(f"timeout: expected a non-negative number of seconds or None, "
-                            f"got {timeout!r}")
 
 
 # -- commands completed by host work -------------------------------------------------------

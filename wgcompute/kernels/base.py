@@ -113,6 +113,10 @@ class Kernel:
             params = {}
         if not isinstance(params, dict):
             raise ArgumentError(f"{self.name}: params must be a dict, got {type(params).__name__}")
+        for name in params:
+            if not isinstance(name, str):
+                raise ArgumentError(f"{self.name}: params: key {name!r} is not a str "
+                                    f"(params are named by strings)")
         known = {p.name: p for p in self.params}
         unknown = sorted(set(params) - set(known))
         if unknown:
@@ -334,7 +338,7 @@ class Dispatch:
         self.params = new
         self.launches = launches
         self._raw = None
-        if self.compiled.uniform_fields:
+        if self.compiled.uniform_fields and self.uniform is not None:  # None: no launches
             get_device().queue.write_buffer(self.uniform, 0, self._uniform_bytes())
 
     def _uniform_bytes(self) -> bytes:

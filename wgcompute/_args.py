@@ -24,3 +24,10 @@ def check_timeout(timeout, argument: str = "timeout") -> float | None:
         raise ArgumentError(f"{argument}: expected a finite, non-negative number of seconds "
                             f"(at most {threading.TIMEOUT_MAX:.0f}) or None, got {timeout!r}")
     return value
+
+
+def check_batch(batch) -> None:
+    """A timeline tag: None or an int (a batch number)."""
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, numbers.Integral)):
+        raise ArgumentError(f"batch: expected an int (a batch number for the timeline) or "
+                            f"None, got {type(batch).__name__} {batch!r}")

@@ -33,7 +33,7 @@ def live_buffers() -> int:
 def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
-    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes)):
+    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes, dict, set, frozenset)):
         raise ShapeError(f"{argument}: expected a tuple of non-negative ints, got {shape!r}")
     out = []
     for d in shape:
@@ -335,6 +335,7 @@ def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
     """A buffer with the array's shape, dtype and contents."""
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
+    resolve_dtype(array.dtype, "array")
     return buffer(array, None, None, label)
 
 

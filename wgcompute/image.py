@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .buffer import Buffer, check_buffer
+from .buffer import Buffer, check_buffer, normalize_shape
 from .buffer import empty as _empty
 from .buffer import from_numpy as _buffer_from_numpy
 from .commands import Command
 from .dtypes import DTYPES
+from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError, WgComputeError
 from .kernels import registry
 from .kernels.base import Meta
@@ -327,7 +328,10 @@ def parse_pipeline(text: str, shape=(64, 64, 4), dtype: str = "u8") -> list[Stag
                             "grayscale', got an empty string")
     spans = _split(text)
     stages = []
-    meta = Meta(tuple(shape), dtype)
+    meta = Meta(normalize_shape(shape, "shape"), resolve_dtype(dtype, "dtype").name)
+    if meta.ndim not in (2, 3) or not all(meta.shape[:2]):
+        raise ArgumentError(f"shape: expected an image shape (H, W) or (H, W, C) with H, W > 0, "
+                            f"got {meta.shape}")
     for i, span in enumerate(spans):
         piece = text[span[0]:span[1]]
 

@@ -38,6 +38,8 @@ class Pipeline:
     added; bind groups and params buffers are created then, once."""
 
     def __init__(self, label: str = "pipeline"):
+        if not isinstance(label, str):
+            raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
         self.label = label
         self._stages: list[_Stage] = []
         self._freed = False
@@ -169,6 +171,9 @@ class Pipeline:
     def encode(self, encoder, profile_query=None) -> None:
         """Record every stage into ``encoder``: consecutive kernels share one compute pass
         (WebGPU orders dispatches inside a pass); a copy or barrier ends the pass."""
+        if not callable(getattr(encoder, "begin_compute_pass", None)):
+            raise ArgumentError(f"encoder: expected a wgpu GPUCommandEncoder, got "
+                                f"{type(encoder).__name__}")
         if profile_query is None and isinstance(encoder, Encoder):
             for step in self._recording():
                 if type(step) is list:
@@ -243,6 +248,8 @@ class Pipeline:
     def run(self, profile: bool = False):
         """Run every stage (one submit) and wait. With ``profile=True`` (needs the adapter's
         timestamp-query feature) returns each stage's GPU time in milliseconds."""
+        if not isinstance(profile, bool):
+            raise ArgumentError(f"profile: expected True or False, got {profile!r}")
         if profile:
             return self._run_profiled()
         self._check_open()

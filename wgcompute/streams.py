@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import _queue, _staging
+from ._args import check_batch
 from ._args import check_timeout as _check_timeout
 from ._encode import Encoder
 from .buffer import Buffer, _to_array, check_buffer, empty
@@ -157,6 +158,7 @@ def upload(array, label: str = "") -> Buffer:
         if not (hasattr(array, "__array__") or hasattr(array, "__array_interface__")):
             raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
         array = np.asarray(array)
+    resolve_dtype(array.dtype, "array")
     return _new_buffer(array, None, None, label)
 
 
@@ -393,6 +395,7 @@ class Stream:
     # ``batch`` (an int) only tags the operation in the stream's timeline, if it has one.
     def upload(self, array, label: str = "", *, batch: int | None = None) -> Buffer:
         """A new buffer that this stream fills with ``array`` (shape and dtype from it)."""
+        check_batch(batch)
         if isinstance(array, Buffer) or not isinstance(array, np.ndarray):
             raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
         dt = resolve_dtype(array.dtype, "array")
@@ -403,6 +406,7 @@ class Stream:
     def write(self, buf: Buffer, data, *, batch: int | None = None) -> Command:
         """Copy ``data`` (same number of elements, converted exactly) into ``buf`` in stream
         order; the Command completes once the GPU has the bytes."""
+        check_batch(batch)
         check_buffer(buf, "buf")
         arr = _to_array(data, buf._dt, "data")
         if arr.size != buf.size:
@@ -422,6 +426,7 @@ class Stream:
                    params: dict | None = None, *, batch: int | None = None) -> Command:
         """Run a named kernel in stream order (checked now, submitted on the stream's
         thread); the Command's result is the output buffer."""
+        check_batch(batch)
         name, cmd, record = kernel_command(kernel, inputs, output, params)
 
         def op():
@@ -438,6 +443,7 @@ class Stream:
     def run(self, pipeline, *, batch: int | None = None) -> Command:
         """Submit a wgc.Pipeline (or any object with ``submit() -> Command``) in stream
         order; the returned Command follows the one ``submit()`` gives."""
+        check_batch(batch)
         if not callable(getattr(pipeline, "submit", None)):
             raise ArgumentError(f"pipeline: expected a wgc.Pipeline (or an object with "
                                 f"submit()), got {type(pipeline).__name__}")
@@ -463,6 +469,7 @@ class Stream:
 
     def download(self, buf: Buffer, *, batch: int | None = None) -> HostCommand:
         """Read ``buf`` back in stream order; the Command's result is the numpy array."""
+        check_batch(batch)
         check_buffer(buf, "buf")
         cmd = HostCommand("stream.download", [buf])
 

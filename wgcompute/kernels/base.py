@@ -431,8 +431,11 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     if kernel.output is not None:
         check_buffer(output, f"{kernel.name}: output")
         if output.dtype not in kernel.dtypes:
-            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
-                             f"one of {', '.join(kernel.dtypes)}")
+            same = [n for n, b in zip(kernel.inputs, inputs) if b.dtype == output.dtype]
+            like = f", as is input {same[0]!r}" if same else ""
+            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported (output is "
+                             f"{output.dtype}{like}); expected one of "
+                             f"{', '.join(kernel.dtypes)}")
         for name, b in zip(kernel.inputs, inputs):
             if b is output:
                 raise ArgumentError(

@@ -179,13 +179,16 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
         raise ArgumentError("params: declared, but bindings has no 'uniform' entry")
     if "uniform" in accesses and not params:
         raise ArgumentError("bindings: a 'uniform' binding needs params (its struct fields)")
-    if not isinstance(workgroup_size, int) or workgroup_size < 1:
+    if isinstance(workgroup_size, bool) or not isinstance(workgroup_size, int) or \
+            workgroup_size < 1:
         raise ArgumentError(f"workgroup_size: expected a positive int, got {workgroup_size!r}")
     if isinstance(dtypes, str):
         dtypes = (dtypes,)
     if not isinstance(dtypes, (list, tuple)) or not dtypes:
         raise ArgumentError(f"dtypes: expected a non-empty list of dtype names, got {dtypes!r}")
     dts = tuple(resolve_dtype(d, "dtypes").name for d in dtypes)
+    if not isinstance(replace, bool):
+        raise ArgumentError(f"replace: expected True or False, got {replace!r}")
     if not isinstance(checked, bool):
         raise ArgumentError(f"checked: expected True or False, got {checked!r}")
     if grid is not None and not callable(grid):

@@ -216,6 +216,29 @@ def test_finished_commands_release_their_results():
     a.free()
 
 
+@pytest.mark.parametrize("how", ["read_async", "stream download"])
+def test_finished_reads_release_their_arrays(how):
+    """1,000 reads of 64 KiB whose arrays are dropped: RSS must not grow by their size
+    (each finished command kept its array: +64 MiB)."""
+    import psutil
+
+    a = wgc.from_numpy(np.ones(1 << 14, np.float32))
+    s = wgc.create_stream()
+    read = (lambda: a.read_async().wait()) if how == "read_async" else \
+        (lambda: s.download(a).wait())
+    for _ in range(300):
+        read()
+    gc.collect()
+    before = psutil.Process().memory_info().rss
+    for _ in range(1000):
+        read()
+    gc.collect()
+    grown = psutil.Process().memory_info().rss - before
+    s.close()
+    a.free()
+    assert grown < 8 << 20, f"1,000 dropped {how} results kept {grown / 2**20:.1f} MiB"
+
+
 def _buffer_bytes() -> int:
     return wgpu.diagnostics.object_counts.get_dict()["Buffer"]["resource_mem"]
 

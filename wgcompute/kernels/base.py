@@ -530,6 +530,8 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
                                        entries=entries)
         except Exception as e:  # what the checks above did not foresee: wrap, never leak
+            for name, buf in zip(kernel.storage_bindings(), storage):
+                buf._check(f"{kernel.name}: {name!r}")  # freed by another thread meanwhile
             raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
         d.bind_groups.append(bg)
         device.stats["bind_groups_created"] += 1

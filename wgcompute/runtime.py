@@ -182,7 +182,22 @@ def _default_adapter():
     return adapter
 
 
+def _one_gl_device(adapter) -> None:
+    """wgpu's GL backend shares one EGL context among the devices of an adapter, and two of
+    them used from different threads abort the process (EGL BadAccess in wgpu-hal): one GL
+    device at a time."""
+    if adapter.info["backend_type"] != "OpenGL":
+        return
+    for dev in list(_open.values()):
+        if dev.backend == "OpenGL":
+            raise DeviceError(
+                f"{dev.label} is already open on wgpu's GL backend, which shares one GL context "
+                f"between devices (two of them used at once abort the process); close it "
+                f"first, or use a Vulkan, Metal or D3D12 adapter for several devices")
+
+
 def _request(adapter, label: str):
+    _one_gl_device(adapter)
     features = [f for f in WANTED_FEATURES if f in adapter.features]
     limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
     try:

@@ -23,18 +23,22 @@ LAYERS = {
     "wgcompute.kernels": 3,
     "wgcompute.commands": 4,
     "wgcompute.pipeline": 5,
+    "wgcompute.recipes": 5,  # a Pipeline as data; pipeline.py reaches it lazily (same layer)
     "wgcompute.streams": 6, "wgcompute.surface": 6, "wgcompute.image": 6,
     "wgcompute": 7,  # the facade (__init__): may use every layer, no library module uses it
-    "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
-    "wgcompute.__main__": 8,  # `python -m wgcompute`: runs the CLI
+    "wgcompute.dask": 8,  # work on a Dask cluster: above the facade, which loads it on use
+    "wgcompute.cli": 9, "wgcompute.viewer": 9,  # the app layer: public names only
+    "wgcompute.__main__": 9,  # `python -m wgcompute`: runs the CLI
 }
-APP = 8
+APP = 9
 PUBLIC = set(wgc.__all__)
 
 # Upward imports done lazily, on purpose, each with its reason. Keep this list short.
 ALLOWED_LAZY_UP = {
     ("wgcompute.buffer", "wgcompute.streams"):
         "Buffer.read_async/write_async are methods for convenience; streams does the work",
+    ("wgcompute", "wgcompute.dask"):
+        "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask",
 }
 
 # Third-party modules only some of the package may import, and how.

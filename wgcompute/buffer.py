@@ -159,6 +159,12 @@ class Buffer:
         if destroy and gpu is not None:
             gpu.destroy()
 
+    def __reduce__(self):
+        # pickle (and so Dask, multiprocessing, copy) must not carry a handle to GPU memory
+        # into another process, where it would mean nothing
+        raise ArgumentError(f"{self!r}: a GPU buffer does not pickle; send its data instead "
+                            f"(buf.to_numpy(), a numpy array) and upload it where it is used")
+
     def __enter__(self) -> Buffer:
         return self
 

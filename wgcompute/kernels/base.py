@@ -100,6 +100,12 @@ class Kernel:
     # kernels, written and tested to stay in range, run without them.
     checked: bool = True
 
+    def __reduce__(self):
+        # a kernel travels by name: the receiving process has the same built-ins
+        from .registry import get
+
+        return get, (self.name,)
+
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,12 +73,74 @@ _ACCESS = ("read", "read_write", "uniform")
 _SCALARS = ("f32", "i32", "u32", "f16", "f64", "i64", "T")  # "T": the kernel's dtype, as ${T}
 
 
+@dataclass(frozen=True)
+class KernelRecipe:
+    """What register_kernel was given, as data: a custom kernel pickles as this, and the
+    receiving process registers it once (kernel_from_recipe). ``grid`` is the pickled grid
+    callable (bytes), so that two copies of one recipe compare equal."""
+
+    name: str
+    source: str
+    bindings: tuple[tuple[str, str], ...]
+    params: tuple[tuple[str, str], ...]
+    workgroup_size: int
+    dtypes: tuple[str, ...]
+    grid: bytes | None
+    checked: bool
+
+
+def _pickle_grid(name: str, grid) -> bytes | None:
+    if grid is None:
+        return None
+    try:
+        return pickle.dumps(grid)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        pass
+    try:  # a lambda or closure: cloudpickle (installed with wgcompute[dask]) carries it
+        import cloudpickle
+    except ImportError:
+        raise ArgumentError(f"{name}: its grid callable {grid!r} does not pickle (a lambda or a "
+                            f"local function); define it at module level or install "
+                            f"cloudpickle") from None
+    return cloudpickle.dumps(grid)
+
+
+def kernel_from_recipe(recipe: KernelRecipe) -> Kernel:
+    """The custom kernel ``recipe`` describes, registered in this process on first use (and
+    again only when another kernel holds its name: the recipe's definition wins)."""
+    k = _kernels.get(recipe.name)
+    if isinstance(k, CustomKernel) and k._recipe == recipe:
+        return k
+    grid = None if recipe.grid is None else pickle.loads(recipe.grid)
+    k = register_kernel(recipe.name, recipe.source, bindings=list(recipe.bindings),
+                        params=dict(recipe.params) or None,
+                        workgroup_size=recipe.workgroup_size, dtypes=recipe.dtypes, grid=grid,
+                        replace=True, checked=recipe.checked)
+    k._recipe = recipe
+    return k
+
+
 class CustomKernel(Kernel):
     """A user's WGSL kernel. Binding i is the i-th declared binding: reads first, then the
-    one read_write output, then an optional uniform holding ``params`` in declared order."""
+    one read_write output, then an optional uniform holding ``params`` in declared order.
+    It pickles as its KernelRecipe."""
+
+    _recipe: KernelRecipe | None = None
+
+    def recipe(self) -> KernelRecipe:
+        """The registration as data (what travels to another process)."""
+        if self._recipe is None:
+            self._recipe = KernelRecipe(self.name, self.source_text, self.bindings,
+                                        tuple(self.param_fields), self.workgroup_size,
+                                        tuple(self.dtypes), _pickle_grid(self.name, self.grid),
+                                        self.checked)
+        return self._recipe
+
+    def __reduce__(self):
+        return kernel_from_recipe, (self.recipe(),)
 
     def __init__(self, name, source, inputs, output, params, workgroup_size, dtypes, grid,
-                 checked=True):
+                 checked=True, bindings=()):
         self.name = name
         self.checked = checked
         self.source_text = source
@@ -87,6 +151,7 @@ class CustomKernel(Kernel):
         self.workgroup_size = workgroup_size
         self.dtypes = dtypes
         self.grid = grid
+        self.bindings = tuple(bindings)
         self.description = "user kernel"
 
     def render(self, key: PipelineKey):
@@ -194,7 +259,8 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
         _check_free(name, replace)  # before compiling: a taken name must not reach the cache
     k = CustomKernel(name, source, tuple(n for n, a in bindings if a == "read"),
                      next(n for n, a in bindings if a == "read_write"),
-                     tuple(params.items()), workgroup_size, dts, grid, checked)
+                     tuple(params.items()), workgroup_size, dts, grid, checked,
+                     tuple(bindings))
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
     compiled = k._compile(PipelineKey(name, (dts[0],), ()), get_device())

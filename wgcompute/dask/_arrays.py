@@ -145,7 +145,8 @@ def map_overlap(work, x, params: dict | None = None, *, depth=None,
 _U8_EXACT = (2 ** 32 - 1) // 255  # u8 values summed into u32: exact up to this many
 
 
-def _gpu_reduce(op: str, block: np.ndarray, axis: tuple, keepdims: bool, out_np) -> np.ndarray:
+def _gpu_reduce(op: str, block: np.ndarray, axis: tuple, keepdims: bool, out_np,
+                acc=None) -> np.ndarray:
     """``op`` of ``block`` over ``axis`` on the GPU: the reduced axes are moved last (a host
     copy unless they are last already) and reduced there in one kernel."""
     axis = tuple(sorted(a % block.ndim for a in axis)) if block.ndim else ()
@@ -156,7 +157,9 @@ def _gpu_reduce(op: str, block: np.ndarray, axis: tuple, keepdims: bool, out_np)
         ref = getattr(np, op)
         return ref(block, axis=axis, keepdims=keepdims).astype(out_np)
     x = block
-    if op == "sum" and x.dtype.kind in "iu" and not (x.dtype == np.uint8 and n <= _U8_EXACT):
+    if acc is not None:
+        x = x.astype(acc, copy=False)
+    elif op == "sum" and x.dtype.kind in "iu" and not (x.dtype == np.uint8 and n <= _U8_EXACT):
         # exact like numpy: integers sum in 64 bits (u8 in u32 is exact for small chunks)
         x = x.astype(np.int64)
     if not kept:
@@ -171,19 +174,18 @@ def _gpu_reduce(op: str, block: np.ndarray, axis: tuple, keepdims: bool, out_np)
     return r if keepdims else r.reshape(tuple(block.shape[a] for a in kept))
 
 
-def _chunk(block, axis=None, keepdims=False, op="sum", out_np=None):
-    return _gpu_reduce(op, block, axis, keepdims, out_np)
+def _chunk(block, axis=None, keepdims=False, op="sum", out_np=None, acc=None):
+    return _gpu_reduce(op, block, axis, keepdims, out_np, acc)
 
 
 def _combine(x, axis=None, keepdims=False, op="sum", out_np=None):
     return getattr(np, op)(x, axis=axis, keepdims=keepdims).astype(out_np, copy=False)
 
 
-def _reduction(op: str, x, axis, out_np, split_every, argument="x"):
-    x = _check_array(x, argument)
+def _reduction(op: str, x, axis, out_np, split_every, acc=None):
     from functools import partial
 
-    return da.reduction(x, partial(_chunk, op=op, out_np=out_np),
+    return da.reduction(x, partial(_chunk, op=op, out_np=out_np, acc=acc),
                         partial(_combine, op=op, out_np=out_np), axis=axis, keepdims=False,
                         dtype=out_np, split_every=split_every,
                         combine=partial(_combine, op=op, out_np=out_np),
@@ -215,12 +217,16 @@ def reduce_min(x, axis=None, *, split_every=None) -> da.Array:
 
 def reduce_mean(x, axis=None, *, split_every=None) -> da.Array:
     """Mean over ``axis`` (None: everything): the GPU sums each chunk, the sums are
-    combined and divided by the count. float64 for integers (their sums are exact), the
-    dtype itself for floats (f16 and f32 sums combined in float64)."""
+    combined and divided by the count. float64 for integers (32-bit and smaller sum exactly
+    in 64 bits, 64-bit ones in float64 as numpy does), the dtype itself for floats (f16 and
+    f32 sums combined in float64)."""
     x = _check_array(x)
     if x.dtype.kind == "f":
         total = _reduction("sum", x, axis, np.float64, split_every)
         out_np = x.dtype
+    elif x.dtype.itemsize == 8:  # 64-bit sums could wrap: sum as numpy does, in float64
+        total = _reduction("sum", x, axis, np.float64, split_every, acc=np.float64)
+        out_np = np.dtype(np.float64)
     else:
         total = reduce_sum(x, axis, split_every=split_every)
         out_np = np.dtype(np.float64)

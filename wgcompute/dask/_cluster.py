@@ -36,7 +36,7 @@ class LocalCluster(distributed.LocalCluster):
         resources = dict(kwargs.pop("resources", None) or {})
         resources.setdefault("GPU", 1)
         plugins = tuple(kwargs.pop("plugins", ())) + (WorkerSetup(),)
-        kwargs.setdefault("dashboard_address", None)
+        kwargs.setdefault("dashboard_address", ":0")  # any free port: clusters side by side
         super().__init__(n_workers=0, threads_per_worker=threads_per_worker, processes=True,
                          resources=resources, plugins=plugins, **kwargs)
         self.scale(n_workers)

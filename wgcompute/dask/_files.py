@@ -7,6 +7,8 @@ import contextlib
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 import wgcompute as wgc
 
 from ._work import Work, work
@@ -17,7 +19,7 @@ __all__ = ["map_files", "connect"]
 
 def _file_task(w: Work, load, save, src, dest):
     data = load(src)
-    return save(run_chunk(w, data), dest)
+    return tuple(np.shape(data)), save(run_chunk(w, data), dest)
 
 
 @contextlib.contextmanager
@@ -58,8 +60,8 @@ def map_files(work_, sources, dests, *, load: Callable, save: Callable, client,
     by Dask; ``cleanup(dest)`` is then called for every destination, on this machine, to
     remove what an interrupted save left. ``progress(ok)`` is called as each file finishes.
 
-    Returns (results, failures): results[i] is what ``save`` returned for file i (None if
-    it failed), failures a list of (source, message)."""
+    Returns (results, failures): results[i] is (the loaded input's shape, what ``save``
+    returned) for file i, or None if it failed; failures a list of (source, message)."""
     import distributed
 
     sources, dests = list(sources), list(dests)

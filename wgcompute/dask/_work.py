@@ -18,7 +18,7 @@ from ..kernels import registry
 from ..kernels.base import Kernel, Meta
 from ..kernels.image import ImageKernel, auto_radius
 from ..kernels.registry import CustomKernel, KernelRecipe
-from ..recipes import PipelineRecipe, freeze, thaw
+from ..recipes import PipelineRecipe, check, freeze, thaw
 
 __all__ = ["Work", "WorkKind", "work", "register_work_kind", "work_kinds"]
 
@@ -206,7 +206,7 @@ class KernelKind(WorkKind):
         params = k.resolve_params(thaw(w.params), DTYPES[dtype])
         out_shape, out_dtype = k.output_spec([meta], params)
         out = Meta(tuple(out_shape), resolve_dtype(out_dtype).name)
-        k.check([meta], out, params)
+        check(k, [meta], out, params)
         return out.shape, out.dtype
 
     def stream_args(self, w, shape, dtype):

@@ -307,6 +307,20 @@ def test_process_arguments_are_checked(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_example_runs_on_the_shared_cluster(client):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "dask_cluster.py"),
+                        "--size", "320", "--scheduler", client.scheduler.address],
+                       capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR",
+                                                                           "/tmp")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 worker(s), 16 chunks of 80x80x4" in r.stdout and "identical to the whole image" in r.stdout
+
+
 # -- faults (last: they kill workers of the shared cluster) -----------------------------------
 def _kill_busy_worker(c):
     """SIGKILL a worker that is running tasks now; returns its pid."""

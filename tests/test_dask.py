@@ -318,7 +318,8 @@ def test_example_runs_on_the_shared_cluster(client):
                        env=dict(os.environ, XDG_RUNTIME_DIR=os.environ.get("XDG_RUNTIME_DIR",
                                                                            "/tmp")))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "2 worker(s), 16 chunks of 80x80x4" in r.stdout and "identical to the whole image" in r.stdout
+    assert "2 worker(s), 16 chunks of 80x80x4" in r.stdout
+    assert "identical to the whole image" in r.stdout
 
 
 # -- faults (last: they kill workers of the shared cluster) -----------------------------------

@@ -55,6 +55,17 @@ def _pids(c):
     return c.run(os.getpid)
 
 
+def test_import_wgcompute_does_not_import_dask():
+    import subprocess
+    import sys
+
+    code = "import sys, wgcompute; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
+           "('dask', 'distributed')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+
+
 # -- recipes -----------------------------------------------------------------------------------
 def test_a_buffer_does_not_pickle_and_says_what_to_send():
     b = wgc.from_numpy(np.arange(3, dtype=np.float32))

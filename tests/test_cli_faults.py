@@ -165,7 +165,7 @@ def case_sigkill_then_rerun(tmp: Path) -> str:
     photos(tmp / "in", n, size=160)
     out = tmp / "out"
     cmd = [sys.executable, "-m", "wgcompute", "process", str(tmp / "in"), "-o", str(out),
-           "--pipeline", PIPE, "--no-progress", "--workers", "2"]
+           "--pipeline", PIPE, "--no-progress", "--threads", "2"]
     p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     try:

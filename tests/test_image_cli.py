@@ -43,7 +43,7 @@ def photos(tmp_path):
 def test_process_writes_every_good_file_and_reports_the_bad(photos, tmp_path, capsys):
     (photos / "broken.png").write_bytes(b"definitely not a png")
     out = tmp_path / "out"
-    rc = main(["process", str(photos), "-o", str(out), "--pipeline", PIPE, "--workers", "2"])
+    rc = main(["process", str(photos), "-o", str(out), "--pipeline", PIPE, "--threads", "2"])
     captured = capsys.readouterr()
     assert rc == 1
     assert "broken.png" in captured.err and "cannot decode" in captured.err
@@ -86,7 +86,7 @@ def test_bad_inputs_and_outputs_touch_nothing(photos, tmp_path, capsys):
     for argv in (["process", str(tmp_path / "missing.png")],
                  ["process", str(tmp_path / "*.nothing")],
                  ["process", str(photos), "--ext", "xyz"],
-                 ["process", str(photos), "--workers", "0"]):
+                 ["process", str(photos), "--threads", "0"]):
         assert main(argv + ["-o", str(out), "--pipeline", "invert"]) == 2
         assert not out.exists()
     # an output that would replace its input is refused

@@ -27,19 +27,23 @@ LAYERS = {
     "wgcompute.kernels": 7,
     "wgcompute.commands": 8,
     "wgcompute.pipeline": 9,
+    "wgcompute.recipes": 9,  # a Pipeline as data; pipeline.py reaches it lazily (same layer)
     "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
     "wgcompute.surface": 10, "wgcompute.image": 10,
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
-    "wgcompute.cli": 14, "wgcompute.viewer": 14,  # the app layer: public names only
-    "wgcompute.__main__": 14,  # `python -m wgcompute`: runs the CLI
+    "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
+    "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only
+    "wgcompute.__main__": 15,  # `python -m wgcompute`: runs the CLI
 }
-APP = 14
+APP = 15
 PUBLIC = set(wgc.__all__)
 
 # Upward imports done lazily, on purpose, each with its reason. Keep this list short.
 ALLOWED_LAZY_UP = {
     ("wgcompute.buffer", "wgcompute.commands"):
         "Buffer.read_async/write_async are methods for convenience; commands does the work",
+    ("wgcompute", "wgcompute.dask"):
+        "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask",
 }
 
 # Third-party modules only some of the package may import, and how.

@@ -254,7 +254,11 @@ _BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
 
 def __getattr__(name: str):
     # wgc.sum / wgc.max / wgc.min resolve here (PEP 562), so they never shadow the builtins
-    # for code in this module
+    # for code in this module; wgc.dask too, so that `import wgcompute` does not load dask
+    if name == "dask":  # wgc.dask: Dask clusters, imported on first use (needs wgcompute[dask])
+        import wgcompute.dask  # not `from . import`: that would look the name up here again
+
+        return wgcompute.dask
     try:
         return _BUILTIN_NAMED[name]
     except KeyError:

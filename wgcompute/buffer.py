@@ -286,8 +286,8 @@ class Buffer:
 
     def __reduce__(self):
         raise ArgumentError(
-            f"{self!r} lives in GPU memory and cannot be pickled or sent to another process; "
-            f"send its contents (buf.to_numpy()) and make a buffer there")
+            f"{self!r}: a GPU buffer does not pickle (it cannot be sent to another process); "
+            f"send its contents (buf.to_numpy(), a numpy array) and make a buffer there")
 
 
 def _fmt_bytes(n: int) -> str:

@@ -22,8 +22,8 @@ from .kernels import registry
 from .kernels.base import Meta
 from .kernels.image import ImageKernel
 
-__all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "apply", "Stage",
-           "parse_pipeline", "submit_stages"]
+__all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "as_rgba8", "apply", "Stage",
+           "parse_pipeline", "submit_stages", "read_file", "write_file", "remove_stale_temps"]
 
 _NO_ALPHA = {".jpg", ".jpeg", ".bmp"}
 WRITE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -77,16 +77,28 @@ def to_numpy(buf: Buffer, channels: int = 4) -> np.ndarray:
     check_buffer(buf, "buf")
     if channels not in (3, 4):
         raise ArgumentError(f"channels: expected 3 or 4, got {channels!r}")
-    if buf.dtype == "u8":
-        if buf.ndim != 3 or buf.shape[2] != 4:
-            raise ShapeError(f"buf: u8 {buf.shape} is not an RGBA8 image (H, W, 4)")
-        a = buf.to_numpy()
-    elif buf.dtype == "f32":
-        if buf.ndim not in (2, 3) or (buf.ndim == 3 and buf.shape[2] > 4):
-            raise ShapeError(f"buf: f32 {buf.shape} is not an image (H, W) or (H, W, 1..4)")
-        a = rgba8(to_uint8(buf.to_numpy()), "buf")
+    _check_image_array(buf.shape, buf.dtype, "buf")
+    return as_rgba8(buf.to_numpy(), channels, "buf")
+
+
+def _check_image_array(shape, dtype: str, argument: str) -> None:
+    if dtype == "u8":
+        if len(shape) != 3 or shape[2] != 4:
+            raise ShapeError(f"{argument}: u8 {shape} is not an RGBA8 image (H, W, 4)")
+    elif dtype == "f32":
+        if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] > 4):
+            raise ShapeError(f"{argument}: f32 {shape} is not an image (H, W) or (H, W, 1..4)")
     else:
-        raise DtypeError(f"buf: is {buf.dtype}; images are u8 RGBA8 or f32")
+        raise DtypeError(f"{argument}: is {dtype}; images are u8 RGBA8 or f32")
+
+
+def as_rgba8(array: np.ndarray, channels: int = 4, argument: str = "array") -> np.ndarray:
+    """What to_numpy makes of an image buffer, for its contents already read back: uint8
+    RGBA8 (H, W, 4) as is, float32 images through to_uint8; ``channels`` 3 drops alpha."""
+    dt = {np.dtype(np.uint8): "u8", np.dtype(np.float32): "f32"}.get(array.dtype,
+                                                                    str(array.dtype))
+    _check_image_array(array.shape, dt, argument)
+    a = array if dt == "u8" else rgba8(to_uint8(array), argument)
     return a if channels == 4 else np.ascontiguousarray(a[..., :3])
 
 

@@ -47,6 +47,8 @@ class Pipeline:
     added; bind groups and params buffers are created then, once. A pipeline and its buffers
     live on one device (``device``: the current one when it was made)."""
 
+    _shared = False  # built from a recipe and cached (wgcompute.recipes): not to be changed
+
     def __init__(self, label: str = "pipeline", device: Device | None = None):
         if not isinstance(label, str):
             raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
@@ -83,6 +85,25 @@ class Pipeline:
         if self._freed:
             raise PipelineError(f"{self!r} was freed")
 
+    def _check_own(self) -> None:
+        if self._shared:
+            raise PipelineError(f"{self!r} was built from a recipe and is shared by everything "
+                                f"that unpickled it; build your own to change it")
+
+    # -- as data --------------------------------------------------------------------------
+    def recipe(self):
+        """The pipeline as data (wgcompute.recipes.PipelineRecipe): buffer placeholders,
+        stages, and the contents of constants, which are read back (this blocks)."""
+        from .recipes import PipelineRecipe
+
+        return PipelineRecipe.of(self)
+
+    def __reduce__(self):
+        # a Pipeline holds GPU buffers: it travels as its recipe, built again (once) there
+        from .recipes import pipeline_from_recipe
+
+        return pipeline_from_recipe, (self.recipe(),)
+
     def add(self, stage: dict | None = None, **kwargs) -> Pipeline:
         """Validate and append a stage; returns the pipeline for chaining.
 
@@ -90,6 +111,7 @@ class Pipeline:
         same as keywords: ``p.add(kernel="relu", inputs=[a], output=b)``. A run_kernel stage
         without an output gets a new buffer (its ``stages[i]["output"]``)."""
         self._check_open()
+        self._check_own()
         if stage is None:
             stage = kwargs
         elif kwargs:
@@ -154,6 +176,7 @@ class Pipeline:
     def set_params(self, stage_index: int, **params) -> None:
         """Change a kernel stage's params for the next runs (no re-validation of buffers)."""
         self._check_open()
+        self._check_own()
         if not isinstance(stage_index, int) or not 0 <= stage_index < len(self._stages):
             raise ArgumentError(f"stage_index: expected 0..{len(self._stages) - 1}, got "
                                 f"{stage_index!r}")
@@ -309,6 +332,7 @@ class Pipeline:
 
     def free(self) -> None:
         """Drop the stages' bind groups and params buffers (buffers stay the caller's)."""
+        self._check_own()
         self._stages = []
         self._plan = self._buffer_list = None
         self._freed = True

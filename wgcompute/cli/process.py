@@ -1,5 +1,5 @@
 """`wgcompute process`: run an image --pipeline over files, globs and directories, decoding and
-encoding on worker threads while the GPU works, each output written atomically."""
+encoding on threads while the GPU works (or across a Dask cluster), outputs written atomically."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ Inputs are files, globs (** recurses) or directories (their image files). Every 
 --pipeline is checked before any file is read or written. Each output is written to a
 temporary file and renamed, so none is ever half-written. A file that fails is reported at
 the end; the others still run, and the exit code is 1 if any failed (2 for bad arguments).
+
+With --workers N (a local Dask cluster of N worker processes, one per GPU) or --scheduler
+ADDRESS (a running Dask cluster whose workers see the same files), the files are spread
+over the workers; each decodes, runs the pipeline on its GPU and writes its outputs. A
+worker that dies has its files done again by another. Needs wgcompute[dask].
+
 Image stages: """
 
 PIPELINE_DEMO = "gaussian_blur(radius=3, sigma=1.5) | sharpen(amount=0.5) | grayscale"
@@ -47,8 +53,14 @@ def add_arguments(p) -> None:
     p.add_argument("--ext", default=None,
                    help="output format by extension (png, jpg, ...); default: the input's")
     p.add_argument("--suffix", default="", help="added to each output file's stem")
-    p.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
-                   help="threads decoding and encoding files (default: min(4, CPUs))")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads decoding and encoding files (default: min(4, CPUs); on a "
+                        "cluster: chunks each worker takes at once, default 4)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run on a local Dask cluster of N worker processes, each on its own "
+                        "GPU (in turn if there are fewer GPUs)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on the Dask cluster at ADDRESS (e.g. tcp://host:8786)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -196,10 +208,40 @@ def process(files, dests, stages, workers: int, progress: bool):
     return done[0], failures, pixels[0]
 
 
+def save_image(result, dest) -> None:
+    """Write one result of the pipeline as process() does (on a cluster worker)."""
+    wgc.image.write_file(wgc.image.as_rgba8(result), dest)
+
+
+def process_on_cluster(files, dests, stages, progress: bool, *, workers=None, scheduler=None,
+                       threads=None):
+    """The files spread over a Dask cluster's workers (a local one of ``workers`` processes,
+    or the one at ``scheduler``): each reads, runs the stages as one pipeline through its
+    own stream_map and writes. Returns (done, failures, pixels) as process() does."""
+    steps = [(s.kernel, s.params, [] if s.weights is None else [s.weights]) for s in stages]
+    bar = _Progress(len(files), progress)
+    kw = {} if scheduler is not None or threads is None else {"threads_per_worker": threads}
+    try:
+        with wgc.dask.connect(workers=workers, scheduler=scheduler, **kw) as client:
+            results, failures = wgc.dask.map_files(
+                steps, files, dests, load=wgc.image.read_file, save=save_image, client=client,
+                progress=lambda ok: bar.step(not ok), cleanup=wgc.image.remove_stale_temps,
+                like=((64, 64, 4), "u8"))
+    finally:
+        bar.close()
+    ok = [r for r in results if r is not None]
+    return len(ok), failures, sum(shape[0] * shape[1] for shape, _ in ok)
+
+
 def run(args) -> int:
     try:
-        if args.workers < 1:
+        if args.threads is not None and args.threads < 1:
+            raise UsageError(f"--threads: expected a positive int, got {args.threads}")
+        if args.workers is not None and args.workers < 1:
             raise UsageError(f"--workers: expected a positive int, got {args.workers}")
+        if args.workers is not None and args.scheduler is not None:
+            raise UsageError("--workers: give --workers (a local cluster) or --scheduler (a "
+                             "running one), not both")
         stages = wgc.image.parse_pipeline(args.pipeline)
         files = expand_inputs(args.inputs)
         if os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -221,7 +263,13 @@ def run(args) -> int:
               file=sys.stderr)
     progress = not args.no_progress and sys.stderr.isatty()
     t0 = time.perf_counter()
-    done, failures, pixels = process(files, dests, stages, args.workers, progress)
+    if args.workers is not None or args.scheduler is not None:
+        done, failures, pixels = process_on_cluster(
+            files, dests, stages, progress, workers=args.workers, scheduler=args.scheduler,
+            threads=args.threads)
+    else:
+        done, failures, pixels = process(files, dests, stages,
+                                         args.threads or min(4, os.cpu_count() or 1), progress)
     dt = time.perf_counter() - t0
     print(f"processed {done} of {len(files)} image(s) in {dt:.2f} s: {done / dt:.1f} images/s, "
           f"{pixels / dt / 1e6:.1f} Mpix/s -> {args.out}")

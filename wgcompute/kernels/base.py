@@ -102,6 +102,12 @@ class Kernel:
     # a kernel's first pass copies its input into a temporary). Otherwise: why not.
     not_in_place: str | None = "it is not known to give the same result in place"
 
+    def __reduce__(self):
+        # a kernel travels by name: the receiving process has the same built-ins
+        from .registry import get
+
+        return get, (self.name,)
+
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:
         ins = ", ".join(self.inputs)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import threading
+from dataclasses import dataclass
 from string import Template
 
 import numpy as np
@@ -84,10 +86,60 @@ _AUTO = {"n": "the number of output elements",
          "offset": "the index of the first element of each dispatch"}
 
 
+@dataclass(frozen=True)
+class KernelRecipe:
+    """What register_kernel was given, as data: a custom kernel pickles as this, and the
+    receiving process registers it once (kernel_from_recipe). The shader declares its
+    bindings, params and workgroup size; ``workgroup_size`` is the ${WG} a templated shader
+    was given, ``grid`` the pickled grid callable (bytes), so that two copies of one recipe
+    compare equal."""
+
+    name: str
+    source: str
+    workgroup_size: tuple[int, ...] | None  # as given to register_kernel (None: the shader's)
+    dtypes: tuple[str, ...]
+    entry_point: str
+    grid: bytes | None
+    checked: bool
+
+
+def _pickle_grid(name: str, grid) -> bytes | None:
+    if grid is None:
+        return None
+    try:
+        return pickle.dumps(grid)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        pass
+    try:  # a lambda or closure: cloudpickle (installed with wgcompute[dask]) carries it
+        import cloudpickle
+    except ImportError:
+        raise ArgumentError(f"{name}: its grid callable {grid!r} does not pickle (a lambda or a "
+                            f"local function); define it at module level or install "
+                            f"cloudpickle") from None
+    return cloudpickle.dumps(grid)
+
+
+def kernel_from_recipe(recipe: KernelRecipe) -> Kernel:
+    """The custom kernel ``recipe`` describes, registered in this process on first use (and
+    again only when another kernel holds its name: the recipe's definition wins)."""
+    k = _kernels.get(recipe.name)
+    if isinstance(k, CustomKernel) and k._recipe == recipe:
+        return k
+    grid = None if recipe.grid is None else pickle.loads(recipe.grid)
+    k = register_kernel(recipe.name, recipe.source, workgroup_size=recipe.workgroup_size,
+                        dtypes=recipe.dtypes, entry_point=recipe.entry_point, grid=grid,
+                        replace=True, checked=recipe.checked)
+    k._recipe = recipe
+    return k
+
+
 class CustomKernel(Kernel):
     """A user's WGSL kernel, described by what its shader declares (see register_kernel):
     inputs are its read-only storage buffers in @binding order, the output its one
-    read_write buffer, the params the fields of its uniform struct."""
+    read_write buffer, the params the fields of its uniform struct. It pickles as its
+    KernelRecipe."""
+
+    _recipe: KernelRecipe | None = None
 
     def __init__(self, name, source, *, inputs, output, slots, elements, lanes, types,
                  param_fields, workgroup_size, wg_fill, dtypes, grid, checked, entry_point,
@@ -112,6 +164,17 @@ class CustomKernel(Kernel):
         self.entry_point = entry_point
         self.builtins = builtins
         self.description = "user kernel"
+
+    def recipe(self) -> KernelRecipe:
+        """The registration as data (what travels to another process)."""
+        if self._recipe is None:
+            self._recipe = KernelRecipe(
+                self.name, self.source_text, self.given_workgroup_size, tuple(self.dtypes),
+                self.entry_point, _pickle_grid(self.name, self.grid), self.checked)
+        return self._recipe
+
+    def __reduce__(self):
+        return kernel_from_recipe, (self.recipe(),)
 
     def binding_slots(self):
         return self.slots
@@ -467,6 +530,7 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
         types=tuple(str(b.type).replace(_T, "${T}") for b in storage),
         param_fields=tuple(fields), workgroup_size=size, wg_fill=wg_fill, dtypes=dts,
         grid=grid, checked=checked, entry_point=entry.name, builtins=entry.builtins)
+    k.given_workgroup_size = user_wg
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
     compiled = k._compile(PipelineKey(name, (dts[0],), ()), device)

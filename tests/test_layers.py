@@ -42,6 +42,8 @@ PUBLIC = set(wgc.__all__)
 ALLOWED_LAZY_UP = {
     ("wgcompute.buffer", "wgcompute.commands"):
         "Buffer.read_async/write_async are methods for convenience; commands does the work",
+    ("wgcompute.pipeline", "wgcompute.recipes"):
+        "a Pipeline pickles as its recipe (Pipeline.recipe, __reduce__); recipes builds them",
     ("wgcompute", "wgcompute.dask"):
         "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask",
 }

@@ -392,14 +392,16 @@ class Device:
             raise type(self.dead)(f"{argument}: {self.dead}")
 
     def _probe(self) -> None:
-        """Find out whether the GPU device is gone (an empty command buffer cannot be finished
-        on a lost device; ~5 us): after wgpu reported a loss, after a native error, and every
-        quarter second of a long wait (a lost device's fences may never complete)."""
+        """Find out whether the GPU device is gone (a 4-byte buffer cannot be made on a lost
+        device): after wgpu reported a loss, after a native error, at a batch stage's first
+        fill, and every quarter second of a long wait (a lost device's fences may never
+        complete). (An empty command buffer finished and never submitted would tell as well,
+        but wgpu-native kept ~90 KB for each while a staging buffer was mapped.)"""
         self.submitter.seen_epoch = LOSS.epoch
         if not self.alive:
             return
         try:
-            self.link.encoder().finish()
+            self.gpu_device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_DST).destroy()
         except Exception as e:
             if _native.is_lost_error(e):
                 self.mark_lost(str(e).strip().splitlines()[-1].strip())

@@ -77,6 +77,14 @@ class Compiled:
     source: str
 
 
+def _by_name(name: str) -> Kernel:
+    """The registered kernel ``name`` (what an unpickled kernel becomes)."""
+    return lookup_kernel(name)
+
+
+lookup_kernel = None  # set by kernels/registry.py: its get()
+
+
 def pipeline_cache_size(device: Device) -> int:
     """Compiled pipelines cached on ``device``."""
     return len(device.pipelines)
@@ -103,10 +111,9 @@ class Kernel:
     not_in_place: str | None = "it is not known to give the same result in place"
 
     def __reduce__(self):
-        # a kernel travels by name: the receiving process has the same built-ins
-        from .registry import get
-
-        return get, (self.name,)
+        # a kernel travels by name: the receiving process has the same built-ins (registry.py
+        # sets the lookup, so that this module does not import the registry above it)
+        return _by_name, (self.name,)
 
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:

@@ -17,6 +17,7 @@ from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentError, DtypeError, KernelNotFoundError, ShaderCompileError, ShapeError
 from ..runtime import Device, current_device, open_devices
+from . import base
 from .base import Kernel, Launch, Param, PipelineKey, fold_grid
 from .reflect import reflect
 
@@ -69,6 +70,9 @@ def get(name) -> Kernel:
         raise KernelNotFoundError(f"kernel: no kernel named {name!r}{hint} "
                                   f"(wgc.kernels() lists them)")
     return k
+
+
+base.lookup_kernel = get  # how a kernel that travelled by name is found again
 
 
 def names() -> list[str]:

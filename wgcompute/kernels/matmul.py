@@ -373,7 +373,7 @@ class Matmul(BuiltinKernel):
             out["_f32_out"] = True
         return out
 
-    # -- configuration ---------------------------------------------------------------------
+    # -- configuration -----------------------------------------------------------------------------
     @staticmethod
     def candidates(dtype: str, device: Device, precision: str = "f32") -> list[TileConfig]:
         """The configs that fit ``device`` for this dtype and precision, best guesses first."""

@@ -92,7 +92,7 @@ def f32_bits(v: float) -> float:
     return float(np.float32(v))
 
 
-# -- param converters ----------------------------------------------------------------------------
+# -- param converters ------------------------------------------------------------------------------
 def _ints(value, n: int | None = None, minimum: int = 0) -> tuple[int, ...]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         value = (int(value),)
@@ -198,7 +198,7 @@ class NNKernel(BuiltinKernel):
     def constants(self, shapes, params) -> tuple:
         return ()
 
-    # -- WGSL ----------------------------------------------------------------------------------
+    # -- WGSL --------------------------------------------------------------------------------------
     def prelude(self, key: PipelineKey, fields) -> str:
         """enable, the Params struct, storage bindings (reads, then out) and the uniform."""
         types = [DTYPES[d].wgsl for d in key.dtypes]
@@ -748,7 +748,7 @@ class Transpose(NNKernel):
         return self.linear_launch(math.prod(x), u, device)
 
 
-# -- copies (concat, casts) ----------------------------------------------------------------------
+# -- copies (concat, casts) ------------------------------------------------------------------------
 class CopyRows(NNKernel):
     """out[r * dst_stride + dst_offset + j] = x[r * cols + j] for r < rows, j < cols, with a
     dtype conversion when x and out differ: one input of a Concat, or a cast f32 <-> f16."""

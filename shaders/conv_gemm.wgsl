@@ -8,7 +8,8 @@
 //   gemm: out = act(alpha * op(a) · op(b) + beta * c) per batch (workgroup z), c broadcast.
 // Templates: ENABLE, FIELDS (the Params struct), BINDINGS, S (tile element), BM, BN, BK,
 // STAGES, THREADS, HELPERS, BLOCK, TXTY, DECLARE, MAIN, WRITE, BATCH (sets the private
-// batch offsets from wid.z).
+// batch offsets from wid.z), COL0 (the first column of this launch: gemm splits wide
+// weights into column bands that each fit one binding).
 ${ENABLE}
 
 struct Params {
@@ -33,7 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     ${BATCH}
     ${BLOCK}
     let row0 = by * ${BM}u;
-    let col0 = bx * ${BN}u;
+    let col0 = bx * ${BN}u + ${COL0};
     ${TXTY}
     ${DECLARE}
     let kbegin = 0u;

@@ -105,10 +105,11 @@ def _guarded(name: str, s: str) -> str:
 
 
 def _render_tiled(cfg: TileConfig, t: str, fields, bindings: str, helpers: str,
-                  batch: str = "") -> str:
+                  batch: str = "", col0: str = "0u") -> str:
     subs = tiled_substitutions(cfg, t, True, True, False, hooks=True)
     subs.update({"FIELDS": "\n".join(f"    {n}: {ty}," for n, ty in fields),
-                 "BINDINGS": bindings, "HELPERS": helpers + subs["HELPERS"], "BATCH": batch})
+                 "BINDINGS": bindings, "HELPERS": helpers + subs["HELPERS"], "BATCH": batch,
+                 "COL0": col0})
     return shaders.render(shaders.load("conv_gemm.wgsl"), subs)
 
 
@@ -590,7 +591,8 @@ class Gemm(NNKernel):
 
     def _fields(self, nb):
         f = [("M", "u32"), ("N", "u32"), ("K", "u32"), ("csr", "u32"), ("csc", "u32"),
-             ("alpha", "f32"), ("beta", "f32"), ("act_a", "f32"), ("act_b", "f32")]
+             ("alpha", "f32"), ("beta", "f32"), ("act_a", "f32"), ("act_b", "f32"),
+             ("n0", "u32"), ("nend", "u32")]
         for d in range(nb):
             f += [(f"bd{d}", "u32"), (f"ba{d}", "u32"), (f"bb{d}", "u32"), (f"bc{d}", "u32"),
                   (f"bo{d}", "u32")]
@@ -607,8 +609,8 @@ class Gemm(NNKernel):
             ia, ia_step = "za + k * p.M + r", "p.M"
         else:
             ia, ia_step = "za + r * p.K + k", "1u"
-        if c["tb"]:  # op(b)[k, col] = b[col, k]
-            ib, ib_step = "zb + col * p.K + k", "p.K"
+        if c["tb"]:  # op(b)[k, col] = b[col, k]; a column band binds from its first column
+            ib, ib_step = "zb + (col - p.n0) * p.K + k", "p.K"
         else:
             ib, ib_step = "zb + k * p.N + col", "1u"
         helpers = _guarded("a", s) + _guarded("b", s) + act_fn("act", c["act"], "p.act_a",
@@ -623,14 +625,14 @@ class Gemm(NNKernel):
 fn load_b4(k: u32, col: u32, kend: u32) -> vec4<{s}> {{
     let i = {ib};
     let ok = k < kend;
-    return vec4<{s}>(ld_b(i, ok && col < p.N), ld_b(i + {ib_step}, ok && col + 1u < p.N),
-                     ld_b(i + 2u * {ib_step}, ok && col + 2u < p.N),
-                     ld_b(i + 3u * {ib_step}, ok && col + 3u < p.N));
+    return vec4<{s}>(ld_b(i, ok && col < p.nend), ld_b(i + {ib_step}, ok && col + 1u < p.nend),
+                     ld_b(i + 2u * {ib_step}, ok && col + 2u < p.nend),
+                     ld_b(i + 3u * {ib_step}, ok && col + 3u < p.nend));
 }}
 fn store4(r: u32, col: u32, acc: vec4<f32>) {{
     for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
         let cc = col + lane;
-        if (cc < p.N) {{
+        if (cc < p.nend) {{
             let bias = f32(c[zc + r * p.csr + cc * p.csc]);
             out[zo + r * p.N + cc] = {t}(act(p.alpha * acc[lane] + p.beta * bias));
         }}
@@ -643,7 +645,7 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
                       f"za = za + i{d} * p.ba{d};", f"zb = zb + i{d} * p.bb{d};",
                       f"zc = zc + i{d} * p.bc{d};", f"zo = zo + i{d} * p.bo{d};"]
         src = _render_tiled(TileConfig.parse(c["config"]), t, fields, bindings, helpers,
-                            "\n    ".join(batch))
+                            "\n    ".join(batch), "p.n0")
         return src, fields
 
     def launches(self, inputs, output, params, device):
@@ -658,11 +660,34 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
         for d, (size, (ba, bb, bc, bo)) in enumerate(merged):
             u.update({f"bd{d}": size, f"ba{d}": ba, f"bb{d}": bb, f"bc{d}": bc, f"bo{d}": bo})
         limit = device.limit("max-compute-workgroups-per-dimension")
-        gx, gy = -(-n // cfg.bn), -(-m // cfg.bm)
-        if gx > limit or gy > limit:
-            raise ShapeError(f"{self.name}: output ({m}, {n}) needs a {gy}×{gx} grid; this "
-                             f"adapter allows {limit} per dimension")
-        return [Launch((gx, gy, nb), u)]
+        gy = -(-m // cfg.bm)
+        bind_limit = device.limit("max-storage-buffer-binding-size")
+        esize = 2 if inputs[1].dtype == "f16" else 4
+        b_bytes = inputs[1].size * esize
+        if b_bytes <= bind_limit:
+            bands = [(0, n)]
+        else:
+            # b wider than one binding (a big classifier on a small adapter): column bands,
+            # each binding its own rows of b (trans_b) at a 256-byte aligned offset
+            if not params["trans_b"] or nb != 1:
+                raise ShapeError(f"{self.name}: b {inputs[1].shape} is {b_bytes} bytes, more "
+                                 f"than one binding holds ({bind_limit}); only an unbatched "
+                                 f"b with trans_b splits into bands")
+            per = max(64, (bind_limit // (k * esize)) // 64 * 64)
+            bands = [(n0, min(n, n0 + per)) for n0 in range(0, n, per)]
+        out = []
+        for n0, n1 in bands:
+            gx = -(-(n1 - n0) // cfg.bn)
+            if gx > limit or gy > limit:
+                raise ShapeError(f"{self.name}: output ({m}, {n}) needs a {gy}×{gx} grid; this "
+                                 f"adapter allows {limit} per dimension")
+            ranges = None
+            if len(bands) > 1:
+                full = [(0, (b.size * esize + 15) // 16 * 16) for b in [*inputs, output]]
+                full[1] = (n0 * k * esize, (n1 - n0) * k * esize)
+                ranges = tuple(full)
+            out.append(Launch((gx, gy, nb), dict(u, n0=n0, nend=n1), ranges))
+        return out
 
 
 # -- autotuning ------------------------------------------------------------------------------------

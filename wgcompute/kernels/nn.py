@@ -372,7 +372,7 @@ class BatchNorm(NNKernel):
     """out = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c] over (N, C, ...)."""
 
     name = "nn_batchnorm"
-    inputs = ("x", "scale", "bias", "mean", "var")
+    inputs = ("x", "scale", "bias", "mean", "variance")
     params = (Param("epsilon", "f32", 1e-5, "added to the variance"), ACTIVATION, SHAPES)
     description = "batch normalization (inference) over axis 1 of (N, C, ...), then activation"
 
@@ -394,7 +394,7 @@ class BatchNorm(NNKernel):
                   ("alpha", "f32"), ("beta", "f32"))
         t = _out_type(key)
         body = ("let c = (i / p.inner) % p.C;\n"
-                "    let s = f32(scale[c]) / sqrt(f32(var[c]) + p.eps);\n"
+                "    let s = f32(scale[c]) / sqrt(f32(variance[c]) + p.eps);\n"
                 f"    out[i] = {t}(act((f32(x[i]) - f32(mean[c])) * s + f32(bias[c])));")
         src = (self.prelude(key, fields)
                + act_fn("act", dict(key.constants)["act"], "p.alpha", "p.beta")
@@ -750,35 +750,46 @@ class Transpose(NNKernel):
 
 # -- copies (concat, casts) ------------------------------------------------------------------------
 class CopyRows(NNKernel):
-    """out[r * dst_stride + dst_offset + j] = x[r * cols + j] for r < rows, j < cols, with a
-    dtype conversion when x and out differ: one input of a Concat, or a cast f32 <-> f16."""
+    """out[r * dst_stride + dst_offset + j] = x[r * src_stride + src_offset + j] for r < rows,
+    j < cols, converting f32 <-> f16 when x and out differ: a Concat input, a Gather of one
+    index, a cast."""
 
     name = "nn_copy"
     inputs = ("x",)
     input_dtypes_follow_output = False
-    params = (Param("rows", "count", None, "rows of x (None: 1)"),
+    params = (Param("rows", "count", None, "rows copied (None: 1)"),
+              Param("cols", "count", None, "elements per row (None: x's size / rows)"),
+              Param("src_stride", "count", None, "x elements per row (None: cols)"),
+              Param("src_offset", "count", 0, "where row 0 starts in x"),
               Param("dst_stride", "count", None, "out elements per row (None: cols)"),
               Param("dst_offset", "count", 0, "where row 0 starts in out"), SHAPES)
-    description = ("copy x into rows of out at an offset (a Concat input), converting "
-                   "f32 <-> f16 when the dtypes differ")
+    description = ("copy rows of x into rows of out at offsets and strides (Concat, Gather), "
+                   "converting f32 <-> f16 when the dtypes differ")
 
     def _geometry(self, shapes, params):
         x = math.prod(shapes[0])
         rows = params["rows"] if params["rows"] is not None else 1
         if rows == 0:
-            return 0, 0, 0, 0
-        if x % rows:
-            raise ShapeError(f"{self.name}: x {shapes[0]} does not split into {rows} rows")
-        cols = x // rows
-        stride = params["dst_stride"] if params["dst_stride"] is not None else cols
-        return rows, cols, stride, params["dst_offset"]
+            return 0, 0, 0, 0, 0, 0
+        cols = params["cols"]
+        if cols is None:
+            if x % rows:
+                raise ShapeError(f"{self.name}: x {shapes[0]} does not split into {rows} rows")
+            cols = x // rows
+        src = params["src_stride"] if params["src_stride"] is not None else cols
+        dst = params["dst_stride"] if params["dst_stride"] is not None else cols
+        return rows, cols, src, params["src_offset"], dst, params["dst_offset"]
 
     def check_shapes(self, shapes, params):
-        rows, cols, stride, off = self._geometry(shapes, params)
-        if rows and (cols + off > stride or (rows - 1) * stride + off + cols
-                     > math.prod(shapes[1])):
-            raise ShapeError(f"{self.name}: {rows} rows of {cols} at offset {off}, stride "
-                             f"{stride} do not fit out {shapes[1]}")
+        rows, cols, src, soff, dst, doff = self._geometry(shapes, params)
+        if not rows or not cols:
+            return
+        for name, stride, off, shape in (("x", src, soff, shapes[0]),
+                                         ("out", dst, doff, shapes[1])):
+            if (rows > 1 and cols > stride) or (rows - 1) * stride + off + cols \
+                    > math.prod(shape):
+                raise ShapeError(f"{self.name}: {rows} rows of {cols} at offset {off}, stride "
+                                 f"{stride} do not fit {name} {shape}")
 
     def check(self, inputs, output, params):
         super().check(inputs, output, params)
@@ -787,15 +798,19 @@ class CopyRows(NNKernel):
                 raise DtypeError(f"{self.name}: {b.dtype} is not one of {', '.join(FLOATS)}")
 
     def render(self, key):
-        fields = (("n", "u32"), ("cols", "u32"), ("stride", "u32"), ("off", "u32"))
+        fields = (("n", "u32"), ("cols", "u32"), ("src", "u32"), ("soff", "u32"),
+                  ("dst", "u32"), ("doff", "u32"))
         t = _out_type(key)
-        body = f"out[(i / p.cols) * p.stride + p.off + i % p.cols] = {t}(x[i]);"
+        body = (f"let r = i / p.cols;\n    let j = i % p.cols;\n"
+                f"    out[r * p.dst + p.doff + j] = {t}(x[r * p.src + p.soff + j]);")
         return self.prelude(key, fields) + self.linear_main(body), fields
 
     def launches(self, inputs, output, params, device):
-        rows, cols, stride, off = self._geometry(self.logical(inputs, output, params), params)
-        return self.linear_launch(rows * cols, {"cols": max(cols, 1), "stride": stride,
-                                                "off": off}, device)
+        rows, cols, src, soff, dst, doff = self._geometry(
+            self.logical(inputs, output, params), params)
+        return self.linear_launch(rows * cols, {"cols": max(cols, 1), "src": src,
+                                                "soff": soff, "dst": dst, "doff": doff},
+                                  device)
 
 
 # -- LRN -------------------------------------------------------------------------------------------

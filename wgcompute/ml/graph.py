@@ -13,6 +13,8 @@ from ..errors import ArgumentError, ModelError
 from . import ops_onnx
 
 _FLOAT_TYPES = (1, 10, 11)  # TensorProto FLOAT, FLOAT16, DOUBLE
+# integer (and bool) inputs: shape parameters, folded on the host
+_HOST_TYPES = (2, 3, 4, 5, 6, 7, 9, 12, 13)
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Graph:
     opset: int
     name: str = "model"
     weights: set = field(default_factory=set)  # constants that are model parameters
+    output_types: list = field(default_factory=list)  # ONNX elem type per output (0: unknown)
 
 
 def _attr_value(a):
@@ -113,10 +116,13 @@ def read_onnx(source) -> Graph:
                           list(n.output), {a.name: _attr_value(a) for a in n.attribute},
                           n.domain))
     graph = Graph(nodes, constants, inputs, [o.name for o in g.output], opset,
-                  g.name or "model", set(constants))
+                  g.name or "model", set(constants),
+                  [o.type.tensor_type.elem_type if o.type.HasField("tensor_type") else 0
+                   for o in g.output])
     check_supported(graph)
     fold_constants(graph)
     fold_batch_norms(graph)
+    transpose_gemm_weights(graph)
     return graph
 
 
@@ -124,8 +130,9 @@ def check_supported(graph: Graph) -> None:
     """One ModelError listing every node wgcompute cannot run (op type, name, opset, why)."""
     bad = []
     for name, _, elem in graph.inputs:
-        if elem not in _FLOAT_TYPES:
-            bad.append(("(input)", name, graph.opset, "inputs must be float tensors"))
+        if elem not in _FLOAT_TYPES + _HOST_TYPES:
+            bad.append(("(input)", name, graph.opset, "inputs must be float or integer "
+                                                      "tensors"))
     for n in graph.nodes:
         if n.domain not in ("", "ai.onnx"):
             bad.append((n.op, n.name, graph.opset, f"domain {n.domain!r} is not supported"))
@@ -214,3 +221,17 @@ def fold_batch_norms(graph: Graph) -> None:
         n.name = f"{n.name}+{bn.name}"
         drop.add(id(bn))
     graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+
+
+def transpose_gemm_weights(graph: Graph) -> None:
+    """Gemm's constant b is stored transposed (trans_b): output columns are then rows of b,
+    so a b wider than one binding splits into column bands."""
+    c = graph.constants
+    for n in graph.nodes:
+        if n.op == "Gemm" and len(n.inputs) > 1 and n.inputs[1] in c \
+                and not n.attrs.get("transB", 0) and c[n.inputs[1]].ndim == 2:
+            name = f"{n.name}/b_t"
+            c[name] = np.ascontiguousarray(c[n.inputs[1]].T)
+            graph.weights.add(name)
+            n.inputs = [n.inputs[0], name, *n.inputs[2:]]
+            n.attrs = dict(n.attrs, transB=1)

@@ -22,6 +22,8 @@ from .graph import Graph, read_onnx
 from .plan import Plan, lower
 
 DTYPES = ("f32", "f16")
+FLOAT_TYPES = (1, 10, 11)  # ONNX FLOAT, FLOAT16, DOUBLE
+_FLOAT_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64}  # ONNX elem type -> numpy
 
 
 def _device():
@@ -93,6 +95,15 @@ class Model:
         if self._freed:
             raise ModelError(f"{self!r} was freed")
 
+    @property
+    def host_inputs(self) -> list[str]:
+        """Integer inputs: shape parameters (axes, target shapes, indices) whose values are
+        folded on the host; each new value plans the model anew."""
+        return [n for n, _, t in self.graph.inputs if t not in FLOAT_TYPES]
+
+    def _is_host(self, i: int) -> bool:
+        return self.graph.inputs[i][2] not in FLOAT_TYPES
+
     def _input_shape(self, i: int, shape) -> tuple:
         """The shape input ``i`` runs with: as given, or with a batch axis of 1 prepended
         when it has one axis less than declared (a preprocessed (C, H, W) image)."""
@@ -102,6 +113,9 @@ class Model:
             return shape
         if len(shape) == len(dims) - 1:
             shape = (1,) + shape
+        fixed = all(isinstance(d, int) and d > 0 for d in dims) or not dims
+        if fixed and len(shape) != len(dims) and math.prod(shape) == math.prod(dims):
+            return tuple(dims)  # e.g. a scalar given as a 1-element array
         bad = len(shape) != len(dims) or any(
             isinstance(d, int) and d > 0 and d != s for d, s in zip(dims, shape, strict=True))
         if bad:
@@ -109,20 +123,32 @@ class Model:
                              f"{_fmt_dims(dims)}")
         return shape
 
-    def plan(self, *shapes) -> Plan:
-        """The plan for inputs of these shapes (made once per shapes, then cached)."""
+    def plan(self, *inputs) -> Plan:
+        """The plan for these inputs, made once per shapes and cached: a shape per float
+        input, the array itself per integer input (see host_inputs)."""
         self._check_open()
-        if len(shapes) != len(self.graph.inputs):
+        if len(inputs) != len(self.graph.inputs):
             raise ArgumentError(f"{self.name}: takes {len(self.graph.inputs)} input(s) "
-                                f"({', '.join(self.input_names)}), got {len(shapes)}")
-        shapes = tuple(self._input_shape(i, s) for i, s in enumerate(shapes))
-        p = self._plans.get(shapes)
+                                f"({', '.join(self.input_names)}), got {len(inputs)}")
+        spec = []
+        for i, v in enumerate(inputs):
+            if self._is_host(i):
+                if not isinstance(v, np.ndarray):
+                    raise ArgumentError(f"{self.name}: input {self.input_names[i]!r} is an "
+                                        f"integer input; give its values (an array)")
+                spec.append(v)
+            else:
+                spec.append(self._input_shape(i, v))
+        key = tuple(("host", v.dtype.str, v.shape, v.tobytes()) if isinstance(v, np.ndarray)
+                    else v for v in spec)
+        p = self._plans.get(key)
         if p is None:
             with self._lock:
-                p = self._plans.get(shapes)
+                p = self._plans.get(key)
                 if p is None:
-                    p = lower(self.graph, shapes, self.dtype)
-                    self._plans[shapes] = p
+                    p = lower(self.graph, tuple(spec), self.dtype)
+                    p.key = key
+                    self._plans[key] = p
         return p
 
     def _weights_for(self, device, plan: Plan) -> dict[str, Buffer]:
@@ -218,24 +244,40 @@ class Model:
         xs = self._arrays((inputs,), {}) if isinstance(inputs, dict) else \
             self._arrays(tuple(inputs), {})
         arrays = []
-        for name, x in zip(self.input_names, xs, strict=True):
+        for i, (name, x) in enumerate(zip(self.input_names, xs, strict=True)):
             if isinstance(x, Buffer):
                 x = x.to_numpy()
             a = np.asarray(x)
+            if self._is_host(i):
+                if a.dtype.kind not in "iub":
+                    raise DtypeError(f"{self.name}: input {name!r} is {a.dtype}; expected "
+                                     f"integers")
+                arrays.append(a)
+                continue
             if a.dtype.kind != "f":
                 raise DtypeError(f"{self.name}: input {name!r} is {a.dtype}; expected floats")
-            arrays.append(np.ascontiguousarray(a, dtype=np.float32))
-        plan = self.plan(*[a.shape for a in arrays])
+            arrays.append(np.require(a, np.float32, "C"))
+        plan = self.plan(*[a if self._is_host(i) else a.shape for i, a in enumerate(arrays)])
         if all(o[0] == "const" for o in plan.outputs):
-            return [np.asarray(o[1]) for o in plan.outputs]
+            return self._typed([np.asarray(o[1]) for o in plan.outputs])
         exe = self._executable(plan)
+        floats = [a for i, a in enumerate(arrays) if not self._is_host(i)]
         with exe.lock:
-            for buf, a in zip(exe.inputs, arrays, strict=True):
+            for buf, a in zip(exe.inputs, floats, strict=True):
                 if a.size:
                     buf.write(a.reshape(buf.shape))
             run_blocking(f"model {self.name}", [*exe.inputs, exe.output],
                          calls=exe.dispatch.raw_calls())
-            return self._collect(plan, exe)
+            return self._typed(self._collect(plan, exe))
+
+    def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
+        """Float outputs in the type the graph declares (f64 / f16 models compute in f32)."""
+        typed = []
+        for a, t in zip(outs, self.graph.output_types, strict=True):
+            want = _FLOAT_NUMPY.get(t)
+            typed.append(a.astype(want) if want is not None and a.dtype.kind == "f"
+                         and a.dtype != want else a)
+        return typed
 
     def _collect(self, plan: Plan, exe: _Executable) -> list[np.ndarray]:
         outs = []
@@ -251,17 +293,19 @@ class Model:
         return outs
 
     def _executable(self, plan: Plan) -> _Executable:
-        key = (_device_key(_device()), plan.input_shapes)
+        key = (_device_key(_device()), plan.key)
         exe = self._exes.get(key)
         if exe is None:
             with self._lock:
                 exe = self._exes.get(key)
                 if exe is None:
                     ins = [empty(s, "f32", label=f"{self.name}:in{i}")
-                           for i, s in enumerate(plan.input_shapes)]
+                           for i, s in enumerate(plan.input_shapes) if s is not None]
                     out_shape = plan.output_shape if plan.outputs[0][0] == "tensor" else (1,)
                     out = empty(out_shape, "f32", label=f"{self.name}:out")
-                    d = bind(self.kernel, ins, out, None)
+                    kernel = self.kernel if not self.host_inputs else \
+                        ModelKernel(f"model:{self.name}", self, plan=plan)
+                    d = bind(kernel, ins, out, None)
                     exe = self._exes[key] = _Executable(ins, out, d, threading.Lock())
         return exe
 
@@ -278,9 +322,10 @@ class Model:
             raise ArgumentError(f"profile: {device.name} lacks the 'timestamp-query' feature")
         if not isinstance(repeat, int) or repeat < 1:
             raise ArgumentError(f"repeat: expected an int >= 1, got {repeat!r}")
-        xs = [np.ascontiguousarray(np.asarray(x.to_numpy() if isinstance(x, Buffer) else x),
-                                   dtype=np.float32) for x in self._arrays(inputs, {})]
-        plan = self.plan(*[x.shape for x in xs])
+        xs = [np.asarray(x.to_numpy() if isinstance(x, Buffer) else x)
+              for x in self._arrays(inputs, {})]
+        plan = self.plan(*[x if self._is_host(i) else x.shape for i, x in enumerate(xs)])
+        xs = [np.require(x, np.float32, "C") for i, x in enumerate(xs) if not self._is_host(i)]
         exe = self._executable(plan)
         parts = exe.dispatch.parts
         n = len(parts)
@@ -343,12 +388,14 @@ class ModelKernel(Kernel):
     dtypes = ("f32",)
     checked = False
 
-    def __init__(self, name: str, model: Model | None, path: str | None = None):
+    def __init__(self, name: str, model: Model | None, path: str | None = None,
+                 plan: Plan | None = None):
         self.name = name
         self.model = model
         self.path = path
-        first = model if model is not None else None
-        self.inputs = tuple(first.input_names) if first is not None else ("x",)
+        self.fixed_plan = plan  # a model with integer inputs runs the plan of their values
+        self.inputs = ("x",) if model is None else tuple(
+            n for i, n in enumerate(model.input_names) if not model._is_host(i))
         self.params = (Param("model", "str", None,
                              "path of an ONNX file to run instead of the registered one"),)
         self.description = (f"ONNX model {model.name!r}" if model is not None
@@ -369,7 +416,12 @@ class ModelKernel(Kernel):
         return value
 
     def _plan(self, inputs, params) -> Plan:
+        if self.fixed_plan is not None:
+            return self.fixed_plan
         m = self._model(params)
+        if m.host_inputs:
+            raise ModelError(f"{self.name}: the model has integer inputs "
+                             f"({', '.join(m.host_inputs)}); run it with Model.run")
         if len(inputs) != len(m.graph.inputs):
             raise ArgumentError(f"{self.name}: the model takes {len(m.graph.inputs)} input(s)")
         for name, b in zip(m.input_names, inputs, strict=True):
@@ -391,7 +443,7 @@ class ModelKernel(Kernel):
         return self._plan(inputs, params).output_shape, "f32"
 
     def passes(self, inputs, output, params):
-        m = self._model(params)
+        m = self.model if self.fixed_plan is not None else self._model(params)
         return m.passes(self._plan(inputs, params))
 
 

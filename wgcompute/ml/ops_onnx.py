@@ -91,9 +91,17 @@ def _act_fold(n, vals, opset):
 
 def _lower_activation(lw, n):
     act = lw.activation_of(n)
-    if act is None:
-        raise lw.fail(n, "min and max must be constants")
     x = lw.tensor(n.inputs[0])
+    if act is None:  # Clip with computed bounds: max(x, min), then min(., max)
+        cur = x
+        for i, op in ((1, "max"), (2, "min")):
+            if len(n.inputs) > i and n.inputs[i]:
+                bound = lw.tensor(n.inputs[i])
+                out = lw.new_tensor(broadcast_shape(cur.shape, bound.shape, "Clip"))
+                lw.emit(BINARY, [cur, bound], out, {"op": op}, n.name)
+                cur = out
+        lw.set(n.outputs[0], cur)
+        return
     out = lw.new_tensor(x.shape)
     lw.emit(ACT, [x], out, {"activation": act}, n.name)
     lw.set(n.outputs[0], out)
@@ -589,21 +597,27 @@ def _fold_unsqueeze(n, vals, opset):
 
 
 def _fold_identity(n, vals, opset):
-    return [vals[0]] + [None] * (len(n.outputs) - 1)
+    if n.op == "Dropout" and len(n.outputs) > 1:
+        return [vals[0], np.ones(vals[0].shape, dtype=bool)]
+    return [vals[0]]
 
 
 def _check_dropout(n, opset):
-    if len([o for o in n.outputs if o]) > 1:
-        return "the mask output is not supported"
     return None
 
 
 def _lower_dropout(lw, n):
+    from .plan import Const
+
     if len(n.inputs) > 2 and n.inputs[2]:
         mode = lw.const(n, n.inputs[2], "training_mode")
         if bool(np.asarray(mode).reshape(-1)[0]):
             raise lw.fail(n, "training_mode=True is not supported (inference only)")
-    lw.set(n.outputs[0], lw.value(n.inputs[0]))
+    v = lw.value(n.inputs[0])
+    lw.set(n.outputs[0], v)
+    if len(n.outputs) > 1 and n.outputs[1]:  # inference: nothing is dropped
+        shape = v.shape if hasattr(v, "sid") else v.array.shape
+        lw.set(n.outputs[1], Const(np.ones(shape, dtype=bool)))
 
 
 def _lower_identity(lw, n):
@@ -714,6 +728,33 @@ def _fold_gather(n, vals, opset):
     return [np.take(data, idx, axis=axis)]
 
 
+def _lower_gather(lw, n):
+    """Gather of a computed tensor at constant indices: one row copy per index."""
+    from .plan import COPY
+
+    x = lw.tensor(n.inputs[0])
+    idx = np.asarray(lw.const(n, n.inputs[1], "the indices")).astype(np.int64)
+    r = len(x.shape)
+    axis = int(_a(n, "axis", 0))
+    if not -r <= axis < r:
+        raise lw.fail(n, f"axis {axis} is out of range for {x.shape}")
+    axis %= r
+    size = x.shape[axis]
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        raise lw.fail(n, f"indices out of range for axis {axis} of size {size}")
+    flat = np.where(idx < 0, idx + size, idx).reshape(-1)
+    shape = tuple(x.shape[:axis]) + idx.shape + tuple(x.shape[axis + 1:])
+    out = lw.new_tensor(shape)
+    rows, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    for j, k in enumerate(flat):
+        if rows and inner:
+            lw.emit(COPY, [x], out, {"rows": rows, "cols": inner, "src_stride": size * inner,
+                                     "src_offset": int(k) * inner,
+                                     "dst_stride": flat.size * inner,
+                                     "dst_offset": j * inner}, n.name)
+    lw.set(n.outputs[0], out)
+
+
 def _np_dtype(to: int):
     from onnx import helper
 
@@ -791,7 +832,7 @@ OPS: dict[str, OpSpec] = {
     "Constant": OpSpec(_check_constant, _fold_constant, None),
     "ConstantOfShape": OpSpec(None, _fold_constant_of_shape, None),
     "Shape": OpSpec(None, _fold_shape, _lower_shape),
-    "Gather": OpSpec(None, _fold_gather, None),
+    "Gather": OpSpec(None, _fold_gather, _lower_gather),
     "Cast": OpSpec(_check_cast, _fold_cast, _lower_cast),
     "Slice": OpSpec(None, _fold_slice, None),
 }

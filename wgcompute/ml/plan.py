@@ -56,7 +56,7 @@ class Storage:
 class Plan:
     """What a model runs for given input shapes."""
 
-    input_shapes: tuple
+    input_shapes: tuple  # per graph input: its shape, or None for an integer (host) input
     dtype: str  # the dtype of activations and weights on the GPU
     steps: list[Step]
     storages: dict[int, Storage]
@@ -65,6 +65,7 @@ class Plan:
     slot_of: dict[int, int] = field(default_factory=dict)  # act sid -> slot index
     slot_dtypes: list[str] = field(default_factory=list)
     extra_temps: dict[int, int] = field(default_factory=dict)  # extra output sid -> temp
+    key: tuple = ()  # the model's cache key of this plan
 
     @property
     def output_shape(self) -> tuple:
@@ -100,9 +101,14 @@ class Lowering:
         self.graph_outputs = set(graph.outputs)
         for name, arr in graph.constants.items():
             self.values[name] = Const(arr, name)
-        for i, ((name, _, _), shape) in enumerate(zip(graph.inputs, shapes, strict=True)):
-            sid = self._storage(Storage("input", math.prod(shape), i, "f32"))
-            t = Tensor(sid, tuple(shape))
+        k = 0  # float inputs are the kernel's inputs in0, in1...; integer ones host values
+        for (name, _, _), spec in zip(graph.inputs, shapes, strict=True):
+            if isinstance(spec, np.ndarray):
+                self.values[name] = Const(spec)
+                continue
+            sid = self._storage(Storage("input", math.prod(spec), k, "f32"))
+            k += 1
+            t = Tensor(sid, tuple(spec))
             if dtype != "f32":  # the model computes in f16: convert once at the start
                 t = self.cast(t, dtype, f"{name} -> {dtype}")
             self.values[name] = t
@@ -257,7 +263,8 @@ def lower(graph: Graph, shapes: tuple, dtype: str) -> Plan:
             outputs.append(("const", v.array))
             continue
         outputs.append(("tensor", _place_output(lw, v, i, name), v.shape))
-    plan = Plan(tuple(tuple(s) for s in shapes), dtype, lw.steps, lw.storages, outputs)
+    plan = Plan(tuple(None if isinstance(s, np.ndarray) else tuple(s) for s in shapes), dtype,
+                lw.steps, lw.storages, outputs)
     _assign_slots(plan)
     return plan
 

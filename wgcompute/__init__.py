@@ -31,6 +31,7 @@ from .errors import (
     DeviceError,
     DtypeError,
     KernelNotFoundError,
+    ModelError,
     PipelineError,
     ShaderCompileError,
     ShapeError,
@@ -46,11 +47,11 @@ from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_
 from .streams import Event, Stream, create_stream, release_staging, stream_map, upload
 
 __all__ = [
-    "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
+    "__version__", "image", "ml", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",
-    "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
+    "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError", "ModelError",
     # device
     "device_info", "is_gpu", "version", "adapters",
     # buffers
@@ -235,7 +236,11 @@ _BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
 
 def __getattr__(name: str):
     # wgc.sum / wgc.max / wgc.min resolve here (PEP 562), so they never shadow the builtins
-    # for code in this module
+    # for code in this module; wgc.ml (ONNX inference) is imported on first use
+    if name == "ml":
+        import importlib
+
+        return importlib.import_module(".ml", __name__)
     try:
         return _BUILTIN_NAMED[name]
     except KeyError:

@@ -130,6 +130,7 @@ _CONVERTERS = {
     "pair": lambda v: _ints(v, 2, 1), "pads": lambda v: _ints(v, 4, 0),
     "ints": _ints, "bool": lambda v: bool(v),
     "count": lambda v: None if v is None else _ints(v, 1)[0],
+    "perm": lambda v: None if v is None else _ints(v),
 }
 
 SHAPES = Param("shapes", "shapes", None,
@@ -455,9 +456,10 @@ class Pool(NNKernel):
 
     def check_shapes(self, shapes, params):
         x, out = self._nchw(shapes[0]), shapes[1]
-        if len(out) != 4 or out[:2] != x[:2]:
-            raise ShapeError(f"{self.name}: out is {out}; expected ({x[0]}, {x[1]}, OH, OW) "
-                             f"for x {x}")
+        want = self.out_shape([x], params)
+        if tuple(out) != want:
+            raise ShapeError(f"{self.name}: out is {tuple(out)}; expected {want} for x {x} "
+                             f"with these kernel, strides, pads and ceil_mode")
 
     def constants(self, shapes, params):
         (kh, kw), (dh, dw) = params["kernel"], params["dilations"]
@@ -694,7 +696,7 @@ class Transpose(NNKernel):
 
     name = "nn_transpose"
     inputs = ("x",)
-    params = (Param("perm", "ints", None, "the permutation (None: reversed axes)"), SHAPES)
+    params = (Param("perm", "perm", None, "the permutation (None: reversed axes)"), SHAPES)
     description = "out = numpy.transpose(x, perm), any rank up to 6"
 
     def _perm(self, x, params):

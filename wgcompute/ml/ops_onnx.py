@@ -442,6 +442,7 @@ def _lower_pool(lw, n):
     lw.emit(POOL, [x4], out, {
         "mode": "max" if n.op == "MaxPool" else "avg", "kernel": tuple(kernel),
         "strides": strides, "pads": pads, "dilations": dil,
+        "ceil_mode": ceil and auto not in ("SAME_UPPER", "SAME_LOWER"),
         "count_include_pad": bool(_a(n, "count_include_pad", 0))}, n.name)
     shape = out4 if len(x.shape) == 4 else (out4[0], out4[1], out4[3])
     lw.set(n.outputs[0], lw.alias(out, shape))

@@ -1,9 +1,9 @@
 """Whole networks against onnxruntime (CPU): MobileNetV2 (torchvision's architecture built
 with onnx.helper, random weights) at batch 1 and 8, f32 and f16; the light models the onnx
-wheel ships (their weights are constant fills, so here they get random weights instead) ;
-(their stored outputs are checked by tests/test_onnx_backend.py); and the Model API: dynamic batch, Buffers in and out, the model as a pipeline stage between
-preprocess and softmax in one command buffer, the per-layer profile, the unsupported-node
-error.
+wheel ships, with random weights in place of their constant fills (their stored outputs are
+checked by tests/test_onnx_backend.py); and the Model API: dynamic batch, Buffers in and
+out, the model as a pipeline stage between preprocess and softmax in one command buffer,
+the per-layer profile, the unsupported-node error.
 
 Tolerances, relative to the largest output: f32 1e-4 (the issue's bound: sums of up to
 ~10^4 f32 terms in another order, ~50 layers deep). f16 3e-2: every layer rounds its weights

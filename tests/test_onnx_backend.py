@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")
+pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")
 
 import onnx.backend.test  # noqa: E402
 

@@ -857,6 +857,94 @@ class LRN(NNKernel):
             device)
 
 
+# -- batch preprocessing ---------------------------------------------------------------------------
+def _floats3(value):
+    vals = [value] if isinstance(value, (int, float, np.number)) else list(value)
+    if len(vals) not in (1, 3) or not all(math.isfinite(float(v)) for v in vals):
+        raise ValueError(f"expected one finite number or three, got {value!r}")
+    vals = [float(v) for v in vals]
+    return tuple(vals * 3 if len(vals) == 1 else vals)
+
+
+_CONVERTERS["floats3"] = _floats3
+_CONVERTERS["size"] = lambda v: None if v is None else _ints(v, 2, 1)
+
+
+class PreprocessBatch(NNKernel):
+    """A batch of RGBA8 images (u8 (N, H, W, 4)) to a model's input: bilinear resize with
+    half-pixel centers to ``size``, (x / 255 - mean) / std per channel, NHWC -> NCHW f32
+    (alpha dropped): preprocess for many images at once."""
+
+    name = "preprocess_batch"
+    inputs = ("src",)
+    dtypes = ("f32",)
+    input_dtypes_follow_output = False
+    params = (Param("size", "size", None, "(height, width) of the output (None: as is)"),
+              Param("mean", "floats3", 0.0, "subtracted per channel (one value or three)"),
+              Param("std", "floats3", 1.0, "divided by, per channel (one value or three)"),
+              SHAPES)
+    description = ("RGBA8 batch (N, H, W, 4) -> normalized f32 (N, 3, h, w): bilinear resize "
+                   "(half-pixel centers), (x - mean) / std on [0, 1] values")
+
+    def out_shape(self, in_shapes, params):
+        src = in_shapes[0]
+        if len(src) != 4 or src[3] != 4:
+            raise ShapeError(f"{self.name}: src is {src}; expected RGBA8 (N, H, W, 4)")
+        h, w = params["size"] or src[1:3]
+        return (src[0], 3, h, w)
+
+    def output_spec(self, inputs, params):
+        return super().output_spec(inputs, params)[0], "f32"
+
+    def check(self, inputs, output, params):
+        if inputs[0].dtype != "u8":
+            raise DtypeError(f"{self.name}: src is {inputs[0].dtype}; expected u8 RGBA8")
+        if any(v == 0 for v in params["std"]):
+            raise ArgumentError(f"{self.name}: param 'std' must not be 0")
+        super().check(inputs, output, params)
+
+    def check_shapes(self, shapes, params):
+        want = self.out_shape([shapes[0]], params)
+        if tuple(shapes[1]) != want:
+            raise ShapeError(f"{self.name}: out is {shapes[1]}, expected {want}")
+        if math.prod(shapes[0][1:3]) == 0 and math.prod(want):
+            raise ShapeError(f"{self.name}: src {shapes[0]} is empty; nothing to sample")
+
+    def key(self, inputs, output, params):
+        return PipelineKey(self.name, ("u32", "f32"), ())
+
+    def render(self, key):
+        fields = (("n", "u32"), ("H", "u32"), ("W", "u32"), ("OH", "u32"), ("OW", "u32"),
+                  ("sy", "f32"), ("sx", "f32"), ("m0", "f32"), ("m1", "f32"), ("m2", "f32"),
+                  ("k0", "f32"), ("k1", "f32"), ("k2", "f32"))
+        body = """let ox = i % p.OW;
+    let oy = (i / p.OW) % p.OH;
+    let c = (i / (p.OW * p.OH)) % 3u;
+    let n = i / (p.OW * p.OH * 3u);
+    let fy = clamp((f32(oy) + 0.5) * p.sy - 0.5, 0.0, f32(p.H - 1u));
+    let fx = clamp((f32(ox) + 0.5) * p.sx - 0.5, 0.0, f32(p.W - 1u));
+    let y0 = u32(floor(fy));
+    let x0 = u32(floor(fx));
+    let y1 = min(y0 + 1u, p.H - 1u);
+    let x1 = min(x0 + 1u, p.W - 1u);
+    let base = n * p.H * p.W;
+    let a = unpack4x8unorm(src[base + y0 * p.W + x0])[c];
+    let b = unpack4x8unorm(src[base + y0 * p.W + x1])[c];
+    let d = unpack4x8unorm(src[base + y1 * p.W + x0])[c];
+    let e = unpack4x8unorm(src[base + y1 * p.W + x1])[c];
+    let v = mix(mix(a, b, fx - f32(x0)), mix(d, e, fx - f32(x0)), fy - f32(y0));
+    out[i] = (v - vec3<f32>(p.m0, p.m1, p.m2)[c]) * vec3<f32>(p.k0, p.k1, p.k2)[c];"""
+        return self.prelude(key, fields) + self.linear_main(body), fields
+
+    def launches(self, inputs, output, params, device):
+        src, out = self.logical(inputs, output, params)
+        (m0, m1, m2), (s0, s1, s2) = params["mean"], params["std"]
+        return self.linear_launch(math.prod(out), {
+            "H": src[1], "W": src[2], "OH": out[2], "OW": out[3],
+            "sy": src[1] / out[2] if out[2] else 1.0, "sx": src[2] / out[3] if out[3] else 1.0,
+            "m0": m0, "m1": m1, "m2": m2, "k0": 1 / s0, "k1": 1 / s1, "k2": 1 / s2}, device)
+
+
 def nn_kernels() -> list:
     return [Activation(), Binary(), BatchNorm(), Pool(), GlobalPool(), Softmax(), Transpose(),
-            CopyRows(), LRN()]
+            CopyRows(), LRN(), PreprocessBatch()]

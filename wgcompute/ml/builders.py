@@ -57,11 +57,13 @@ class _Builder:
 
 
 def mobilenet_v2(seed: int = 0, num_classes: int = 1000, width: float = 1.0,
-                 batch: int | str | None = "N", size: int = 224, opset: int = 13):
+                 batch: int | str | None = "N", size: int = 224, opset: int = 13,
+                 softmax: bool = False):
     """torchvision's MobileNetV2 (inverted residuals, ReLU6, depthwise 3×3, 1280-wide head,
     dropout, linear classifier) as an onnx.ModelProto with random weights drawn from
     ``seed``: Conv + BatchNormalization + Clip nodes as an export before folding. ``batch``
-    is the input's batch axis: a name (dynamic), an int, or None."""
+    is the input's batch axis: a name (dynamic), an int, or None; ``softmax`` appends a
+    Softmax (the model then outputs probabilities)."""
     from onnx import TensorProto, helper
 
     b = _Builder(seed, opset)
@@ -93,6 +95,8 @@ def mobilenet_v2(seed: int = 0, num_classes: int = 1000, width: float = 1.0,
     x = b.node("Gemm", [x, b.init("fc_w", w), b.init("fc_b", np.zeros(num_classes,
                                                                        np.float32))],
                transB=1)
+    if softmax:
+        x = b.node("Softmax", [x], axis=-1)
     graph = helper.make_graph(
         b.nodes, "mobilenet_v2",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, size, size])],

@@ -15,7 +15,14 @@ from .. import _queue
 from ..buffer import Buffer, empty, from_numpy
 from ..commands import run_blocking
 from ..device import get_device
-from ..errors import ArgumentError, DtypeError, ModelError, ShapeError, WgComputeError
+from ..errors import (
+    ArgumentError,
+    CommandFailedError,
+    DtypeError,
+    ModelError,
+    ShapeError,
+    WgComputeError,
+)
 from ..kernels import bind, registry
 from ..kernels.base import Kernel, Param
 from .graph import Graph, read_onnx
@@ -263,12 +270,71 @@ class Model:
         exe = self._executable(plan)
         floats = [a for i, a in enumerate(arrays) if not self._is_host(i)]
         with exe.lock:
+            if len(plan.outputs) == 1 and _fits_one_chunk([*exe.inputs, exe.output]):
+                return self._typed([self._run_one_submit(exe, floats).reshape(
+                    plan.outputs[0][2])])
             for buf, a in zip(exe.inputs, floats, strict=True):
                 if a.size:
                     buf.write(a.reshape(buf.shape))
             run_blocking(f"model {self.name}", [*exe.inputs, exe.output],
                          calls=exe.dispatch.raw_calls())
             return self._typed(self._collect(plan, exe))
+
+    def _run_one_submit(self, exe: _Executable, arrays) -> np.ndarray:
+        """Upload, run and read back in ONE command buffer, one submit and one wait: the
+        inputs go through mapped upload staging, the output into mapped read staging. (The
+        general path writes, runs and reads with a submission each: three round trips.)"""
+        from .. import _staging
+        from .._encode import Encoder
+
+        ups, down, promise = [], None, None
+        bufs = [*exe.inputs, exe.output]
+        for b in bufs:
+            b._retain()
+        try:
+            enc = Encoder()
+            for buf, a in zip(exe.inputs, arrays, strict=True):
+                raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+                if not raw.nbytes:
+                    continue
+                padded = (raw.nbytes + 3) & ~3
+                stage = _staging.up_pool.acquire(padded)
+                ups.append(stage)
+                view = _staging.mapped_write(stage, padded)
+                view[:raw.nbytes] = raw
+                view[raw.nbytes:padded] = 0
+                del view
+                _staging.unmap(stage)
+                enc.copy_buffer_to_buffer(stage, 0, buf.gpu_buffer, 0, padded)
+            calls = exe.dispatch.raw_calls()
+            if calls:
+                enc.record_calls(calls)
+            nbytes = exe.output.nbytes
+            padded = (nbytes + 3) & ~3
+            down = _staging.down_pool.acquire(padded)
+            enc.copy_buffer_to_buffer(exe.output.gpu_buffer, 0, down, 0, padded)
+            _queue.submit([enc.finish()], fence=False)
+            promise = _staging.map_async(down, False, padded)
+            promise.wait()
+            out = np.empty(nbytes, np.uint8)
+            view = _staging.mapped_read(down, padded)
+            out[:] = view[:nbytes]
+            del view
+            _staging.unmap(down)
+            _staging.down_pool.release(down)
+            down = None
+        except WgComputeError:
+            raise
+        except Exception as e:  # validation error, out of memory, device lost
+            raise CommandFailedError(f"model {self.name} failed: {e}", e) from e
+        finally:
+            for stage in ups:  # back to the pool once re-mapped for writing
+                _staging.up_pool.release(stage, _staging.map_async(stage, True, stage.size))
+            if down is not None:
+                down.destroy()
+            for b in bufs:
+                b._release()
+        return out.view(np.float32)
 
     def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
         """Float outputs in the type the graph declares (f64 / f16 models compute in f32)."""
@@ -371,6 +437,12 @@ class Model:
                 for b in cache.values():
                     b.free()
             self._weights.clear()
+
+
+def _fits_one_chunk(buffers) -> bool:
+    from .. import _staging
+
+    return all(b.nbytes <= _staging.CHUNK for b in buffers)
 
 
 def _fmt_dims(dims) -> str:

@@ -269,6 +269,12 @@ def _lower_conv_transpose(lw, n):
 
 
 # -- gemm, matmul ----------------------------------------------------------------------------------
+def _binding_limit() -> int:
+    from ..device import get_device
+
+    return get_device().limit("max-storage-buffer-binding-size")
+
+
 def _lower_gemm(lw, n):
     a = lw.tensor(n.inputs[0])
     b = lw.tensor(n.inputs[1])
@@ -282,9 +288,20 @@ def _lower_gemm(lw, n):
         c = lw.tensor(n.inputs[2])
     else:
         c, beta = lw.const_tensor(np.zeros(1, np.float32)), 0.0
-    params = {"trans_a": ta, "trans_b": tb, "alpha": alpha, "beta": beta}
     act, _, _, name, label = _epilogue(lw, n.outputs[0], (m, nn), n.name, residual_ok=False)
-    params["activation"] = act
+    if (not ta and tb and alpha == 1.0 and (beta == 0.0 or math.prod(c.shape) == nn)
+            and beta in (0.0, 1.0) and math.prod(b.shape) * 4 <= _binding_limit()):
+        # a classifier (b the weights, rows of the output = samples): a 1×1 convolution
+        # whose rows are the output features, so a batch of 1 still fills the GPU, and
+        # whose epilogue adds the bias
+        bias = c if beta == 1.0 else lw.const_tensor(np.zeros(nn, np.float32))
+        out = lw.new_tensor((m, nn, 1, 1))
+        lw.emit(CONV2D, [lw.alias(a, (m, a.shape[1], 1, 1)),
+                         lw.alias(b, (nn, b.shape[1], 1, 1)), lw.alias(bias, (nn,))], out,
+                {"activation": act}, label)
+        lw.set(name, lw.alias(out, (m, nn)))
+        return
+    params = {"trans_a": ta, "trans_b": tb, "alpha": alpha, "beta": beta, "activation": act}
     out = lw.new_tensor((m, nn))
     lw.emit(GEMM, [a, b, c], out, params, label)
     lw.set(name, out)

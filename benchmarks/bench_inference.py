@@ -271,11 +271,15 @@ def main(argv=None) -> Results:
     ap.add_argument("--small", action="store_true",
                     help="lavapipe sizes: 96², batches 1/4/8, 64 images")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per case")
+    ap.add_argument("--size", type=int, default=None, help="image side (224; --small 96)")
+    ap.add_argument("--batches", default=None,
+                    help="comma-separated batch sizes (1,32,256; --small 1,4,8)")
     ap.add_argument("--images", type=int, default=None, help="images for the stream case")
     ap.add_argument("--json", help="write the results as JSON here")
     args = ap.parse_args(argv)
-    size = 96 if args.small else 224
-    batches = [1, 4, 8] if args.small else [1, 32, 256]
+    size = args.size or (96 if args.small else 224)
+    batches = [int(b) for b in args.batches.split(",")] if args.batches else (
+        [1, 4, 8] if args.small else [1, 32, 256])
     big = batches[-1]
     repeat = args.repeat or (5 if args.small else 20)
     count = args.images or (64 if args.small else 2048)
@@ -285,10 +289,10 @@ def main(argv=None) -> Results:
     rows: list = []
     info = bench_models(res, size, batches, repeat, big, rows)
     bench_torch(res, size, batches, repeat, big)
-    bench_stream(res, size, count, 8 if args.small else 32, 4)
+    bench_stream(res, size, count, min(8 if args.small else 32, count), 4)
     profiles = {}
     for _, model, sz in rows:
-        for b in (1, batches[1]):
+        for b in sorted({1, batches[min(1, len(batches) - 1)]}):
             profiles[b] = profile_table(model, sz, b)
     say("\n" + res.markdown())
     out = os.environ.get("OUT")

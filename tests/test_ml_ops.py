@@ -57,6 +57,8 @@ CONVS = [
     (1, 6, 8, 7, 12, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 6),    # depthwise, multiplier 2
     (1, 9, 6, 5, 6, 2, 2, (1, 1), (0, 0, 0, 0), (1, 1), 3),     # groups of 3 channels
     (2, 33, 5, 5, 70, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),   # K % 4 != 0 weights
+    (3, 20, 6, 6, 13, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),   # pointwise, vec4 pixels
+    (2, 12, 4, 4, 10, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 2),   # ... in groups
 ]
 
 
@@ -89,16 +91,17 @@ def test_conv2d_every_tile_config(rng, cfg):
     close(out.to_numpy(), want)
 
 
-def test_conv2d_fused_epilogue_matches_the_separate_ops(rng):
+@pytest.mark.parametrize("k,pad,side", [(3, 1, 9), (1, 0, 8)])
+def test_conv2d_fused_epilogue_matches_the_separate_ops(rng, k, pad, side):
     """act1(act0(conv + bias) + residual): conv2d_residual against onnxruntime's Conv,
-    Clip, Add and Relu run one after another."""
-    x, w, b = rnd(rng, 2, 8, 9, 9), rnd(rng, 8, 8, 3, 3), rnd(rng, 8)
-    res = rnd(rng, 2, 8, 9, 9)
-    y = ort_node("Conv", [x, w, b], dict(pads=[1, 1, 1, 1]))
+    Clip, Add and Relu run one after another (3×3, and 1×1 on vec4 pixels)."""
+    x, w, b = rnd(rng, 2, 8, side, side), rnd(rng, 8, 8, k, k), rnd(rng, 8)
+    res = rnd(rng, 2, 8, side, side)
+    y = ort_node("Conv", [x, w, b], dict(pads=[pad] * 4))
     y = np.clip(y, 0, 6) + res
     want = np.maximum(y, 0)
     out = wgc.run_kernel("conv2d_residual", [wgc.from_numpy(a) for a in (x, w, b, res)], None,
-                         {"pads": (1, 1, 1, 1), "activation": ("clip", 0, 6),
+                         {"pads": (pad,) * 4, "activation": ("clip", 0, 6),
                           "post_activation": "relu"})
     close(out.to_numpy(), want)
 

@@ -203,8 +203,12 @@ class Conv2d(NNKernel):
         if algo == "gemm":
             k = w[1] * w[2] * w[3]
             pointwise = (w[2], w[3], sh, sw) == (1, 1, 1, 1) and not any(params["pads"])
+            out = shapes[-1]
+            # pixels per image a multiple of 4: a column group of 4 never straddles two
+            # images, so x, the residual and out move as vec4 along the pixels
+            vec_p = pointwise and (out[2] * out[3]) % 4 == 0
             c += [("config", self._config(shapes, params, "f32").name), ("vec_w", k % 4 == 0),
-                  ("pointwise", pointwise)]
+                  ("pointwise", pointwise), ("vec_p", vec_p)]
         return tuple(c)
 
     # -- WGSL --------------------------------------------------------------------------------------
@@ -235,6 +239,11 @@ class Conv2d(NNKernel):
         btypes = list(types)
         if c["vec_w"]:
             btypes[1] = f"vec4<{types[1]}>"
+        if c.get("vec_p"):
+            btypes[0] = f"vec4<{types[0]}>"
+            btypes[-1] = f"vec4<{types[-1]}>"
+            if self.residual:
+                btypes[3] = f"vec4<{types[3]}>"
         bindings = _gemm_bindings(names, btypes, [False] * len(self.inputs) + [True])
         s = "f32"
         khw, kw = c["kh"] * c["kw"], c["kw"]
@@ -250,7 +259,12 @@ class Conv2d(NNKernel):
                       f"    return vec4<{s}>(ld_w(i, ok && k < kend), "
                       f"ld_w(i + 1u, ok && k + 1u < kend), ld_w(i + 2u, ok && k + 2u < kend), "
                       f"ld_w(i + 3u, ok && k + 3u < kend));\n}}\n")
-        if c["pointwise"]:
+        if c.get("vec_p"):
+            gather = f"""    if (c < p.N) {{
+        let n = c / p.P;
+        v = vec4<{s}>(x[((n * p.C + p.g * p.Cg + k) * p.P + c % p.P) / 4u]);
+    }}"""
+        elif c["pointwise"]:
             # 1×1, stride 1, no pads: b[k, col] = x[n, g·Cg + k, pixel]
             gather = f"""    let base = p.g * p.Cg + k;
     var col = c;
@@ -300,7 +314,30 @@ class Conv2d(NNKernel):
         load_b = (f"fn load_b4(k: u32, c: u32, kend: u32) -> vec4<{s}> {{\n"
                   f"    var v = vec4<{s}>(0);\n    if (k >= kend) {{\n        return v;\n    }}\n"
                   f"{gather}\n    return v;\n}}\n")
-        store4 = f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
+        if c.get("vec_p"):
+            vstore = "var v = act0(acc + vec4<f32>(f32(bias[k])));\n"
+            if self.residual:
+                vstore += "    v = act1(v + vec4<f32>(residual[o / 4u]));\n"
+            vstore += f"    out[o / 4u] = vec4<{t}>(v);"
+            act_helpers = act_helpers.replace("fn act0(v: f32) -> f32", "fn act0s(v: f32) -> f32")
+            act_helpers = act_helpers.replace("fn act1(v: f32) -> f32", "fn act1s(v: f32) -> f32")
+            act_helpers += ("fn act0(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
+                            "act0s(v.x), act0s(v.y), act0s(v.z), act0s(v.w));\n}\n")
+            if self.residual:
+                act_helpers += ("fn act1(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
+                                "act1s(v.x), act1s(v.y), act1s(v.z), act1s(v.w));\n}\n")
+            store4 = f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
+    if (c >= p.N) {{
+        return;
+    }}
+    let k = p.g * p.M + r;
+    let o = ((c / p.P) * p.KO + k) * p.P + c % p.P;
+    {vstore}
+}}
+"""
+        else:
+            store4 = None
+        store4 = store4 or f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
     let k = p.g * p.M + r;
     var col = c;
     var n = col / p.P;

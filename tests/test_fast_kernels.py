@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.device import get_device
 from wgcompute.kernels import get
+from wgcompute.runtime import current_device as get_device
 
 DTYPES = ["f32", "f16", "f64", "s32", "s64", "u32", "u8"]
 # 4 elements per vec4, 16 per u8 vec, 4 items per invocation, 256 invocations per workgroup

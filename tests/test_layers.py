@@ -14,28 +14,31 @@ PKG = Path(wgc.__file__).resolve().parent
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
 LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
-    "wgcompute.device": 1,
-    "wgcompute._queue": 1,  # beside device: owns the queue submit and fences; buffers read
-    "wgcompute._encode": 1,  # command encoders of the hot paths, raw wgpu-native handles
-    "wgcompute.buffer": 2, "wgcompute._staging": 2, "wgcompute.shaders": 2,
-    "wgcompute._wgsl": 2,  # the shaders/ data package
-    "wgcompute.autotune": 2,  # per-device tuning cache: needs the device, used by kernels
-    "wgcompute.kernels": 3,
-    "wgcompute.commands": 4,
-    "wgcompute.pipeline": 5,
-    "wgcompute.streams": 6, "wgcompute.surface": 6, "wgcompute.image": 6,
-    "wgcompute.ml": 6.5,  # ONNX models: above pipelines and streams, below the facade
-    "wgcompute": 7,  # the facade (__init__): may use every layer, no library module uses it
-    "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
-    "wgcompute.__main__": 8,  # `python -m wgcompute`: runs the CLI
+    "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
+    "wgcompute._queue": 2,  # fences and the submitter of one device
+    "wgcompute._pools": 2,  # a device's staging pools and host threads
+    "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
+    "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
+    "wgcompute.buffer": 5,
+    "wgcompute.shaders": 6, "wgcompute._wgsl": 6,  # WGSL loading (the shaders/ data package)
+    "wgcompute.autotune": 6,  # tuned choices per device and adapter
+    "wgcompute.kernels": 7,
+    "wgcompute.commands": 8,
+    "wgcompute.pipeline": 9,
+    "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
+    "wgcompute.surface": 10, "wgcompute.image": 10,
+    "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
+    "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
+    "wgcompute.cli": 14, "wgcompute.viewer": 14,  # the app layer: public names only
+    "wgcompute.__main__": 14,  # `python -m wgcompute`: runs the CLI
 }
-APP = 8
+APP = 14
 PUBLIC = set(wgc.__all__)
 
 # Upward imports done lazily, on purpose, each with its reason. Keep this list short.
 ALLOWED_LAZY_UP = {
-    ("wgcompute.buffer", "wgcompute.streams"):
-        "Buffer.read_async/write_async are methods for convenience; streams does the work",
+    ("wgcompute.buffer", "wgcompute.commands"):
+        "Buffer.read_async/write_async are methods for convenience; commands does the work",
 }
 
 # Third-party modules only some of the package may import, and how.
@@ -165,3 +168,110 @@ def test_the_allowed_lazy_imports_still_exist():
             if lazy and (me, target) in ALLOWED_LAZY_UP:
                 found.add((me, target))
     assert found == set(ALLOWED_LAZY_UP)
+
+
+# -- the wall around wgpu's internals -------------------------------------------------------------
+# Only wgcompute._native may touch wgpu-native's C API, wgpu-py's private attributes or
+# rendercanvas's privates: a wgpu upgrade then breaks one package, which falls back to the
+# public API by itself.
+WALL = "wgcompute._native"
+PRIVATE_MODULES = ("wgpu.backends", "wgpu._classes", "wgpu._coreutils", "wgpu._async")
+PRIVATE_ATTRS = {"_internal", "_poller", "_poll_func", "_process_events", "_ffi",
+                 "_map_state", "_device_lost_callback", "_libf"}
+PRIVATE_NAMES = {"ffi", "lib", "libf"}  # as names bound by an import from wgpu.backends
+
+
+def _private_uses(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith(PRIVATE_MODULES):
+                    yield node.lineno, f"import {a.name}"
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.startswith(PRIVATE_MODULES):
+                yield node.lineno, f"from {node.module} import ..."
+        elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRS:
+            yield node.lineno, f".{node.attr}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[module_name(p) for p in SOURCES])
+def test_wgpu_internals_only_behind_the_wall(path):
+    me = module_name(path)
+    if me == WALL or me.startswith(WALL + "."):
+        return
+    found = list(_private_uses(path))
+    assert not found, (f"{me} reaches into wgpu/rendercanvas internals (only {WALL} may): "
+                       + "; ".join(f"line {n}: {what}" for n, what in found))
+
+
+def test_the_wall_test_would_catch_a_leak(tmp_path):
+    leak = tmp_path / "leak.py"
+    leak.write_text("from wgpu.backends.wgpu_native._ffi import lib\n"
+                    "def f(buf):\n    return buf._internal\n")
+    assert [w for _, w in _private_uses(leak)] == [
+        "from wgpu.backends.wgpu_native._ffi import ...", "._internal"]
+
+
+# -- no import circles ----------------------------------------------------------------------------
+
+def _graph(include_lazy: bool) -> dict[str, set[str]]:
+    modules = known_modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for path in SOURCES:
+        me = module_name(path)
+        for target, _line, lazy, _names in imports_with_names(path):
+            if lazy and not include_lazy:
+                continue
+            while target not in modules and "." in target:
+                target = target.rpartition(".")[0]  # a name imported from a module
+            if target in modules and target != me and not me.startswith(target + "."):
+                graph[me].add(target)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle_at_module_level():
+    circle = _cycle(_graph(include_lazy=False))
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_no_import_circle_even_counting_lazy_imports_except_the_listed_ones():
+    graph = _graph(include_lazy=True)
+    for (low, high), _why in ALLOWED_LAZY_UP.items():
+        graph.get(low, set()).discard(high)
+    # a package's __init__ importing its own submodules is not a circle
+    for name in list(graph):
+        graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+    circle = _cycle(graph)
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_the_circle_finder_finds_one():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

@@ -82,7 +82,7 @@ def test_conv2d_against_onnxruntime(rng, case):
 def test_conv2d_every_tile_config(rng, cfg):
     """The implicit GEMM with tile configs other than the default (edges in M, N and K)."""
     config = TileConfig.parse(cfg)
-    if not config.fits(wgc.ml.model._device(), 4):
+    if not config.fits(wgc.current_device(), 4):
         pytest.skip(f"{cfg} does not fit this adapter")
     x, w, b = rnd(rng, 2, 19, 10, 11), rnd(rng, 37, 19, 3, 3), rnd(rng, 37)
     want = ort_node("Conv", [x, w, b], dict(pads=[1, 1, 1, 1]))

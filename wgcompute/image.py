@@ -160,7 +160,7 @@ def _output_for(kernel, inputs, params, out):
     if out is not None:
         return out
     shape, dtype = kernel.output_spec(list(inputs), params)
-    return _empty(shape, dtype, label=f"{kernel.name}-out")
+    return _empty(shape, dtype, label=f"{kernel.name}-out", device=inputs[0].device)
 
 
 def apply(kernel: str, image: Buffer, *extra: Buffer, out: Buffer | None = None,
@@ -306,13 +306,14 @@ def submit_stages(image: Buffer, stages: list[Stage], label: str = "image") -> t
 
     if not stages:
         raise ArgumentError("stages: expected at least one stage")
-    p = pipeline(label)
+    p = pipeline(label, device=image.device)
     cur = image
     for s in stages:
         k = registry.get(s.kernel)
         inputs = [cur]
         if s.weights is not None:
-            inputs.append(_buffer_from_numpy(s.weights, label=f"{s.kernel}-weights"))
+            inputs.append(_buffer_from_numpy(s.weights, label=f"{s.kernel}-weights",
+                                             device=image.device))
         resolved = k.resolve_params(s.params, DTYPES[cur.dtype])
         out = _output_for(k, inputs, resolved, None)
         p.add(kernel=k.name, inputs=inputs, output=out, params=dict(s.params))

@@ -3,9 +3,9 @@ frozen dataclass, uniform packing, and Dispatch (a kernel bound to buffers, read
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
-import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +14,7 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from .._encode import record_calls
 from ..buffer import Buffer, check_buffer, empty, from_numpy
-from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
 from ..errors import (
@@ -27,6 +25,7 @@ from ..errors import (
     ShapeError,
     UnsupportedDtypeError,
 )
+from ..runtime import Device, current_device
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
@@ -51,11 +50,13 @@ class Param:
 
 @dataclass(frozen=True)
 class PipelineKey:
-    """What makes one compiled pipeline: kernel, dtypes and template constants."""
+    """What makes one compiled pipeline: kernel, dtypes, template constants, and which inputs
+    share the output's buffer (in place: those are declared read_write)."""
 
     kernel: str
     dtypes: tuple[str, ...]
     constants: tuple[tuple[str, Any], ...] = ()
+    in_place: tuple[int, ...] = ()
 
 
 @dataclass
@@ -76,13 +77,9 @@ class Compiled:
     source: str
 
 
-_cache: dict[PipelineKey, Compiled] = {}
-_cache_lock = threading.Lock()
-stats = {"pipelines_created": 0, "bind_groups_created": 0, "uniform_buffers_created": 0}
-
-
-def pipeline_cache_size() -> int:
-    return len(_cache)
+def pipeline_cache_size(device: Device) -> int:
+    """Compiled pipelines cached on ``device``."""
+    return len(device.pipelines)
 
 
 class Kernel:
@@ -99,6 +96,11 @@ class Kernel:
     # naga's runtime checks (index clamps, loop bounding counters) in the shader. Built-in
     # kernels, written and tested to stay in range, run without them.
     checked: bool = True
+    entry_point: str = "main"
+    # out= may be one of the inputs only where each output element is computed by the one
+    # invocation that reads the same element of the inputs, reading before writing (or where
+    # a kernel's first pass copies its input into a temporary). Otherwise: why not.
+    not_in_place: str | None = "it is not known to give the same result in place"
 
     # -- what a user sees --------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -181,18 +183,30 @@ class Kernel:
         return None
 
     # -- machinery ---------------------------------------------------------------------------------
+    def in_place_refusal(self, inputs, output, aliased: tuple[int, ...]) -> str | None:
+        """None if ``output`` may share its buffer with the inputs at indices ``aliased``;
+        otherwise why not (a phrase for the error)."""
+        return self.not_in_place
+
     def storage_bindings(self) -> tuple[str, ...]:
         return self.inputs + ((self.output,) if self.output else ())
 
+    def binding_slots(self) -> tuple[int, ...]:
+        """The @binding numbers of the storage bindings (inputs, then the output), then the
+        params uniform's. Built-in shaders number them in that order from 0."""
+        return tuple(range(len(self.storage_bindings()) + 1))
+
     def compiled(self, key: PipelineKey, device: Device) -> Compiled:
-        c = _cache.get(key)
+        """The pipeline for ``key`` on ``device``, compiled once per device."""
+        cache = device.pipelines
+        c = cache.get(key)
         if c is not None:
             return c
-        with _cache_lock:
-            c = _cache.get(key)
+        with device.pipelines_lock:
+            c = cache.get(key)
             if c is None:
                 c = self._compile(key, device)
-                _cache[key] = c
+                cache[key] = c
             return c
 
     def _compile(self, key: PipelineKey, device: Device) -> Compiled:
@@ -205,28 +219,40 @@ class Kernel:
                     feature)
         source, fields = self.render(key)
         label = f"{self.name}[{','.join(key.dtypes)}]"
+        slots = self.binding_slots()
+        if key.in_place:  # the inputs bound to the output's buffer must be read_write too
+            from .reflect import with_read_write
+
+            label += "[in place]"
+            source = with_read_write(source, [slots[i] for i in key.in_place])
         dev = device.gpu_device
+        device.check()
         try:
-            module = shaders.create_module(dev, label, source, self.checked)
+            module = shaders.create_module(device, label, source, self.checked)
         except Exception as e:
+            if not device.alive or "lost" in str(e).lower():
+                raise device.wrap(e, f"compiling {label}") from e
             raise ShaderCompileError(label, source, str(e)) from e
         entries = []
         n_storage = len(self.storage_bindings())
         for i in range(n_storage):
-            access = "read-only-storage" if i < len(self.inputs) else "storage"
-            entries.append({"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                            "buffer": {"type": access}})
+            read_only = i < len(self.inputs) and i not in key.in_place
+            entries.append({"binding": slots[i], "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": "read-only-storage" if read_only else "storage"}})
         if fields:
-            entries.append({"binding": n_storage, "visibility": wgpu.ShaderStage.COMPUTE,
+            entries.append({"binding": slots[n_storage], "visibility": wgpu.ShaderStage.COMPUTE,
                             "buffer": {"type": "uniform"}})
         try:
             bgl = dev.create_bind_group_layout(label=label, entries=entries)
             layout = dev.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
             pipeline = dev.create_compute_pipeline(
-                label=label, layout=layout, compute={"module": module, "entry_point": "main"})
+                label=label, layout=layout,
+                compute={"module": module, "entry_point": self.entry_point})
         except Exception as e:
+            if not device.alive or "lost" in str(e).lower():
+                raise device.wrap(e, f"compiling {label}") from e
             raise ShaderCompileError(label, source, str(e)) from e
-        stats["pipelines_created"] += 1
+        device.stats["pipelines_created"] += 1
         return Compiled(key, pipeline, bgl, tuple(fields), source)
 
 
@@ -271,6 +297,7 @@ class Meta:
 
     shape: tuple
     dtype: str
+    device: Any = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -282,7 +309,7 @@ class Meta:
 
     @classmethod
     def of(cls, b: Buffer) -> Meta:
-        return cls(b.shape, b.dtype)
+        return cls(b.shape, b.dtype, b._dev)
 
 
 @dataclass
@@ -300,26 +327,22 @@ class Dispatch:
     launches: list = field(default_factory=list)
     bind_groups: list = field(default_factory=list)
     uniform: Any = None
-    _raw: Any = None  # [(pipeline, bind group, x, y, z)] handles, made on first use
+    device: Device = None
+    _raw: Any = None  # the launches as the device's native calls, made on first use
 
     def encode(self, cpass) -> None:
-        """Record the launches into a compute pass, through wgpu-native directly: wgpu-py's
-        wrappers cost about 2 µs a call (argument conversion, error capture), which was
-        most of a small pipeline stage's host time. Encoding errors still surface at the
-        pass's end() or the encoder's finish() (wgpu-core records them)."""
-        self.encode_raw(cpass._internal)
-
-    def encode_raw(self, pid) -> None:
-        """``encode`` into a compute pass given by its wgpu-native handle."""
-        record_calls(pid, self.raw_calls())
+        """Record the launches into a wgpu-py compute pass (profiled pipelines, surfaces)."""
+        self.device.link.record_wgpu_pass(cpass, self.raw_calls())
 
     def raw_calls(self) -> list:
-        """Each launch as (pipeline, bind group, x, y, z) wgpu-native handles and counts, for
-        ``record_calls``. The Dispatch keeps the objects behind the handles alive."""
+        """Each launch as the device's native (pipeline, bind group, x, y, z) call, for its
+        encoders' ``record_calls``: wgpu-py's wrappers cost ~2 us a call, most of a small
+        pipeline stage's host time. The Dispatch keeps the objects behind them alive."""
         raw = self._raw
         if raw is None:
-            pipeline = self.compiled.pipeline._internal
-            raw = self._raw = [(pipeline, bg._internal, *la.workgroups)
+            call = self.device.link.call
+            pipeline = self.compiled.pipeline
+            raw = self._raw = [call(pipeline, bg, *la.workgroups)
                                for la, bg in zip(self.launches, self.bind_groups)
                                if all(la.workgroups)]
         return raw
@@ -329,15 +352,16 @@ class Dispatch:
         merged = dict(self.params)
         merged.update(params)
         new = self.kernel.resolve_params(merged, dt)
-        launches = self.kernel.launches(self.inputs, self.output, new, get_device())
+        launches = self.kernel.launches(self.inputs, self.output, new, self.device)
         if [la.workgroups for la in launches] != [la.workgroups for la in self.launches]:
             raise ArgumentError(f"{self.kernel.name}: these params change the grid; build a "
                                 f"new stage instead")
         self.params = new
         self.launches = launches
         self._raw = None
-        if self.compiled.uniform_fields:
-            get_device().queue.write_buffer(self.uniform, 0, self._uniform_bytes())
+        if self.compiled.uniform_fields and self.uniform is not None:
+            self.device.check()
+            self.device.queue.write_buffer(self.uniform, 0, self._uniform_bytes())
 
     def _uniform_bytes(self) -> bytes:
         fields = self.compiled.uniform_fields
@@ -360,9 +384,6 @@ class MultiDispatch(Dispatch):
     def encode(self, cpass) -> None:
         for part in self.parts:
             part.encode(cpass)
-
-    def encode_raw(self, pid) -> None:
-        record_calls(pid, self.raw_calls())
 
     def raw_calls(self) -> list:
         return [call for part in self.parts for call in part.raw_calls()]
@@ -399,13 +420,15 @@ def _free_all(buffers) -> None:
 
 
 def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
-                 plan) -> MultiDispatch:
+                 plan, device: Device) -> MultiDispatch:
     temp_specs, steps = plan
-    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}") if isinstance(spec, np.ndarray)
-             else empty(*_temp_spec(spec), label=f"{kernel.name}-tmp{i}")
+    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}", device=device)
+             if isinstance(spec, np.ndarray)
+             else empty(*_temp_spec(spec), label=f"{kernel.name}-tmp{i}", device=device)
              for i, spec in enumerate(temp_specs)]
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
+
     def ref(r):
         return r if isinstance(r, Buffer) else env[r]
 
@@ -418,12 +441,26 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
         weakref.finalize(b, _free_all, temps)
     return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
                          [launch for part in parts for launch in part.launches],
-                         parts=parts, temps=temps, keep=keep)
+                         device=device, parts=parts, temps=temps, keep=keep)
+
+
+def same_device(kernel_name: str, named_buffers) -> Device:
+    """The one device of ``named_buffers`` ((argument name, Buffer) pairs); a buffer on another
+    device is a DeviceError naming it (copy across with ``buf.to(device)``)."""
+    device = None
+    first = None
+    for name, b in named_buffers:
+        if device is None:
+            device, first = b._dev, name
+        elif b._dev is not device:
+            raise DeviceError(f"{kernel_name}: {name} is on {b._dev.label} but {first} is on "
+                              f"{device.label}; a kernel runs on one device (copy with "
+                              f"buf.to(device))")
+    return device
 
 
 def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
-    """Validate and bind: everything a dispatch needs, created once."""
-    device = get_device()
+    """Validate and bind: everything a dispatch needs, created once, on the buffers' device."""
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{kernel.name}: inputs must be a list of buffers, got "
                             f"{type(inputs).__name__}")
@@ -434,34 +471,51 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         check_buffer(b, f"{kernel.name}: input {name!r}")
     if kernel.output is not None:
         check_buffer(output, f"{kernel.name}: output")
+    named = [(f"input {n!r}", b) for n, b in zip(kernel.inputs, inputs)]
+    if output is not None:
+        named.append(("output", output))
+    device = same_device(kernel.name, named)
+    if device is None:
+        device = current_device()
+    if kernel.output is not None:
         if output.dtype not in kernel.dtypes:
             raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
                              f"one of {', '.join(kernel.dtypes)}")
-        for name, b in zip(kernel.inputs, inputs):
-            if b is output:
-                raise ArgumentError(
-                    f"{kernel.name}: output is also input {name!r}; WebGPU cannot bind one "
-                    f"buffer as read-only and read-write in one dispatch (use another output)")
+    aliased = tuple(i for i, b in enumerate(inputs)
+                    if output is not None and _same_memory(b, output))
+    if aliased:
+        why = kernel.in_place_refusal(list(inputs), output, aliased)
+        if why:
+            names = " and ".join(repr(kernel.inputs[i]) for i in aliased)
+            raise ArgumentError(f"{kernel.name}: output is also input {names}; {why}, so its "
+                                f"output cannot be its input (write to another buffer)")
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
-        return _bind_passes(kernel, list(inputs), output, resolved, plan)
+        return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
     key = kernel.key(list(inputs), output, resolved)
+    if aliased:
+        key = dataclasses.replace(key, in_place=aliased)
     compiled = kernel.compiled(key, device)
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
-                 Meta.of(output) if output is not None else None, resolved, compiled, launches)
+                 Meta.of(output) if output is not None else None, resolved, compiled, launches,
+                 device=device)
     storage = list(inputs) + ([output] if output is not None else [])
     _check_binding_sizes(kernel, storage, launches, device)
     dev = device.gpu_device
     if compiled.uniform_fields and launches:
-        d.uniform = dev.create_buffer_with_data(
-            label=f"{kernel.name}-params", data=d._uniform_bytes(),
-            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        stats["uniform_buffers_created"] += 1
+        try:
+            d.uniform = dev.create_buffer_with_data(
+                label=f"{kernel.name}-params", data=d._uniform_bytes(),
+                usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        except Exception as e:
+            raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
+        device.stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
+    slots = kernel.binding_slots()
     for i, launch in enumerate(launches):
         entries = []
         for j, b in enumerate(storage):
@@ -469,19 +523,24 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             if launch.ranges is not None:
                 off, size = launch.ranges[j]
                 res = {"buffer": b.gpu_buffer, "offset": off, "size": size}
-            entries.append({"binding": j, "resource": res})
+            entries.append({"binding": slots[j], "resource": res})
         if compiled.uniform_fields:
-            entries.append({"binding": n_storage, "resource": {
+            entries.append({"binding": slots[n_storage], "resource": {
                 "buffer": d.uniform, "offset": i * _UNIFORM_STRIDE,
                 "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
         try:
             bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
                                        entries=entries)
         except Exception as e:  # what the checks above did not foresee: wrap, never leak
-            raise DeviceError(f"{kernel.name}: the GPU refused to bind its buffers: {e}") from e
+            raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
         d.bind_groups.append(bg)
-        stats["bind_groups_created"] += 1
+        device.stats["bind_groups_created"] += 1
     return d
+
+
+def _same_memory(a: Buffer, b: Buffer) -> bool:
+    """Whether two buffers are backed by the one GPU buffer (one Buffer passed twice)."""
+    return a is b or a.gpu_buffer is b.gpu_buffer
 
 
 def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:

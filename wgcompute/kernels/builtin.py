@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from .. import shaders
-from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
+from ..runtime import Device
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 from .matmul import Matmul
 from .reduce import reduce_kernels
@@ -75,6 +75,7 @@ class Elementwise(BuiltinKernel):
 
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
+    not_in_place = None  # each invocation reads its items, then writes the same items
 
     def __init__(self, name: str, arity: int, expr: str, dtypes=ALL, param: Param | None = None,
                  int_expr: str | None = None, description: str = ""):
@@ -161,6 +162,7 @@ class Transpose(BuiltinKernel):
     inputs = ("a",)
     dtypes = ("f32", "f64", "f16", "s32", "s64", "u32")  # u8 lanes share words: not here
     description = "out = a.T for a 2-D a"
+    not_in_place = "transpose writes each element of a to another place in out"
     tile = 32
     rows_per_pass = 8  # a 32×8 workgroup moves a 32×32 tile in four passes
 
@@ -209,6 +211,7 @@ class Copy(BuiltinKernel):
     dtypes = ALL
     workgroup_size = 256
     description = "out = a, bit for bit (same dtype and element count)"
+    not_in_place = None
 
     def check(self, inputs, output, params) -> None:
         (a,) = inputs

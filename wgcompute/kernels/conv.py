@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 from .. import autotune, shaders
-from ..device import get_device
 from ..errors import ArgumentError, ShapeError
 from .base import Launch, Param, fold_grid
 from .matmul import CANDIDATES, TileConfig, tiled_substitutions
@@ -60,9 +59,9 @@ def gemm_class(m: int, n: int) -> str:
     return "tiny"
 
 
-def choose_config(kind: str, m: int, n: int, dtype: str) -> TileConfig:
-    """The tile configuration for a GEMM with an m × n output (autotuned per class)."""
-    device = get_device()
+def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
+    """The tile configuration for a GEMM with an m × n output on ``device`` (autotuned per
+    class)."""
     fits = {c.name: c for c in _tile_choices(device)}
     if not fits:
         raise ShapeError(f"{kind}: no tile configuration fits this adapter's limits "
@@ -72,8 +71,8 @@ def choose_config(kind: str, m: int, n: int, dtype: str) -> TileConfig:
     names = [nm for nm in _TUNE[cls] if nm in fits] or list(fits)
     if default not in names:
         default = names[0]
-    chosen = autotune.choose(f"{kind} {dtype} {cls} r{_TUNE_REVISION}", names, default,
-                             lambda name: _measure(kind, fits[name], dtype, cls))
+    chosen = autotune.choose(device, f"{kind} {dtype} {cls} r{_TUNE_REVISION}", names, default,
+                             lambda name: _measure(kind, fits[name], dtype, cls, device))
     return fits[chosen]
 
 
@@ -84,9 +83,13 @@ def _check_config(cfg, kind):
     if cfg.split != 1:
         raise ArgumentError(f"{kind}: tile config {cfg.name} splits K; the fused epilogue "
                             f"needs whole-K configs")
-    if not cfg.fits(get_device(), 4):
-        raise ArgumentError(f"{kind}: tile config {cfg.name} does not fit this adapter")
     return cfg
+
+
+def _check_fits(cfg, kind, device) -> None:
+    if cfg is not None and not cfg.fits(device, 4):
+        raise ArgumentError(f"{kind}: tile config {cfg.name} does not fit {device.name}'s "
+                            f"limits")
 
 
 def _gemm_bindings(names, types, writes) -> str:
@@ -186,14 +189,18 @@ class Conv2d(NNKernel):
         g = params["group"]
         return w[0] // g, out[0] * out[2] * out[3], w[1] * w[2] * w[3]
 
-    def _config(self, shapes, params, dtype) -> TileConfig:
+    def _config(self, shapes, params, dtype, device) -> TileConfig:
         cfg = params.get("_config")
         if cfg is None:
             m, n, _ = self._gemm_dims(shapes, params)
-            cfg = choose_config("conv2d", m, n, dtype)
+            cfg = choose_config("conv2d", m, n, dtype, device)
         return cfg
 
-    def constants(self, shapes, params):
+    def check(self, inputs, output, params):
+        super().check(inputs, output, params)
+        _check_fits(params.get("_config"), self.name, output.device)
+
+    def constants(self, shapes, params, device=None):
         w = shapes[1]
         (sh, sw), (dh, dw) = params["strides"], params["dilations"]
         algo = self._algo(shapes, params)
@@ -207,7 +214,8 @@ class Conv2d(NNKernel):
             # pixels per image a multiple of 4: a column group of 4 never straddles two
             # images, so x, the residual and out move as vec4 along the pixels
             vec_p = pointwise and (out[2] * out[3]) % 4 == 0
-            c += [("config", self._config(shapes, params, "f32").name), ("vec_w", k % 4 == 0),
+            c += [("config", self._config(shapes, params, "f32", device).name),
+                  ("vec_w", k % 4 == 0),
                   ("pointwise", pointwise), ("vec_p", vec_p)]
         return tuple(c)
 
@@ -425,7 +433,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             return []
         if self._algo(shapes, params) == "depthwise":
             return [Launch(fold_grid(-(-math.prod(out) // _DW_WG), device, self.name), u)]
-        cfg = self._config(shapes, params, "f32")
+        cfg = self._config(shapes, params, "f32", device)
         limit = device.limit("max-compute-workgroups-per-dimension")
         gx, gy = -(-ncols // cfg.bn), -(-m // cfg.bm)
         if gx > limit or gy > limit:
@@ -485,7 +493,7 @@ class ConvTranspose2d(NNKernel):
         if tuple(out) != want:
             raise ShapeError(f"{self.name}: out is {out}, expected {want}")
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         w = shapes[1]
         (sh, sw), (dh, dw) = params["strides"], params["dilations"]
         return (("kh", w[2]), ("kw", w[3]), ("sh", sh), ("sw", sw), ("dh", dh), ("dw", dw),
@@ -608,21 +616,22 @@ class Gemm(NNKernel):
         if len(merged) > MAX_BATCH_DIMS:
             raise ShapeError(f"{self.name}: a {a} and b {b} broadcast over {len(merged)} "
                              f"separate batch axes; at most {MAX_BATCH_DIMS}")
-        nb = math.prod(batch)
-        if nb > get_device().limit("max-compute-workgroups-per-dimension"):
-            raise ShapeError(f"{self.name}: {nb} batches exceed one dispatch's z range")
-        return merged, cs[-2], cs[-1], m, n, k, nb
+        return merged, cs[-2], cs[-1], m, n, k, math.prod(batch)
 
-    def _config(self, shapes, params) -> TileConfig:
+    def _config(self, shapes, params, device) -> TileConfig:
         cfg = params.get("_config")
         if cfg is None:
             _, m, n, _ = self._dims(shapes, params)
-            cfg = choose_config("gemm", m, n, "f32")
+            cfg = choose_config("gemm", m, n, "f32", device)
         return cfg
 
-    def constants(self, shapes, params):
+    def check(self, inputs, output, params):
+        super().check(inputs, output, params)
+        _check_fits(params.get("_config"), self.name, output.device)
+
+    def constants(self, shapes, params, device=None):
         merged = self._batch_plan(shapes, params)[0]
-        return (("config", self._config(shapes, params).name), ("ta", params["trans_a"]),
+        return (("config", self._config(shapes, params, device).name), ("ta", params["trans_a"]),
                 ("tb", params["trans_b"]), ("nb", len(merged)),
                 ("act", params["activation"][0]))
 
@@ -690,7 +699,9 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
         merged, csr, csc, m, n, k, nb = self._batch_plan(shapes, params)
         if m == 0 or n == 0 or nb == 0:
             return []
-        cfg = self._config(shapes, params)
+        if nb > device.limit("max-compute-workgroups-per-dimension"):
+            raise ShapeError(f"{self.name}: {nb} batches exceed one dispatch's z range")
+        cfg = self._config(shapes, params, device)
         _, act_a, act_b = params["activation"]
         u = {"M": m, "N": n, "K": k, "csr": csr, "csc": csc, "alpha": params["alpha"],
              "beta": params["beta"], "act_a": f32_bits(act_a), "act_b": f32_bits(act_b)}
@@ -728,9 +739,9 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
 
 
 # -- autotuning ------------------------------------------------------------------------------------
-def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str) -> float:
+def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
     """Seconds of one GEMM of the class's tuning shape with ``cfg`` (median of 3 after a
-    warm-up), as a 1×1 convolution or a gemm."""
+    warm-up), as a 1×1 convolution or a gemm, on ``device``."""
     import time
 
     import numpy as np
@@ -740,26 +751,18 @@ def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str) -> float:
     from .base import bind
 
     m, n, k = _TUNE_SHAPES[cls]
-    if kind == "conv2d":
-        bufs = [empty((1, k, 1, n), dtype), empty((m, k, 1, 1), dtype), empty((m,), dtype),
-                empty((1, m, 1, n), dtype)]
-        kernel = CONV2D
-    else:
-        bufs = [empty((m, k), dtype), empty((k, n), dtype), empty((1,), dtype),
-                empty((m, n), dtype)]
-        kernel = GEMM
+    shapes = ([(1, k, 1, n), (m, k, 1, 1), (m,), (1, m, 1, n)] if kind == "conv2d"
+              else [(m, k), (k, n), (1,), (m, n)])
+    bufs = [empty(s, dtype, f"autotune-{kind}", device=device) for s in shapes]
     try:
-        d = bind(kernel, bufs[:3], bufs[3], {"_config": cfg})
-        dev = get_device().gpu_device
+        d = bind(CONV2D if kind == "conv2d" else GEMM, bufs[:3], bufs[3], {"_config": cfg})
+        calls = d.raw_calls() * 3
         times = []
         for rep in range(4):
-            enc = dev.create_command_encoder(label=f"autotune {kind} {cfg.name}")
-            cpass = enc.begin_compute_pass()
-            for _ in range(3):
-                d.encode(cpass)
-            cpass.end()
+            enc = device.link.encoder()
+            enc.record_calls(calls)
             t0 = time.perf_counter()
-            _queue.wait(_queue.submit([enc.finish()]))
+            _queue.wait(device.submitter.submit([enc.finish()]))
             if rep:
                 times.append((time.perf_counter() - t0) / 3)
         return float(np.median(times))

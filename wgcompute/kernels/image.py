@@ -164,6 +164,7 @@ class ImageKernel(BuiltinKernel):
     dtypes = ("u8", "f32")
     family = ""
     extra: tuple[tuple[str, str], ...] = ()
+    not_in_place = "it reads neighbouring pixels"
 
     def convert_param(self, p, value, dt):
         conv = _CONVERT.get(p.type)
@@ -317,6 +318,12 @@ class _SeparablePass(ImageKernel):
         self.inputs = ("tmp", "src", "wts") if unsharp else \
             (("src", "wts") if axis == "x" else ("tmp", "wts"))
 
+    def in_place_refusal(self, inputs, output, aliased):
+        # sharpen's second pass reads the image only at the pixel it writes
+        if self.unsharp and aliased == (self.inputs.index("src"),):
+            return None
+        return self.not_in_place
+
     def templates(self, key, rgba):
         store = "out_st(i, acc);"
         if self.unsharp:
@@ -362,6 +369,7 @@ class _Separable(ImageKernel):
     inputs = ("image",)
     box = False
     unsharp = False
+    not_in_place = None  # the first pass reads the image into a temporary
 
     def check(self, inputs, output, params):
         same_image(self.name, inputs[0], output)
@@ -541,6 +549,7 @@ class _Pointwise(ImageKernel):
     family = "image_color.wgsl"
     inputs = ("src",)
     op = ""
+    not_in_place = None  # each invocation reads and writes one pixel (or one float)
 
     def check(self, inputs, output, params):
         same_image(self.name, inputs[0], output)
@@ -601,6 +610,11 @@ class Grayscale(_Pointwise):
         if src.dtype == "f32" and src.ndim == 3:
             return src.shape[:2], "f32"
         return src.shape, src.dtype
+
+    def in_place_refusal(self, inputs, output, aliased):
+        if inputs[0].dtype == "f32":  # one invocation per channel reads the pixel's others
+            return "grayscale of an f32 image reads every channel of a pixel for each one"
+        return None
 
     def templates(self, key, rgba):
         if rgba:

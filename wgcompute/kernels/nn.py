@@ -194,9 +194,10 @@ class NNKernel(BuiltinKernel):
 
     def key(self, inputs, output, params) -> PipelineKey:
         return PipelineKey(self.name, tuple(b.dtype for b in [*inputs, output]),
-                           self.constants(self.logical(inputs, output, params), params))
+                           self.constants(self.logical(inputs, output, params), params,
+                                          output.device))
 
-    def constants(self, shapes, params) -> tuple:
+    def constants(self, shapes, params, device=None) -> tuple:
         return ()
 
     # -- WGSL --------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ class Activation(NNKernel):
         if math.prod(shapes[0]) != math.prod(shapes[1]):
             raise ShapeError(f"{self.name}: x {shapes[0]} and out {shapes[1]} differ in size")
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         return (("act", params["activation"][0]),)
 
     def render(self, key):
@@ -337,7 +338,7 @@ class Binary(NNKernel):
                              f"{len(merged)} separate dimensions; at most {MAX_RANK}")
         return merged
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         return (("op", params["op"]), ("act", params["activation"][0]),
                 ("rank", len(self._plan(shapes))))
 
@@ -387,7 +388,7 @@ class BatchNorm(NNKernel):
         if tuple(shapes[5]) != tuple(x) and params.get("shapes") is None:
             raise ShapeError(f"{self.name}: out is {shapes[5]}, expected {x}")
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         return (("act", params["activation"][0]),)
 
     def render(self, key):
@@ -461,7 +462,7 @@ class Pool(NNKernel):
             raise ShapeError(f"{self.name}: out is {tuple(out)}; expected {want} for x {x} "
                              f"with these kernel, strides, pads and ceil_mode")
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         (kh, kw), (dh, dw) = params["kernel"], params["dilations"]
         return (("mode", params["mode"]), ("kh", kh), ("kw", kw), ("dh", dh), ("dw", dw),
                 ("incl", params["count_include_pad"]))
@@ -532,7 +533,7 @@ class GlobalPool(NNKernel):
         if len(x) < 2 or math.prod(out) != x[0] * x[1]:
             raise ShapeError(f"{self.name}: out is {out}; expected {x[:2]} + ones for x {x}")
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         return (("mode", params["mode"]),)
 
     def render(self, key):
@@ -614,7 +615,7 @@ class Softmax(NNKernel):
             return math.prod(x[:axis]), math.prod(x[axis:]), 1
         return math.prod(x[:axis]), x[axis] if x else 1, math.prod(x[axis + 1:])
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         return (("log", params["log"]),)
 
     def render(self, key):
@@ -728,7 +729,7 @@ class Transpose(NNKernel):
         if math.prod(out) != math.prod(want):
             raise ShapeError(f"{self.name}: out is {out}, expected {want}")
 
-    def constants(self, shapes, params):
+    def constants(self, shapes, params, device=None):
         return (("rank", len(self._plan(shapes[0], params))),)
 
     def render(self, key):

@@ -15,9 +15,9 @@ import math
 
 from .. import shaders
 from ..buffer import _ALIGN
-from ..device import Device, get_device
 from ..dtypes import DTYPES, DType
 from ..errors import ArgumentError, DtypeError, ShapeError
+from ..runtime import Device
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
@@ -68,6 +68,7 @@ class Reduce(BuiltinKernel):
 
     inputs = ("x",)
     workgroup_size = 256
+    not_in_place = "a reduction combines many elements of x into each output element"
 
     def __init__(self, op: str, description: str):
         self.name = op
@@ -120,7 +121,7 @@ class Reduce(BuiltinKernel):
         if n == 0 and self.op != "sum" and (x.size or not shape):
             raise ShapeError(f"{self.name}: x {x.shape} has no elements along the reduced "
                              f"axis; {self.name} of nothing is undefined")
-        _binding_check(self.name, x, get_device())
+        _binding_check(self.name, x, x.device)
 
     # -- plan --------------------------------------------------------------------------------------
     def _plan(self, x, params, device: Device):
@@ -155,7 +156,7 @@ class Reduce(BuiltinKernel):
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
-        mode, _, _, vec, sub = self._plan(x, params, get_device())
+        mode, _, _, vec, sub = self._plan(x, params, x.device)
         return PipelineKey(self.name, (x.dtype, output.dtype),
                            (("mode", mode), ("vec", vec), ("subgroup", sub)))
 
@@ -212,7 +213,7 @@ class ReduceStep(BuiltinKernel):
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
         wide = self.parent.acc(x.dtype) in ("f64", "i64")
-        sub = use_subgroups and get_device().has("subgroup") and not wide
+        sub = use_subgroups and x.device.has("subgroup") and not wide
         return PipelineKey(self.name, (x.dtype, output.dtype),
                            (("mode", self.step), ("vec", x.dtype in _VEC_OK), ("subgroup", sub)))
 
@@ -408,6 +409,7 @@ class Softmax(BuiltinKernel):
     """softmax over the last axis (or every element): exp(x - max) / sum(exp(x - max))."""
 
     name = "softmax"
+    not_in_place = "softmax reads its whole row for each output element"
     inputs = ("x",)
     dtypes = ("f32", "f16")
     workgroup_size = 256
@@ -430,7 +432,7 @@ class Softmax(BuiltinKernel):
         if x.shape != output.shape:
             raise ShapeError(f"softmax: x is {x.shape} and out is {output.shape}; shapes must "
                              f"match")
-        _binding_check(self.name, x, get_device())
+        _binding_check(self.name, x, x.device)
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
@@ -438,7 +440,7 @@ class Softmax(BuiltinKernel):
         # whole vec4 rows (or one row, whose ragged end is masked): vector loads and stores
         vec = how == "all" or x.shape[-1] % 4 == 0
         return PipelineKey(self.name, (output.dtype,),
-                           (("subgroup", use_subgroups and get_device().has("subgroup")),
+                           (("subgroup", use_subgroups and x.device.has("subgroup")),
                             ("vec", vec)))
 
     def render(self, key: PipelineKey):

@@ -5,38 +5,16 @@ batch norm folded into the convolution before it, Gemm's b pre-transposed)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ArgumentError, ModelError
 from . import ops_onnx
+from .ir import Graph, Node
 
 _FLOAT_TYPES = (1, 10, 11)  # TensorProto FLOAT, FLOAT16, DOUBLE
 # integer (and bool) inputs: shape parameters, folded on the host
 _HOST_TYPES = (2, 3, 4, 5, 6, 7, 9, 12, 13)
-
-
-@dataclass
-class Node:
-    op: str
-    name: str
-    inputs: list[str]  # "" for an omitted optional input
-    outputs: list[str]
-    attrs: dict
-    domain: str = ""
-
-
-@dataclass
-class Graph:
-    nodes: list[Node]
-    constants: dict[str, np.ndarray]  # initializers and folded values
-    inputs: list[tuple[str, tuple, int]]  # (name, dims: int, str or None each, elem type)
-    outputs: list[str]
-    opset: int
-    name: str = "model"
-    weights: set = field(default_factory=set)  # constants that are model parameters
-    output_types: list = field(default_factory=list)  # ONNX elem type per output (0: unknown)
 
 
 def _attr_value(a):

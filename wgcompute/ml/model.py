@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _queue
+from .. import transfers
 from ..buffer import Buffer, empty, from_numpy
-from ..commands import run_blocking
-from ..device import get_device
+from ..commands import run_blocking, submit_work
 from ..errors import (
     ArgumentError,
     CommandFailedError,
@@ -25,6 +24,7 @@ from ..errors import (
 )
 from ..kernels import bind, registry
 from ..kernels.base import Kernel, Param
+from ..runtime import current_device
 from .graph import Graph, read_onnx
 from .plan import Plan, lower
 
@@ -34,8 +34,8 @@ _FLOAT_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64}  # ONNX elem type
 
 
 def _device():
-    """The device models run on (the one place that asks)."""
-    return get_device()
+    """The device a model runs on when its inputs are numpy (the one place that asks)."""
+    return current_device()
 
 
 def _device_key(device) -> int:
@@ -130,9 +130,10 @@ class Model:
                              f"{_fmt_dims(dims)}")
         return shape
 
-    def plan(self, *inputs) -> Plan:
+    def plan(self, *inputs, device=None) -> Plan:
         """The plan for these inputs, made once per shapes and cached: a shape per float
-        input, the array itself per integer input (see host_inputs)."""
+        input, the array itself per integer input (see host_inputs); for ``device`` (default:
+        the current one)."""
         self._check_open()
         if len(inputs) != len(self.graph.inputs):
             raise ArgumentError(f"{self.name}: takes {len(self.graph.inputs)} input(s) "
@@ -146,14 +147,16 @@ class Model:
                 spec.append(v)
             else:
                 spec.append(self._input_shape(i, v))
-        key = tuple(("host", v.dtype.str, v.shape, v.tobytes()) if isinstance(v, np.ndarray)
-                    else v for v in spec)
+        # a plan depends on the device only through its binding limit (how a classifier runs)
+        limit = (device or _device()).limit("max-storage-buffer-binding-size")
+        key = (limit,) + tuple(("host", v.dtype.str, v.shape, v.tobytes())
+                               if isinstance(v, np.ndarray) else v for v in spec)
         p = self._plans.get(key)
         if p is None:
             with self._lock:
                 p = self._plans.get(key)
                 if p is None:
-                    p = lower(self.graph, tuple(spec), self.dtype)
+                    p = lower(self.graph, tuple(spec), self.dtype, limit)
                     p.key = key
                     self._plans[key] = p
         return p
@@ -168,13 +171,13 @@ class Model:
                         arr = np.asarray(self.graph.constants[s.ref])
                         arr = arr.astype(np.float16 if self.dtype == "f16" else np.float32)
                         cache[s.ref] = from_numpy(np.ascontiguousarray(arr.reshape(-1)),
-                                                  label=f"{self.name}:{s.ref}")
+                                                  label=f"{self.name}:{s.ref}", device=device)
         return cache
 
-    def passes(self, plan: Plan):
-        """``Kernel.passes()`` of ``plan``: (temporaries, steps) with the weights as Buffers;
-        ``plan.extra_temps`` says which temporary holds each further graph output."""
-        weights = self._weights_for(_device(), plan)
+    def passes(self, plan: Plan, device=None):
+        """``Kernel.passes()`` of ``plan`` on ``device``: (temporaries, steps) with the weights
+        as Buffers; ``plan.extra_temps`` says which temporary holds each further output."""
+        weights = self._weights_for(device or _device(), plan)
         np_dtype = np.float16 if self.dtype == "f16" else np.float32
         temps, ref = [], {}
         for k, size in enumerate(plan.slots):
@@ -276,7 +279,7 @@ class Model:
             for buf, a in zip(exe.inputs, floats, strict=True):
                 if a.size:
                     buf.write(a.reshape(buf.shape))
-            run_blocking(f"model {self.name}", [*exe.inputs, exe.output],
+            run_blocking(f"model {self.name}", exe.output.device, [*exe.inputs, exe.output],
                          calls=exe.dispatch.raw_calls())
             return self._typed(self._collect(plan, exe))
 
@@ -284,55 +287,44 @@ class Model:
         """Upload, run and read back in ONE command buffer, one submit and one wait: the
         inputs go through mapped upload staging, the output into mapped read staging. (The
         general path writes, runs and reads with a submission each: three round trips.)"""
-        from .. import _staging
-        from .._encode import Encoder
-
-        ups, down, promise = [], None, None
+        dev = exe.output.device
+        ups, down, healthy = [], None, False
         bufs = [*exe.inputs, exe.output]
-        for b in bufs:
-            b._retain()
+        held = []
         try:
-            enc = Encoder()
+            for b in bufs:
+                b._pin(f"model {self.name}: buffer")
+                held.append(b)
+            enc = dev.link.encoder()
             for buf, a in zip(exe.inputs, arrays, strict=True):
-                raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-                if not raw.nbytes:
-                    continue
-                padded = (raw.nbytes + 3) & ~3
-                stage = _staging.up_pool.acquire(padded)
+                stage = transfers.UploadStage(dev, a.nbytes)
                 ups.append(stage)
-                view = _staging.mapped_write(stage, padded)
-                view[:raw.nbytes] = raw
-                view[raw.nbytes:padded] = 0
-                del view
-                _staging.unmap(stage)
-                enc.copy_buffer_to_buffer(stage, 0, buf.gpu_buffer, 0, padded)
+                stage.record(enc, buf.gpu_buffer, stage.fill(a))
             calls = exe.dispatch.raw_calls()
             if calls:
                 enc.record_calls(calls)
-            nbytes = exe.output.nbytes
-            padded = (nbytes + 3) & ~3
-            down = _staging.down_pool.acquire(padded)
-            enc.copy_buffer_to_buffer(exe.output.gpu_buffer, 0, down, 0, padded)
-            _queue.submit([enc.finish()], fence=False)
-            promise = _staging.map_async(down, False, padded)
-            promise.wait()
-            out = np.empty(nbytes, np.uint8)
-            view = _staging.mapped_read(down, padded)
-            out[:] = view[:nbytes]
-            del view
-            _staging.unmap(down)
-            _staging.down_pool.release(down)
-            down = None
+            down = transfers.DownloadStage(dev, exe.output.nbytes)
+            down.record(enc, exe.output.gpu_buffer)
+            dev.submitter.submit([enc.finish()], fence=False)
+            for stage in ups:
+                stage.remap()
+            down.map()
+            down.wait()
+            out = np.empty(exe.output.nbytes, np.uint8)
+            down.copy_into(out)
+            healthy = True
         except WgComputeError:
             raise
         except Exception as e:  # validation error, out of memory, device lost
+            if not dev.alive:
+                raise dev.wrap(e, f"model {self.name}") from e
             raise CommandFailedError(f"model {self.name} failed: {e}", e) from e
         finally:
-            for stage in ups:  # back to the pool once re-mapped for writing
-                _staging.up_pool.release(stage, _staging.map_async(stage, True, stage.size))
+            for stage in ups:
+                stage.release(healthy)
             if down is not None:
-                down.destroy()
-            for b in bufs:
+                down.release(healthy)
+            for b in held:
                 b._release()
         return out.view(np.float32)
 
@@ -359,16 +351,17 @@ class Model:
         return outs
 
     def _executable(self, plan: Plan) -> _Executable:
-        key = (_device_key(_device()), plan.key)
+        device = _device()
+        key = (_device_key(device), plan.key)
         exe = self._exes.get(key)
         if exe is None:
             with self._lock:
                 exe = self._exes.get(key)
                 if exe is None:
-                    ins = [empty(s, "f32", label=f"{self.name}:in{i}")
+                    ins = [empty(s, "f32", label=f"{self.name}:in{i}", device=device)
                            for i, s in enumerate(plan.input_shapes) if s is not None]
                     out_shape = plan.output_shape if plan.outputs[0][0] == "tensor" else (1,)
-                    out = empty(out_shape, "f32", label=f"{self.name}:out")
+                    out = empty(out_shape, "f32", label=f"{self.name}:out", device=device)
                     kernel = self.kernel if not self.host_inputs else \
                         ModelKernel(f"model:{self.name}", self, plan=plan)
                     d = bind(kernel, ins, out, None)
@@ -380,8 +373,6 @@ class Model:
         each step in its own compute pass. Returns dicts with layer (ONNX node names,
         fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query."""
         import wgpu
-
-        from .. import _staging
 
         device = _device()
         if not device.has("timestamp-query"):
@@ -408,16 +399,18 @@ class Model:
                 for buf, a in zip(exe.inputs, xs, strict=True):
                     buf.write(a.reshape(buf.shape))
                 for _ in range(repeat + 1):
-                    enc = dev.create_command_encoder()
-                    for i, part in enumerate(parts):
-                        cpass = enc.begin_compute_pass(timestamp_writes={
-                            "query_set": qs, "beginning_of_pass_write_index": 2 * i,
-                            "end_of_pass_write_index": 2 * i + 1})
-                        part.encode(cpass)
-                        cpass.end()
-                    enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
-                    _queue.wait(_queue.submit([enc.finish()]))
-                    ticks = _staging.download(resolve, 0, 16 * n).view(np.uint64)
+                    def record(enc):
+                        for i, part in enumerate(parts):
+                            cpass = enc.begin_compute_pass(timestamp_writes={
+                                "query_set": qs, "beginning_of_pass_write_index": 2 * i,
+                                "end_of_pass_write_index": 2 * i + 1})
+                            part.encode(cpass)
+                            cpass.end()
+                        enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
+
+                    submit_work(f"profile {self.name}", device, record,
+                                [*exe.inputs, exe.output], full=True).wait()
+                    ticks = transfers.download(device, resolve, 0, 16 * n).view(np.uint64)
                     for i in range(n):
                         times[i].append(max(int(ticks[2 * i + 1]) - int(ticks[2 * i]), 0) / 1e6)
         finally:
@@ -440,9 +433,7 @@ class Model:
 
 
 def _fits_one_chunk(buffers) -> bool:
-    from .. import _staging
-
-    return all(b.nbytes <= _staging.CHUNK for b in buffers)
+    return all(b.nbytes <= transfers.CHUNK for b in buffers)
 
 
 def _fmt_dims(dims) -> str:
@@ -487,7 +478,7 @@ class ModelKernel(Kernel):
     def convert_param(self, p, value, dt):
         return value
 
-    def _plan(self, inputs, params) -> Plan:
+    def _plan(self, inputs, params, device=None) -> Plan:
         if self.fixed_plan is not None:
             return self.fixed_plan
         m = self._model(params)
@@ -499,7 +490,9 @@ class ModelKernel(Kernel):
         for name, b in zip(m.input_names, inputs, strict=True):
             if b.dtype != "f32":
                 raise DtypeError(f"{self.name}: input {name!r} is {b.dtype}; expected f32")
-        plan = m.plan(*[b.shape for b in inputs])
+        if device is None:
+            device = getattr(inputs[0], "device", None) if inputs else None
+        plan = m.plan(*[b.shape for b in inputs], device=device)
         if plan.outputs[0][0] != "tensor":
             raise ModelError(f"{self.name}: the model's output is a constant; nothing to run")
         return plan
@@ -516,7 +509,8 @@ class ModelKernel(Kernel):
 
     def passes(self, inputs, output, params):
         m = self.model if self.fixed_plan is not None else self._model(params)
-        return m.passes(self._plan(inputs, params))
+        device = getattr(output, "device", None)
+        return m.passes(self._plan(inputs, params, device), device)
 
 
 _files: dict = {}

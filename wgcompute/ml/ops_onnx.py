@@ -15,6 +15,7 @@ from ..kernels.nn import (
     Activation,
     BatchNorm,
     Binary,
+    CopyRows,
     GlobalPool,
     Pool,
     Softmax,
@@ -22,6 +23,7 @@ from ..kernels.nn import (
     broadcast_shape,
     pool_out_size,
 )
+from .ir import Const
 
 ACT = Activation()
 BINARY = Binary()
@@ -31,6 +33,7 @@ GLOBAL_POOL = GlobalPool()
 SOFTMAX = Softmax()
 TRANSPOSE = Transpose()
 LRN_K = LRN()
+COPY = CopyRows()
 
 
 @dataclass(frozen=True)
@@ -269,12 +272,6 @@ def _lower_conv_transpose(lw, n):
 
 
 # -- gemm, matmul ----------------------------------------------------------------------------------
-def _binding_limit() -> int:
-    from ..device import get_device
-
-    return get_device().limit("max-storage-buffer-binding-size")
-
-
 def _lower_gemm(lw, n):
     a = lw.tensor(n.inputs[0])
     b = lw.tensor(n.inputs[1])
@@ -290,7 +287,7 @@ def _lower_gemm(lw, n):
         c, beta = lw.const_tensor(np.zeros(1, np.float32)), 0.0
     act, _, _, name, label = _epilogue(lw, n.outputs[0], (m, nn), n.name, residual_ok=False)
     if (not ta and tb and alpha == 1.0 and (beta == 0.0 or math.prod(c.shape) == nn)
-            and beta in (0.0, 1.0) and math.prod(b.shape) * 4 <= _binding_limit()):
+            and beta in (0.0, 1.0) and math.prod(b.shape) * 4 <= lw.binding_limit):
         # a classifier (b the weights, rows of the output = samples): a 1×1 convolution
         # whose rows are the output features, so a batch of 1 still fills the GPU, and
         # whose epilogue adds the bias
@@ -625,8 +622,6 @@ def _check_dropout(n, opset):
 
 
 def _lower_dropout(lw, n):
-    from .plan import Const
-
     if len(n.inputs) > 2 and n.inputs[2]:
         mode = lw.const(n, n.inputs[2], "training_mode")
         if bool(np.asarray(mode).reshape(-1)[0]):
@@ -665,8 +660,6 @@ def _fold_concat(n, vals, opset):
 
 
 def _lower_concat(lw, n):
-    from .plan import COPY
-
     ts = [lw.tensor(x) for x in n.inputs if x]
     r = len(ts[0].shape)
     axis = int(_a(n, "axis"))
@@ -732,8 +725,6 @@ def _fold_shape(n, vals, opset):
 
 
 def _lower_shape(lw, n):
-    from .plan import Const
-
     v = lw.value(n.inputs[0])
     shape = v.shape if hasattr(v, "sid") else v.array.shape
     lw.set(n.outputs[0], Const(_shape_of(n, tuple(shape))))
@@ -748,8 +739,6 @@ def _fold_gather(n, vals, opset):
 
 def _lower_gather(lw, n):
     """Gather of a computed tensor at constant indices: one row copy per index."""
-    from .plan import COPY
-
     x = lw.tensor(n.inputs[0])
     idx = np.asarray(lw.const(n, n.inputs[1], "the indices")).astype(np.int64)
     r = len(x.shape)

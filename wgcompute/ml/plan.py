@@ -10,29 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ModelError, ShapeError
-from ..kernels.nn import CopyRows
 from . import ops_onnx
-from .graph import Graph, Node
+from .ir import Const, Graph, Node, Tensor
 
-COPY = CopyRows()
-
-
-@dataclass(frozen=True)
-class Const:
-    """A value known on the host. ``name``: a constant of the loaded model (uploaded once per
-    device when a kernel reads it); None: folded for this plan only."""
-
-    array: np.ndarray
-    name: str | None = None
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """A value computed on the GPU: storage ``sid`` read with ``shape`` (aliases of one
-    storage, e.g. a Reshape, share the sid)."""
-
-    sid: int
-    shape: tuple
+COPY = ops_onnx.COPY
 
 
 @dataclass
@@ -86,9 +67,10 @@ ACTIVATION_OPS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSw
 class Lowering:
     """Walks the graph for concrete input shapes; ops_onnx's lowerings call back into it."""
 
-    def __init__(self, graph: Graph, shapes: tuple, dtype: str):
+    def __init__(self, graph: Graph, shapes: tuple, dtype: str, binding_limit: int):
         self.graph = graph
         self.dtype = dtype
+        self.binding_limit = binding_limit  # the device's max-storage-buffer-binding-size
         self.values: dict[str, Const | Tensor] = {}
         self.storages: dict[int, Storage] = {}
         self.steps: list[Step] = []
@@ -252,9 +234,10 @@ class Lowering:
                 raise self.fail(n, str(e)) from e
 
 
-def lower(graph: Graph, shapes: tuple, dtype: str) -> Plan:
-    """The plan of ``graph`` for inputs of ``shapes`` (one tuple per graph input)."""
-    lw = Lowering(graph, shapes, dtype)
+def lower(graph: Graph, shapes: tuple, dtype: str, binding_limit: int) -> Plan:
+    """The plan of ``graph`` for inputs of ``shapes`` (one tuple per graph input), on a device
+    binding at most ``binding_limit`` bytes per buffer."""
+    lw = Lowering(graph, shapes, dtype, binding_limit)
     lw.run()
     outputs = []
     for i, name in enumerate(graph.outputs):

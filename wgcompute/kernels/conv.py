@@ -136,6 +136,7 @@ class Conv2d(NNKernel):
     description = ("2-D convolution (NCHW) with bias and a fused activation: implicit GEMM on "
                    "matmul's tiling; depthwise by its own kernel")
     residual = False
+    not_in_place = "a convolution reads neighbouring pixels"
 
     def resolve_params(self, params, dt):
         params = dict(params or {}) if isinstance(params, dict) or params is None else params
@@ -468,6 +469,7 @@ class ConvTranspose2d(NNKernel):
               Param("output_padding", "ints", (0, 0), "added to the bottom and right"),
               ACTIVATION, SHAPES)
     description = "2-D transposed convolution (NCHW) with bias and activation"
+    not_in_place = "a convolution reads neighbouring pixels"
 
     def out_shape(self, in_shapes, params):
         x, w = in_shapes[0], in_shapes[1]
@@ -566,6 +568,7 @@ class Gemm(NNKernel):
               Param("beta", "f32", 1.0, "factor on c"), ACTIVATION, SHAPES)
     description = ("out = activation(alpha · op(a) · op(b) + beta · c), batched with numpy "
                    "broadcasting, on matmul's tiling")
+    not_in_place = "gemm reads whole rows"
 
     def resolve_params(self, params, dt):
         params = dict(params or {}) if isinstance(params, dict) or params is None else params

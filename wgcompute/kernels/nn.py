@@ -318,6 +318,7 @@ class Binary(NNKernel):
     params = (Param("op", "choice:" + "|".join(BINARY_OPS), "add",
                     "add, sub, mul, div, max, min or pow"), ACTIVATION, SHAPES)
     description = "out = activation(a op b) with numpy broadcasting (op: add, sub, mul, div...)"
+    not_in_place = "broadcasting reads elements other than the one written"
 
     def out_shape(self, in_shapes, params):
         return broadcast_shape(in_shapes[0], in_shapes[1], self.name)
@@ -441,6 +442,7 @@ class Pool(NNKernel):
               Param("ceil_mode", "bool", False, "output size rounded up (for out=None)"),
               SHAPES)
     description = "max / average pooling over H and W of (N, C, H, W), explicit pads"
+    not_in_place = "pooling reads neighbouring elements"
 
     def out_shape(self, in_shapes, params):
         n, c, h, w = self._nchw(in_shapes[0])
@@ -522,6 +524,7 @@ class GlobalPool(NNKernel):
     inputs = ("x",)
     params = (Param("mode", "choice:max|avg", "avg", "avg or max"), SHAPES)
     description = "global average / max pooling: (N, C, ...) -> (N, C, 1, 1, ...)"
+    not_in_place = "pooling reads neighbouring elements"
     wg = 64
 
     def out_shape(self, in_shapes, params):
@@ -597,6 +600,7 @@ class Softmax(NNKernel):
               Param("flatten", "bool", False, "softmax over every axis from axis on"),
               Param("log", "bool", False, "log-softmax"), SHAPES)
     description = "softmax or log-softmax along an axis of any shape (computed in f32)"
+    not_in_place = "softmax reads its whole row"
     wg = 64
 
     def check_shapes(self, shapes, params):
@@ -699,6 +703,7 @@ class Transpose(NNKernel):
     inputs = ("x",)
     params = (Param("perm", "perm", None, "the permutation (None: reversed axes)"), SHAPES)
     description = "out = numpy.transpose(x, perm), any rank up to 6"
+    not_in_place = "transpose writes each element of x to another place"
 
     def _perm(self, x, params):
         perm = params["perm"]
@@ -768,6 +773,7 @@ class CopyRows(NNKernel):
               Param("dst_offset", "count", 0, "where row 0 starts in out"), SHAPES)
     description = ("copy rows of x into rows of out at offsets and strides (Concat, Gather), "
                    "converting f32 <-> f16 when the dtypes differ")
+    not_in_place = "it writes rows at other offsets than it reads"
 
     def _geometry(self, shapes, params):
         x = math.prod(shapes[0])
@@ -826,6 +832,7 @@ class LRN(NNKernel):
               Param("alpha", "f32", 1e-4, ""), Param("beta", "f32", 0.75, ""),
               Param("bias", "f32", 1.0, ""), SHAPES)
     description = "out = x / (bias + alpha / size * sum of x² over size channels) ** beta"
+    not_in_place = "LRN reads neighbouring channels"
 
     def check_shapes(self, shapes, params):
         x, out = shapes
@@ -886,6 +893,7 @@ class PreprocessBatch(NNKernel):
               SHAPES)
     description = ("RGBA8 batch (N, H, W, 4) -> normalized f32 (N, 3, h, w): bilinear resize "
                    "(half-pixel centers), (x - mean) / std on [0, 1] values")
+    not_in_place = "it reads neighbouring pixels"
 
     def out_shape(self, in_shapes, params):
         src = in_shapes[0]

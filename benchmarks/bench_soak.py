@@ -97,6 +97,7 @@ def soak(args, sizes, fresh: dict, log=print) -> dict:
         fig.update(steady.fma_figure(sizes, batches))
         snap = steady.live_objects()
         sample = {"t": time.perf_counter() - t_start, "passes": passes, **fig,
+                  "sm_mhz": steady.sm_clock(),
                   "gpu_objects": snap["gpu_objects"], "wgc_buffers": snap["wgc_buffers"],
                   "rss_mb": steady.rss_mb(), "cuda": torch_done is not None
                   and "error" not in torch_done}
@@ -129,7 +130,8 @@ def line(s: dict, fresh: dict) -> str:
             r = ratio(k, s[wk], fresh.get(wk))
             parts.append(f"{k} {s[wk]:,.4g} {unit}" + (f" ({r:.2f})" if r else ""))
     parts.append(f"objects {s['gpu_objects']} buffers {s['wgc_buffers']} "
-                 f"RSS {s['rss_mb']:.0f} MB" + (" [CUDA]" if s.get("cuda") else ""))
+                 f"RSS {s['rss_mb']:.0f} MB" + (" [CUDA]" if s.get("cuda") else "")
+                 + (f" SM {s['sm_mhz']} MHz" if s.get("sm_mhz") else ""))
     return " | ".join(parts)
 
 
@@ -219,6 +221,9 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-at", type=float, default=None, metavar="SECONDS",
                     help="initialize CUDA through torch at this second of the soak")
     ap.add_argument("--small", action="store_true", help="lavapipe sizes")
+    ap.add_argument("--hold-clocks", action="store_true",
+                    help="WGCOMPUTE_HOLD_CLOCKS=1 here and in the fresh processes: keep an "
+                         "NVIDIA GPU's SM clock up between bursts (docs/guide/devices.md)")
     ap.add_argument("--json", default="", help="results (default $OUT/bench_soak.json)")
     ap.add_argument("--png", default="", help="plot (default next to the JSON)")
     ap.add_argument("--fresh-from", default="", metavar="JSON",
@@ -235,6 +240,8 @@ def main(argv=None) -> int:
         ok = plot(data, png)
         print(f"PNG: {png}" if ok else "PNG: matplotlib not installed")
         return 0 if ok else 1
+    if args.hold_clocks:
+        os.environ["WGCOMPUTE_HOLD_CLOCKS"] = "1"  # before any device opens; children too
     if args.minutes is not None and args.minutes <= 0:
         ap.error("--minutes: expected a positive number")
     sizes = steady.fit(steady.SMALL if args.small else steady.FULL)
@@ -255,7 +262,8 @@ def main(argv=None) -> int:
         fresh = fresh_values(args.small, lambda t: print(t, flush=True))
     data = {"env": {"device": info["name"], "backend": info["backend"],
                     "driver": info["driver"], "wgpu": info["wgpu_version"],
-                    "wgcompute": info["version"], "command": " ".join(sys.argv)},
+                    "wgcompute": info["version"], "command": " ".join(sys.argv),
+                    "clocks_held": info.get("clocks_held", False)},
             "sizes": sizes.__dict__, "fresh": fresh, "minutes": minutes,
             "torch_at": args.torch_at}
     print("fresh: " + ", ".join(f"{k} {v:,.4g}" for k, v in fresh.items()

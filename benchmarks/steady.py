@@ -133,6 +133,15 @@ def shut_down_helper_threads() -> list[str]:
     return stopped
 
 
+def sm_clock() -> int | None:
+    """The SM clock of the device's GPU now (MHz), where the device can read it (NVML)."""
+    try:
+        readings = device().clocks()
+    except Exception:  # noqa: BLE001 - not NVIDIA, or no nvidia-ml-py: nothing to record
+        return None
+    return min(r.sm_mhz for r in readings) if readings else None
+
+
 def release_staging() -> int:
     return wgc().release_staging()
 

@@ -14,9 +14,11 @@ PKG = Path(wgc.__file__).resolve().parent
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
 LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
+    "wgcompute._args": 0,  # argument checks shared by commands and streams (timeouts)
     "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
     "wgcompute._queue": 2,  # fences and the submitter of one device
     "wgcompute._pools": 2,  # a device's staging pools and host threads
+    "wgcompute.clocks": 2,  # the GPU's clocks (NVML) and holding them up (a CUDA context)
     "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
     "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
     "wgcompute.buffer": 5,

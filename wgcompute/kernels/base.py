@@ -115,6 +115,10 @@ class Kernel:
             params = {}
         if not isinstance(params, dict):
             raise ArgumentError(f"{self.name}: params must be a dict, got {type(params).__name__}")
+        for name in params:
+            if not isinstance(name, str):
+                raise ArgumentError(f"{self.name}: params: key {name!r} is not a str "
+                                    f"(params are named by strings)")
         known = {p.name: p for p in self.params}
         unknown = sorted(set(params) - set(known))
         if unknown:
@@ -479,8 +483,11 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         device = current_device()
     if kernel.output is not None:
         if output.dtype not in kernel.dtypes:
-            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
-                             f"one of {', '.join(kernel.dtypes)}")
+            same = [n for n, b in zip(kernel.inputs, inputs) if b.dtype == output.dtype]
+            like = f", as is input {same[0]!r}" if same else ""
+            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported (output is "
+                             f"{output.dtype}{like}); expected one of "
+                             f"{', '.join(kernel.dtypes)}")
     aliased = tuple(i for i, b in enumerate(inputs)
                     if output is not None and _same_memory(b, output))
     if aliased:
@@ -532,6 +539,8 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
                                        entries=entries)
         except Exception as e:  # what the checks above did not foresee: wrap, never leak
+            for name, buf in zip(kernel.storage_bindings(), storage):
+                buf._check(f"{kernel.name}: {name!r}")  # freed by another thread meanwhile
             raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
         d.bind_groups.append(bg)
         device.stats["bind_groups_created"] += 1

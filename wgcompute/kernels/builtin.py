@@ -40,13 +40,15 @@ def item_layout(dt) -> tuple[int, int, str]:
 
 
 def same_shapes(kernel: Kernel, inputs, output) -> None:
-    for name, b in zip(kernel.inputs, inputs, strict=True):
-        if b.shape != output.shape:
-            raise ShapeError(f"{kernel.name}: input {name!r} is {b.shape} and output is "
-                             f"{output.shape}; shapes must match exactly (no broadcasting)")
-        if b.dtype != output.dtype:
-            raise DtypeError(f"{kernel.name}: input {name!r} is {b.dtype} and output is "
-                             f"{output.dtype}; dtypes must match")
+    # Every input is named: an output made from input 'a' agrees with 'a' even when 'a' is
+    # the odd one out.
+    for attr, cls, rule in (("shape", ShapeError, "shapes must match exactly (no broadcasting)"),
+                            ("dtype", DtypeError, "dtypes must match")):
+        want = getattr(output, attr)
+        got = [getattr(b, attr) for b in inputs]
+        if any(g != want for g in got):
+            named = ", ".join(f"input {n!r} is {g}" for n, g in zip(kernel.inputs, got))
+            raise cls(f"{kernel.name}: {named} and output is {want}; {rule}")
 
 
 def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, device: Device,
@@ -141,8 +143,8 @@ class Relu(Elementwise):
             return super().resolve_params(params, dt)
         out = super().resolve_params(params, DTYPES["f64"])
         if out["slope"] != 0:
-            raise DtypeError(f"relu: slope={out['slope']} needs a float dtype; {dt.name} "
-                             f"supports slope=0 only")
+            raise DtypeError(f"relu: slope={out['slope']} needs a float dtype; the input and "
+                             f"output are {dt.name}, which supports slope=0 only")
         out["slope"] = 0
         return out
 

@@ -683,6 +683,16 @@ def _resize_rows(h: int, oh: int):
     return rows
 
 
+def _check_size(name: str, size) -> tuple[int, int]:
+    """A resize's size=(height, width): two non-negative ints, named as the user wrote them."""
+    ok = isinstance(size, (list, tuple)) and len(size) == 2 and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in size)
+    if not ok:
+        raise ArgumentError(f"{name}: param 'size': expected (height, width) as two "
+                            f"non-negative ints, got {size!r}")
+    return int(size[0]), int(size[1])
+
+
 class Resize(ImageKernel):
     name = "resize"
     family = "image_resize.wgsl"
@@ -710,7 +720,7 @@ class Resize(ImageKernel):
                 raise ArgumentError(f"{self.name}: param 'size' is required when no output "
                                     f"buffer is given")
             size = output.shape[:2]
-        return tuple(size) + tuple(src.shape[2:])
+        return _check_size(self.name, size) + tuple(src.shape[2:])
 
     def output_spec(self, inputs, params):
         check_image(self.name, inputs[0], "input")
@@ -747,8 +757,9 @@ class Preprocess(Resize):
         return src.shape[2] if src.ndim == 3 else 1
 
     def _out_shape(self, src, params, output=None):
-        size = params.get("size") or tuple(src.shape[:2])
-        return (self._channels(src),) + tuple(size)
+        size = params.get("size")
+        size = tuple(src.shape[:2]) if size is None else _check_size(self.name, size)
+        return (self._channels(src),) + size
 
     def check(self, inputs, output, params):
         src = inputs[0]

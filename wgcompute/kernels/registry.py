@@ -337,6 +337,8 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
             raise ArgumentError(f"source: file {source!r} does not exist")
         with open(source, encoding="utf-8") as f:
             source = f.read()
+    if not isinstance(replace, bool):
+        raise ArgumentError(f"replace: expected True or False, got {replace!r}")
     bindings, user_params, user_wg, user_dtypes = _check_args(
         bindings, params, workgroup_size, dtypes, entry_point, grid, checked)
     device = current_device()

@@ -43,3 +43,26 @@ def test_results_ratios_and_markdown(monkeypatch):
     assert res.ratio(torch_row) == pytest.approx(0.5)  # wgcompute at 50% of torch
     md = res.markdown()
     assert "| add | torch | 1.000 s | 4.0 |" in md and "50%" in md
+
+
+def test_bench_inference_small_run(tmp_path, monkeypatch):
+    """benchmarks/bench_inference.py end to end at tiny sizes: every wgcompute row checked
+    against onnxruntime, the stream case and the per-layer profile in the JSON."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_inference
+
+    out = tmp_path / "inference.json"
+    bench_inference.main(["--small", "--size", "32", "--batches", "1,2", "--images", "4",
+                          "--repeat", "1", "--json", str(out)])
+    data = json.loads(out.read_text())
+    checked = [r for r in data["rows"] if r["max_rel_err"] is not None]
+    assert checked and all(r["max_rel_err"] < 1e-4 for r in checked
+                           if "f16" not in r["impl"])
+    assert any(r["impl"] == "wgcompute stream_map" for r in data["rows"])
+    assert any(r["impl"] == "onnxruntime CPU" for r in data["rows"])
+    assert data["summary"]["1"]["dispatches"] == 55
+    if "timestamp-query" in data["env"]["features"]:
+        assert len(data["profiles"]["1"]) == 55

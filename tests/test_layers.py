@@ -30,6 +30,7 @@ LAYERS = {
     "wgcompute.recipes": 9,  # a Pipeline as data; pipeline.py reaches it lazily (same layer)
     "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
     "wgcompute.surface": 10, "wgcompute.image": 10,
+    "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
     "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only

@@ -31,6 +31,7 @@ from .errors import (
     DeviceLostError,
     DtypeError,
     KernelNotFoundError,
+    ModelError,
     PipelineError,
     ShaderCompileError,
     ShapeError,
@@ -62,11 +63,12 @@ from .streams import Event, Stream, create_stream, release_staging, upload
 from .timeline import Timeline
 
 __all__ = [
-    "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
+    "__version__", "image", "ml", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",
     "DeviceLostError", "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
+    "ModelError",
     # devices
     "Device", "AdapterInfo", "devices", "device", "use_device", "set_default_device",
     "current_device", "default_device", "device_info", "is_gpu", "version", "adapters",
@@ -254,11 +256,16 @@ _BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
 
 def __getattr__(name: str):
     # wgc.sum / wgc.max / wgc.min resolve here (PEP 562), so they never shadow the builtins
-    # for code in this module; wgc.dask too, so that `import wgcompute` does not load dask
+    # for code in this module; wgc.dask and wgc.ml too, so that `import wgcompute` loads
+    # neither dask nor onnx
     if name == "dask":  # wgc.dask: Dask clusters, imported on first use (needs wgcompute[dask])
         import wgcompute.dask  # not `from . import`: that would look the name up here again
 
         return wgcompute.dask
+    if name == "ml":  # wgc.ml: ONNX inference, imported on first use (needs wgcompute[ml])
+        import importlib
+
+        return importlib.import_module(".ml", __name__)
     try:
         return _BUILTIN_NAMED[name]
     except KeyError:

@@ -81,3 +81,12 @@ class TimeoutError(WgComputeError, TimeoutError):  # noqa: A001 - also a builtin
 
 class SurfaceError(WgComputeError):
     """A surface (window or offscreen canvas) could not be created or used."""
+
+
+class ModelError(WgComputeError):
+    """A model cannot be loaded or run: unsupported operators (``unsupported`` lists every
+    one as (op type, node name, opset, reason)), a malformed graph, or inputs it cannot take."""
+
+    def __init__(self, message: str, unsupported=()):
+        super().__init__(message)
+        self.unsupported = list(unsupported)

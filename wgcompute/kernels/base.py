@@ -192,12 +192,14 @@ class Kernel:
         """Multi-pass kernels return ``(temporaries, steps)``: temporaries a list of
         (shape, dtype) buffers to allocate or numpy arrays to upload (small tables such as
         filter weights), steps a list of (kernel, input refs, output ref,
-        params) run in order inside one compute pass, a ref being "in0", "in1"..., "out" or
-        "tmp0"... Inputs and output are Buffers or Metas (only shape and dtype are read).
+        params) run in order inside one compute pass, a ref being "in0", "in1"..., "out",
+        "tmp0"... or a Buffer the kernel keeps alive itself (a model's weights: the bound
+        dispatch holds a reference, never frees it). Inputs and output are Buffers or Metas
+        (only shape and dtype are read).
         None (the default) means a single pass through render()/launches()."""
         return None
 
-    # -- machinery -----------------------------------------------------------------------
+    # -- machinery ---------------------------------------------------------------------------------
     def in_place_refusal(self, inputs, output, aliased: tuple[int, ...]) -> str | None:
         """None if ``output`` may share its buffer with the inputs at indices ``aliased``;
         otherwise why not (a phrase for the error)."""
@@ -394,6 +396,7 @@ class MultiDispatch(Dispatch):
 
     parts: list = field(default_factory=list)
     temps: list = field(default_factory=list)
+    keep: list = field(default_factory=list)  # persistent Buffers the steps bind (not freed)
 
     def encode(self, cpass) -> None:
         for part in self.parts:
@@ -442,14 +445,20 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
              for i, spec in enumerate(temp_specs)]
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
-    parts = [bind(k, [env[r] for r in ins], env[o], p) for k, ins, o, p in steps]
+
+    def ref(r):
+        return r if isinstance(r, Buffer) else env[r]
+
+    parts = [bind(k, [ref(r) for r in ins], ref(o), p) for k, ins, o, p in steps]
+    keep = list({id(r): r for _, ins, o, _ in steps for r in [*ins, o]
+                 if isinstance(r, Buffer)}.values())
     # The bind cache may keep this Dispatch after its buffers are gone: the temporaries go
     # with the first of them to be collected, not with the cache entry.
     for b in list(inputs) + [output]:
         weakref.finalize(b, _free_all, temps)
     return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
                          [launch for part in parts for launch in part.launches],
-                         device=device, parts=parts, temps=temps)
+                         device=device, parts=parts, temps=temps, keep=keep)
 
 
 def same_device(kernel_name: str, named_buffers) -> Device:

@@ -377,7 +377,7 @@ class Matmul(BuiltinKernel):
             out["_f32_out"] = True
         return out
 
-    # -- configuration ---------------------------------------------------------------------
+    # -- configuration -----------------------------------------------------------------------------
     @staticmethod
     def candidates(dtype: str, device: Device, precision: str = "f32") -> list[TileConfig]:
         """The configs that fit ``device`` for this dtype and precision, best guesses first."""
@@ -541,6 +541,23 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
 
     ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
     BK products in vec4<f16> partial accumulators that are added into the f32 ones after it."""
+    src = shaders.render(shaders.load("matmul_tiled.wgsl"),
+                         tiled_substitutions(cfg, t, vec_a, vec_b, mixed))
+    return src, (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
+
+
+def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
+                        hooks: bool = False) -> dict:
+    """The generated parts of matmul_tiled.wgsl's templates for one tile configuration.
+
+    ``hooks`` (for kernels built on this tiling with their own template, e.g. convolutions):
+    the tiles are filled by WGSL functions the caller defines, ``load_a4(r, k, kend)`` (a's
+    row r, columns k..k+3) and ``load_b4(k, c, kend)`` (b's row k, columns c..c+3), each a
+    vec4 of the tile element type that is 0 outside the operands; results leave through
+    ``store4(r, c, acc)`` (row r < M, columns c..c+3 that may pass N). No split-K then."""
+    if hooks and cfg.split > 1:
+        raise ArgumentError(f"matmul: tile config {cfg.name} splits K; the hooks take whole-K "
+                            f"configs only")
     if mixed and t != "f16":
         raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
     acc = "f32" if t == "f16" else t
@@ -557,7 +574,9 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         # a tile is BM rows × BK/4 vec4; invocation lid takes vec4 number lid + i·THREADS
         load.append(f"{{ let q = lid + {i * threads}u; let r = row0 + q / {ka}u; "
                     f"let kk = k0 + (q % {ka}u) * 4u;")
-        if vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
+        if hooks:
+            load.append(f"  ra{i} = load_a4(r, kk, kend); }}")
+        elif vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
             load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = {vs}(a[(r * p.K + kk) / 4u]); "
                         f"}} else {{ ra{i} = {vs}(0); }} }}")
         else:
@@ -567,7 +586,9 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         decl.append(f"var rb{i}: {vs};")
         load.append(f"{{ let q = lid + {i * threads}u; let kr = k0 + q / {nb}u; "
                     f"let c = col0 + (q % {nb}u) * 4u;")
-        if vec_b:
+        if hooks:
+            load.append(f"  rb{i} = load_b4(kr, c, kend); }}")
+        elif vec_b:
             load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = {vs}(b[(kr * p.N + c) / 4u]); "
                         f"}} else {{ rb{i} = {vs}(0); }} }}")
         else:
@@ -689,7 +710,9 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         write.append("  if (r < p.M) {")
         for j in range(tb):
             write.append(f"    {{ let c = col0 + (tx + {j * sb}u) * 4u;")
-            if cfg.split > 1:  # a loop, not 4 copies of the compare-and-swap loop
+            if hooks:
+                write.append(f"      store4(r, c, c{i}_{j}); }}")
+            elif cfg.split > 1:  # a loop, not 4 copies of the compare-and-swap loop
                 write.append(f"      let cv = c{i}_{j};")
                 write.append("      for (var lane = 0u; lane < 4u; lane = lane + 1u) {")
                 write.append("        if (c + lane < p.N) { add_out(r * p.N + c + lane, "
@@ -707,11 +730,11 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         write.append("  }")
         write.append("}")
     helpers = []
-    if not vec_a:
+    if not vec_a and not hooks:
         helpers.append(f"fn load_a(r: u32, k: u32, kend: u32) -> {s} {{\n"
                        f"    if (r < p.M && k < kend) {{\n"
                        f"        return {s}(a[r * p.K + k]);\n    }}\n    return {s}(0);\n}}\n")
-    if not vec_b:
+    if not vec_b and not hooks:
         helpers.append(f"fn load_b(k: u32, c: u32, kend: u32) -> {s} {{\n"
                        f"    if (k < kend && c < p.N) {{\n"
                        f"        return {s}(b[k * p.N + c]);\n    }}\n    return {s}(0);\n}}\n")
@@ -726,7 +749,7 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
                   "lid;\n        if (i < p.M * p.N) {\n            atomicStore(&out[i], 0u);\n"
                   "        }\n        return;\n    }")
     ind = "\n    "
-    src = shaders.render(shaders.load("matmul_tiled.wgsl"), {
+    return {
         "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc, "S": s,
         "AT": f"vec4<{t}>" if vec_a else t, "BT": f"vec4<{t}>" if vec_b else t,
         "OT": "atomic<u32>" if cfg.split > 1 else (f"vec4<{t}>" if vec_b else t),
@@ -734,8 +757,7 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "TN": cfg.tn,
         "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": ind.join(decl),
         "TXTY": _txty(cfg),
-        "MAIN": ind.join(main), "WRITE": ind.join(write)})
-    return src, (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
+        "MAIN": ind.join(main), "WRITE": ind.join(write)}
 
 
 def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Device,

@@ -98,7 +98,7 @@ class Reduce(BuiltinKernel):
             return _HIGHEST[acc]
         return 0.0 if acc.startswith("f") else 0
 
-    # -- boundary -----------------------------------------------------------------------------
+    # -- boundary ----------------------------------------------------------------------------------
     def output_spec(self, inputs, params):
         (x,) = inputs
         axis = (params or {}).get("axis", -1)
@@ -123,7 +123,7 @@ class Reduce(BuiltinKernel):
                              f"axis; {self.name} of nothing is undefined")
         _binding_check(self.name, x, x.device)
 
-    # -- plan ---------------------------------------------------------------------------------
+    # -- plan --------------------------------------------------------------------------------------
     def _plan(self, x, params, device: Device):
         """(mode, rows, n, vec, subgroup): how this input is reduced."""
         how = check_axis(self.name, params.get("axis", -1), x.ndim)

@@ -11,8 +11,10 @@ import math
 
 from .. import autotune, shaders
 from ..errors import ArgumentError, ShapeError
-from .base import Launch, Param, fold_grid
-from .matmul import CANDIDATES, TileConfig, tiled_substitutions
+from . import conv_configs
+from .base import Launch, Param, PipelineKey, fold_grid
+from .conv_configs import ConvProblem, SkinnyConfig, gemm_class, tiled_choices, tiled_default
+from .matmul import TileConfig, tiled_substitutions
 from .nn import (
     ACTIVATION,
     SHAPES,
@@ -25,49 +27,30 @@ from .nn import (
     pool_out_size,
 )
 
-ALGOS = ("auto", "gemm", "depthwise")
+ALGOS = ("auto", "gemm", "skinny", "depthwise")
 MAX_BATCH_DIMS = 3
 _DW_WG = 64
 
-
-def _tile_choices(device, elem_bytes: int = 4) -> list[TileConfig]:
-    return [c for c in CANDIDATES if c.split == 1 and c.fits(device, elem_bytes)]
-
-
-# The default tile by output size (rows × columns of the GEMM): small outputs need small tiles
-# to give the GPU enough workgroups. The autotuner may replace these on a real GPU.
-_CONV_DEFAULTS = (("large", "64x128x16_4x8"), ("medium", "64x64x16_4x4"),
-                  ("small", "32x64x16_4x4"), ("tiny", "32x32x16_4x4"))
+# gemm (batched products, not convolutions): tuned per output size class, on one shape each
 _TUNE = {"large": ("64x128x16_4x8", "128x128x16_8x8", "128x64x16_8x4", "64x64x16_4x4"),
          "medium": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_4x8", "128x64x16_8x4"),
          "small": ("32x64x16_4x4", "32x32x16_4x4", "64x64x16_4x4"),
          "tiny": ("32x32x16_4x4", "32x64x16_4x4")}
-# (M, N, K) each class is tuned on: the GEMM of a typical layer of that size
+# (M, N, K) each class is tuned on
 _TUNE_SHAPES = {"large": (128, 25088, 576), "medium": (192, 3136, 192),
                 "small": (320, 784, 960), "tiny": (160, 49, 960)}
 _TUNE_REVISION = 1
 
 
-def gemm_class(m: int, n: int) -> str:
-    tiles = m * n
-    if tiles >= 1 << 21:
-        return "large"
-    if tiles >= 1 << 18:
-        return "medium"
-    if tiles >= 1 << 15:
-        return "small"
-    return "tiny"
-
-
 def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
-    """The tile configuration for a GEMM with an m × n output on ``device`` (autotuned per
-    class)."""
-    fits = {c.name: c for c in _tile_choices(device)}
+    """The tile configuration for a gemm with an m × n output on ``device`` (autotuned per
+    size class)."""
+    fits = tiled_choices(device)
     if not fits:
         raise ShapeError(f"{kind}: no tile configuration fits this adapter's limits "
                          f"({device.name})")
     cls = gemm_class(m, n)
-    default = dict(_CONV_DEFAULTS)[cls]
+    default = tiled_default(m, n, fits)
     names = [nm for nm in _TUNE[cls] if nm in fits] or list(fits)
     if default not in names:
         default = names[0]
@@ -76,9 +59,12 @@ def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
     return fits[chosen]
 
 
-def _check_config(cfg, kind):
+def _check_config(cfg, kind, skinny_ok: bool = False):
+    if skinny_ok and isinstance(cfg, SkinnyConfig):
+        return cfg
     if not isinstance(cfg, TileConfig):
-        raise ArgumentError(f"{kind}: param '_config' must be a TileConfig, got "
+        what = "a TileConfig or a SkinnyConfig" if skinny_ok else "a TileConfig"
+        raise ArgumentError(f"{kind}: param '_config' must be {what}, got "
                             f"{type(cfg).__name__}")
     if cfg.split != 1:
         raise ArgumentError(f"{kind}: tile config {cfg.name} splits K; the fused epilogue "
@@ -88,8 +74,7 @@ def _check_config(cfg, kind):
 
 def _check_fits(cfg, kind, device) -> None:
     if cfg is not None and not cfg.fits(device, 4):
-        raise ArgumentError(f"{kind}: tile config {cfg.name} does not fit {device.name}'s "
-                            f"limits")
+        raise ArgumentError(f"{kind}: config {cfg.name} does not fit {device.name}'s limits")
 
 
 def _gemm_bindings(names, types, writes) -> str:
@@ -145,7 +130,7 @@ class Conv2d(NNKernel):
         if out["group"] is None or out["group"] < 1:
             raise ArgumentError(f"{self.name}: param 'group' must be >= 1")
         if cfg is not None:
-            out["_config"] = _check_config(cfg, self.name)
+            out["_config"] = _check_config(cfg, self.name, skinny_ok=True)
         return out
 
     def out_shape(self, in_shapes, params):
@@ -180,9 +165,11 @@ class Conv2d(NNKernel):
                                 f"group; w is {w}")
 
     def _algo(self, shapes, params) -> str:
-        if params["algo"] != "auto":
-            return params["algo"]
-        return "depthwise" if shapes[1][1] == 1 and params["group"] > 1 else "gemm"
+        """depthwise, or gemm (tiled or skinny: the config says which)."""
+        algo = params["algo"]
+        if algo == "auto":
+            return "depthwise" if shapes[1][1] == 1 and params["group"] > 1 else "gemm"
+        return "gemm" if algo == "skinny" else algo
 
     def _gemm_dims(self, shapes, params):
         w = shapes[1]
@@ -190,22 +177,40 @@ class Conv2d(NNKernel):
         g = params["group"]
         return w[0] // g, out[0] * out[2] * out[3], w[1] * w[2] * w[3]
 
-    def _config(self, shapes, params, dtype, device) -> TileConfig:
+    def _problem(self, shapes, params, dtype) -> ConvProblem:
+        m, n, k = self._gemm_dims(shapes, params)
+        w, out = shapes[1], shapes[-1]
+        return ConvProblem(dtype, m, n, k, out[2] * out[3],
+                           (w[2], w[3], *params["strides"], *params["dilations"]))
+
+    def _config(self, shapes, params, dtype, device) -> TileConfig | SkinnyConfig:
+        """The pinned ``_config``, else the tuned (or default) one for this layer's shape;
+        ``algo`` "gemm" keeps to the tiled kernel, "skinny" to the skinny one."""
         cfg = params.get("_config")
-        if cfg is None:
-            m, n, _ = self._gemm_dims(shapes, params)
-            cfg = choose_config("conv2d", m, n, dtype, device)
-        return cfg
+        if cfg is not None:
+            return cfg
+        problem = self._problem(shapes, params, dtype)
+        if params["algo"] == "skinny":
+            return conv_configs.skinny_default(problem.m, problem.n, problem.k)
+        skinny_ok = params["algo"] != "gemm"
+        return conv_configs.choose(
+            problem, device,
+            lambda c: _measure_conv(self, shapes, params, c, dtype, device), skinny_ok)
 
     def check(self, inputs, output, params):
         super().check(inputs, output, params)
         _check_fits(params.get("_config"), self.name, output.device)
 
-    def constants(self, shapes, params, device=None):
+    def key(self, inputs, output, params):
+        dtypes = tuple(b.dtype for b in [*inputs, output])
+        return PipelineKey(self.name, dtypes, self.constants(
+            self.logical(inputs, output, params), params, output.device, output.dtype))
+
+    def constants(self, shapes, params, device=None, dtype: str = "f32"):
         w = shapes[1]
         (sh, sw), (dh, dw) = params["strides"], params["dilations"]
         algo = self._algo(shapes, params)
-        c = [("algo", algo), ("kh", w[2]), ("kw", w[3]), ("sh", sh), ("sw", sw), ("dh", dh),
+        c = [("kh", w[2]), ("kw", w[3]), ("sh", sh), ("sw", sw), ("dh", dh),
              ("dw", dw), ("act0", params["activation"][0]),
              ("act1", params["post_activation"][0])]
         if algo == "gemm":
@@ -215,10 +220,12 @@ class Conv2d(NNKernel):
             # pixels per image a multiple of 4: a column group of 4 never straddles two
             # images, so x, the residual and out move as vec4 along the pixels
             vec_p = pointwise and (out[2] * out[3]) % 4 == 0
-            c += [("config", self._config(shapes, params, "f32", device).name),
-                  ("vec_w", k % 4 == 0),
+            cfg = self._config(shapes, params, dtype, device)
+            if isinstance(cfg, SkinnyConfig):
+                algo = "skinny"
+            c += [("config", cfg.name), ("vec_w", k % 4 == 0 and algo == "gemm"),
                   ("pointwise", pointwise), ("vec_p", vec_p)]
-        return tuple(c)
+        return (("algo", algo), *c)
 
     # -- WGSL --------------------------------------------------------------------------------------
     _FIELDS = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("C", "u32"), ("H", "u32"),
@@ -237,26 +244,77 @@ class Conv2d(NNKernel):
         store += f"out[o] = {t}(v);"
         return helpers, store
 
-    def render(self, key):
-        c = dict(key.constants)
-        types = [{"f32": "f32", "f16": "f16"}[d] for d in key.dtypes]
-        t = types[-1]
-        if c["algo"] == "depthwise":
-            return self._render_depthwise(key, c, types, t)
-        cfg = TileConfig.parse(c["config"])
+    def _bindings(self, c, types) -> str:
         names = list(self.inputs) + ["out"]
         btypes = list(types)
-        if c["vec_w"]:
+        if c.get("vec_w"):
             btypes[1] = f"vec4<{types[1]}>"
         if c.get("vec_p"):
             btypes[0] = f"vec4<{types[0]}>"
             btypes[-1] = f"vec4<{types[-1]}>"
             if self.residual:
                 btypes[3] = f"vec4<{types[3]}>"
-        bindings = _gemm_bindings(names, btypes, [False] * len(self.inputs) + [True])
+        return _gemm_bindings(names, btypes, [False] * len(self.inputs) + [True])
+
+    def _store_helpers(self, c, t: str) -> str:
+        """The activations and ``store4(r, c, acc)``: output row r (< M) and columns c..c+3
+        (those < N) of the GEMM get the bias, activation, residual and second activation,
+        written to NCHW out."""
+        act_helpers, store = self._epilogue(c, t)
+        if c.get("vec_p"):
+            vstore = "var v = act0(acc + vec4<f32>(f32(bias[k])));\n"
+            if self.residual:
+                vstore += "    v = act1(v + vec4<f32>(residual[o / 4u]));\n"
+            vstore += f"    out[o / 4u] = vec4<{t}>(v);"
+            act_helpers = act_helpers.replace("fn act0(v: f32) -> f32", "fn act0s(v: f32) -> f32")
+            act_helpers = act_helpers.replace("fn act1(v: f32) -> f32", "fn act1s(v: f32) -> f32")
+            act_helpers += ("fn act0(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
+                            "act0s(v.x), act0s(v.y), act0s(v.z), act0s(v.w));\n}\n")
+            if self.residual:
+                act_helpers += ("fn act1(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
+                                "act1s(v.x), act1s(v.y), act1s(v.z), act1s(v.w));\n}\n")
+            return act_helpers + f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
+    if (c >= p.N) {{
+        return;
+    }}
+    let k = p.g * p.M + r;
+    let o = ((c / p.P) * p.KO + k) * p.P + c % p.P;
+    {vstore}
+}}
+"""
+        return act_helpers + f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
+    let k = p.g * p.M + r;
+    var col = c;
+    var n = col / p.P;
+    var pix = col % p.P;
+    for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
+        if (col < p.N) {{
+            let o = (n * p.KO + k) * p.P + pix;
+            let v0 = acc[lane];
+            {store.replace(chr(10), chr(10) + '            ')}
+        }}
+        col = col + 1u;
+        pix = pix + 1u;
+        if (pix == p.P) {{
+            pix = 0u;
+            n = n + 1u;
+        }}
+    }}
+}}
+"""
+
+    def render(self, key):
+        c = dict(key.constants)
+        types = [{"f32": "f32", "f16": "f16"}[d] for d in key.dtypes]
+        t = types[-1]
+        if c["algo"] == "depthwise":
+            return self._render_depthwise(key, c, types, t)
+        if c["algo"] == "skinny":
+            return self._render_skinny(c, types, t)
+        cfg = TileConfig.parse(c["config"])
+        bindings = self._bindings(c, types)
         s = "f32"
         khw, kw = c["kh"] * c["kw"], c["kw"]
-        act_helpers, store = self._epilogue(c, t)
         if c["vec_w"]:
             load_a = (f"fn load_a4(r: u32, k: u32, kend: u32) -> vec4<{s}> {{\n"
                       f"    if (r >= p.M || k >= kend) {{\n        return vec4<{s}>(0);\n    }}\n"
@@ -323,52 +381,97 @@ class Conv2d(NNKernel):
         load_b = (f"fn load_b4(k: u32, c: u32, kend: u32) -> vec4<{s}> {{\n"
                   f"    var v = vec4<{s}>(0);\n    if (k >= kend) {{\n        return v;\n    }}\n"
                   f"{gather}\n    return v;\n}}\n")
-        if c.get("vec_p"):
-            vstore = "var v = act0(acc + vec4<f32>(f32(bias[k])));\n"
-            if self.residual:
-                vstore += "    v = act1(v + vec4<f32>(residual[o / 4u]));\n"
-            vstore += f"    out[o / 4u] = vec4<{t}>(v);"
-            act_helpers = act_helpers.replace("fn act0(v: f32) -> f32", "fn act0s(v: f32) -> f32")
-            act_helpers = act_helpers.replace("fn act1(v: f32) -> f32", "fn act1s(v: f32) -> f32")
-            act_helpers += ("fn act0(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
-                            "act0s(v.x), act0s(v.y), act0s(v.z), act0s(v.w));\n}\n")
-            if self.residual:
-                act_helpers += ("fn act1(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
-                                "act1s(v.x), act1s(v.y), act1s(v.z), act1s(v.w));\n}\n")
-            store4 = f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
-    if (c >= p.N) {{
-        return;
-    }}
-    let k = p.g * p.M + r;
-    let o = ((c / p.P) * p.KO + k) * p.P + c % p.P;
-    {vstore}
-}}
-"""
-        else:
-            store4 = None
-        store4 = store4 or f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
-    let k = p.g * p.M + r;
-    var col = c;
-    var n = col / p.P;
-    var pix = col % p.P;
-    for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
-        if (col < p.N) {{
-            let o = (n * p.KO + k) * p.P + pix;
-            let v0 = acc[lane];
-            {store.replace(chr(10), chr(10) + '            ')}
-        }}
-        col = col + 1u;
-        pix = pix + 1u;
-        if (pix == p.P) {{
-            pix = 0u;
-            n = n + 1u;
-        }}
-    }}
-}}
-"""
         src = _render_tiled(cfg, t, self._FIELDS, bindings,
-                            act_helpers + load_a + load_b + store4)
+                            self._store_helpers(c, t) + load_a + load_b)
         return src, self._FIELDS
+
+    def _render_skinny(self, c, types, t):
+        cfg = SkinnyConfig.parse(c["config"])
+        ind = "\n    "
+        vec_p, pointwise = c["vec_p"], c["pointwise"]
+        setup = [f"var acc{i} = vec4<f32>(0.0);" for i in range(cfg.tr)]
+        if vec_p:  # N % 4 == 0: a group of 4 columns is inside one image, a vec4 of x
+            setup += ["let cc = min(c, p.N - 4u);",
+                      "let xb = ((cc / p.P) * p.C + p.g * p.Cg) * (p.P / 4u) + (cc % p.P) / 4u;",
+                      "let P4 = p.P / 4u;"]
+
+            def loadx(k):
+                return [f"let xv = vec4<f32>(x[xb + {k} * P4]);"]
+        elif pointwise:  # lanes past N read the last column (never stored)
+            for ln in range(4):
+                setup += [f"let cl{ln} = min(c + {ln}u, p.N - 1u);",
+                          f"let xo{ln} = ((cl{ln} / p.P) * p.C + p.g * p.Cg) * p.P "
+                          f"+ cl{ln} % p.P;"]
+
+            def loadx(k):
+                return [f"let kp = {k} * p.P;",
+                        "let xv = vec4<f32>(f32(x[xo0 + kp]), f32(x[xo1 + kp]), "
+                        "f32(x[xo2 + kp]), f32(x[xo3 + kp]));"]
+        else:
+            for ln in range(4):
+                setup += [f"let cl{ln} = min(c + {ln}u, p.N - 1u);",
+                          f"let px{ln} = cl{ln} % p.P;",
+                          f"let ih{ln} = i32((px{ln} / p.OW) * {c['sh']}u) - i32(p.pt);",
+                          f"let iw{ln} = i32((px{ln} % p.OW) * {c['sw']}u) - i32(p.pl);",
+                          f"let xb{ln} = ((cl{ln} / p.P) * p.C + p.g * p.Cg) * p.H * p.W;"]
+            khw, kw = c["kh"] * c["kw"], c["kw"]
+
+            def loadx(k):
+                lines = [f"let ci = {k} / {khw}u;",
+                         f"let rr = {k} % {khw}u;",
+                         f"let dy = i32((rr / {kw}u) * {c['dh']}u);",
+                         f"let dx = i32((rr % {kw}u) * {c['dw']}u);",
+                         "let cb = ci * p.H * p.W;",
+                         "var xv = vec4<f32>(0.0);"]
+                for ln in range(4):
+                    lines += [f"{{ let ih = ih{ln} + dy; let iw = iw{ln} + dx;",
+                              "  if (ih >= 0 && ih < i32(p.H) && iw >= 0 && iw < i32(p.W)) {",
+                              f"    xv[{ln}] = f32(x[xb{ln} + cb + u32(ih) * p.W + u32(iw)]);",
+                              "  }", "}"]
+                return lines
+        # rows past M read the last row (never stored)
+        rows = [f"let wr{i} = (p.g * p.M + min(r0 + {i}u, p.M - 1u)) * p.K;"
+                for i in range(cfg.tr)]
+
+        def body(k):
+            lines = loadx(k)
+            lines += [f"acc{i} = fma(vec4<f32>(f32(w[wr{i} + {k}])), xv, acc{i});"
+                      for i in range(cfg.tr)]
+            return lines
+
+        body4 = []
+        for u in range(4):
+            kk = "k" if u == 0 else f"(k + {u}u * S)"
+            body4 += ["{", *["    " + x for x in body(kk)], "}"]
+        if cfg.s > 1:
+            partials = "var<workgroup> part: array<vec4<f32>, S * BR * CX>;"
+            finish = [f"part[(s * BR + ry * TR + {i}u) * CX + cx] = acc{i};"
+                      for i in range(cfg.tr)]
+            finish += ["workgroupBarrier();",
+                       "for (var t = lid; t < BR * CX; t = t + THREADS) {",
+                       "    let i = t / CX;",
+                       "    let x4 = t % CX;",
+                       "    var v = vec4<f32>(0.0);",
+                       "    for (var j = 0u; j < S; j = j + 1u) {",
+                       "        v = v + part[(j * BR + i) * CX + x4];",
+                       "    }",
+                       "    let r = wid.y * BR + i;",
+                       "    if (r < p.M) {",
+                       "        store4(r, wid.x * 4u * CX + x4 * 4u, v);",
+                       "    }",
+                       "}"]
+        else:
+            partials = ""
+            finish = [f"if (r0 + {i}u < p.M) {{ store4(r0 + {i}u, c, acc{i}); }}"
+                      for i in range(cfg.tr)]
+        subs = {"ENABLE": shaders.enable_directives(types),
+                "FIELDS": "\n".join(f"    {n}: {ty}," for n, ty in self._FIELDS),
+                "BINDINGS": self._bindings(c, types), "HELPERS": self._store_helpers(c, t),
+                "CX": cfg.cx, "S": cfg.s, "RY": cfg.ry, "TR": cfg.tr, "THREADS": cfg.threads,
+                "PARTIALS": partials, "SETUP": ind.join(setup), "ROWS": ind.join(rows),
+                "BODY4": (ind + "    ").join(body4),
+                "BODY1": (ind + "    ").join(body("k")), "FINISH": ind.join(finish)}
+        return shaders.render(shaders.load("conv_skinny.wgsl"), subs), self._FIELDS
 
     def _render_depthwise(self, key, c, types, t):
         names = list(self.inputs) + ["out"]
@@ -434,9 +537,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             return []
         if self._algo(shapes, params) == "depthwise":
             return [Launch(fold_grid(-(-math.prod(out) // _DW_WG), device, self.name), u)]
-        cfg = self._config(shapes, params, "f32", device)
+        cfg = self._config(shapes, params, output.dtype, device)
         limit = device.limit("max-compute-workgroups-per-dimension")
-        gx, gy = -(-ncols // cfg.bn), -(-m // cfg.bm)
+        if isinstance(cfg, SkinnyConfig):
+            gx, gy = -(-ncols // cfg.cols), -(-m // cfg.rows)
+        else:
+            gx, gy = -(-ncols // cfg.bn), -(-m // cfg.bm)
         if gx > limit or gy > limit:
             raise ShapeError(f"{self.name}: output {tuple(out)} needs a {gy}×{gx} grid; this "
                              f"adapter allows {limit} per dimension")
@@ -769,6 +875,29 @@ def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
             if rep:
                 times.append((time.perf_counter() - t0) / 3)
         return float(np.median(times))
+    finally:
+        for b in bufs:
+            b.free()
+
+
+def _measure_conv(kernel: Conv2d, shapes, params, cfg, dtype: str, device) -> float:
+    """Seconds of one run of this convolution layer with ``cfg``, on buffers of its shapes
+    (a batch of at most conv_configs.TUNE_MAX_N output pixels), on ``device``."""
+    from ..buffer import empty
+    from .base import bind
+
+    shapes = [tuple(s) for s in shapes]
+    x, out = shapes[0], shapes[-1]
+    pixels = out[2] * out[3]
+    batch = max(1, min(x[0], conv_configs.TUNE_MAX_N // max(pixels, 1)))
+    batched = [(batch,) + s[1:] if i in (0, len(shapes) - 1) or (kernel.residual and i == 3)
+               else s for i, s in enumerate(shapes)]
+    bufs = [empty(s, dtype, f"autotune-{kernel.name}", device=device) for s in batched]
+    try:
+        p = {name: params[name] for name in ("strides", "pads", "dilations", "group",
+                                             "activation", "post_activation")}
+        d = bind(kernel, bufs[:-1], bufs[-1], dict(p, _config=cfg))
+        return conv_configs.time_calls(device, d.raw_calls())
     finally:
         for b in bufs:
             b.free()

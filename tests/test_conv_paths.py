@@ -1,0 +1,142 @@
+"""The convolution kernels' fast paths against onnxruntime at awkward shapes: the skinny
+implicit GEMM (few output columns, long K: split K inside the workgroup) in each of its x
+gathers (vec4 pixels, scalar pointwise, general windows), its configs, residual epilogue and
+f16; which kernel a layer gets untuned; and the autotuner timing a layer's candidates.
+
+Tolerances as in tests/test_ml_ops.py: f32 1e-5 of the largest output (sums of up to a few
+thousand f32 terms in another order), f16 storage 4 · 2^-11."""
+
+import json
+
+import numpy as np
+import pytest
+
+import wgcompute as wgc
+from wgcompute import autotune
+from wgcompute.kernels import conv_configs
+from wgcompute.kernels.conv_configs import ConvProblem, SkinnyConfig
+from wgcompute.kernels.matmul import TileConfig
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
+onnx = pytest.importorskip("onnx")
+from test_ml_ops import close, ort_node, rnd  # noqa: E402
+
+# (N, C, H, W, K, KH, KW, stride, pads (t, l, b, r), dilation, group)
+SKINNY_CASES = [
+    (1, 160, 7, 7, 96, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),   # pointwise, P = 49
+    (3, 33, 4, 4, 21, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),    # vec4 pixels, P = 16
+    (5, 130, 1, 1, 37, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),   # a classifier: P = 1
+    (1, 17, 9, 8, 13, 3, 3, (2, 1), (1, 0, 2, 1), (1, 2), 1),    # a window, odd everything
+    (2, 12, 6, 6, 10, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 2),    # window in groups
+    (2, 12, 5, 5, 10, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 2),    # pointwise in groups
+]
+SKINNY_CONFIGS = ["sk16x16x1_4", "sk1x64x4_1", "sk8x32x1_4", "sk4x16x2_2", "sk2x1x4_4",
+                  "sk16x8x2_1"]
+
+
+def conv_ref(x, w, b, stride, pads, dil, g):
+    return ort_node("Conv", [x, w, b], dict(strides=list(stride), pads=list(pads),
+                                            dilations=list(dil), group=g))
+
+
+@pytest.mark.parametrize("case", SKINNY_CASES, ids=[f"case{i}" for i in range(len(SKINNY_CASES))])
+@pytest.mark.parametrize("cfg", SKINNY_CONFIGS)
+def test_skinny_conv_against_onnxruntime(rng, case, cfg):
+    """Every config over every gather: columns and rows past the edges of a workgroup's
+    block, K not a multiple of the slices or of the 4-deep unroll, one slice (no partial
+    sums in workgroup memory)."""
+    n, c, h, w_, k, kh, kw, stride, pads, dil, g = case
+    x, w, b = rnd(rng, n, c, h, w_), rnd(rng, k, c // g, kh, kw), rnd(rng, k)
+    want = conv_ref(x, w, b, stride, pads, dil, g)
+    out = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (x, w, b)], None, {
+        "strides": stride, "pads": pads, "dilations": dil, "group": g,
+        "_config": SkinnyConfig.parse(cfg)})
+    close(out.to_numpy(), want)
+
+
+@pytest.mark.parametrize("side", [7, 4])
+def test_skinny_residual_epilogue(rng, side):
+    """act1(act0(conv + bias) + residual) through the skinny kernel (scalar and vec4 pixels)
+    against onnxruntime's Conv, Clip, Add, Relu one after another."""
+    x, w, b = rnd(rng, 2, 40, side, side), rnd(rng, 24, 40, 1, 1), rnd(rng, 24)
+    res = rnd(rng, 2, 24, side, side)
+    want = np.maximum(np.clip(ort_node("Conv", [x, w, b]), 0, 6) + res, 0)
+    out = wgc.run_kernel("conv2d_residual", [wgc.from_numpy(a) for a in (x, w, b, res)], None,
+                         {"activation": ("clip", 0, 6), "post_activation": "relu",
+                          "_config": SkinnyConfig(8, 8, 2, 2)})
+    close(out.to_numpy(), want)
+
+
+def test_skinny_f16(rng):
+    if "shader-f16" not in wgc.device_info()["features"]:
+        pytest.skip("adapter lacks shader-f16")
+    x, w, b = rnd(rng, 1, 96, 7, 7), rnd(rng, 50, 96, 1, 1) * 0.2, rnd(rng, 50)
+    xh, wh, bh = (a.astype(np.float16) for a in (x, w, b))
+    want = ort_node("Conv", [a.astype(np.float32) for a in (xh, wh, bh)])
+    got = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (xh, wh, bh)], None,
+                         {"algo": "skinny"})
+    assert got.dtype == "f16"
+    close(got.to_numpy(), want, rel=4 * 2.0**-11)
+
+
+def test_skinny_algo_param_and_config_checks(rng):
+    x, w, b = rnd(rng, 1, 64, 5, 5), rnd(rng, 30, 64, 1, 1), rnd(rng, 30)
+    want = ort_node("Conv", [x, w, b])
+    bufs = [wgc.from_numpy(a) for a in (x, w, b)]
+    close(wgc.run_kernel("conv2d", bufs, None, {"algo": "skinny"}).to_numpy(), want)
+    close(wgc.run_kernel("conv2d", bufs, None, {"algo": "gemm"}).to_numpy(), want)
+    with pytest.raises(wgc.ArgumentError, match="TileConfig or a SkinnyConfig"):
+        wgc.run_kernel("conv2d", bufs, None, {"_config": "sk16x16x1_4"})
+    with pytest.raises(wgc.ArgumentError, match="does not fit"):
+        wgc.run_kernel("conv2d", bufs, None, {"_config": SkinnyConfig(16, 64, 4, 4)})
+    with pytest.raises(wgc.ArgumentError, match="skCXxSxRY_TR"):
+        SkinnyConfig.parse("sk16x16_4x")
+    with pytest.raises(wgc.ArgumentError, match="positive int"):
+        SkinnyConfig(0, 1, 1, 1)
+    assert SkinnyConfig.parse("sk8x32x1_4") == SkinnyConfig(8, 32, 1, 4)
+    assert conv_configs.parse_config("64x64x16_4x4") == TileConfig.parse("64x64x16_4x4")
+
+
+def test_untuned_choice_by_shape():
+    """Few workgroups of the tiled kernel over a long K: the skinny kernel (MobileNetV2's
+    7×7 layers and classifier at batch 1); many columns or a short K: the tiled one."""
+    dev = wgc.current_device()
+
+    def pick(m, n, k, p=49):
+        return conv_configs.default_config(ConvProblem("f32", m, n, k, p, (1, 1, 1, 1, 1, 1)),
+                                           dev)
+
+    assert isinstance(pick(160, 49, 960), SkinnyConfig)
+    assert pick(1000, 1, 1280, 1) == SkinnyConfig(1, 64, 4, 1)
+    assert isinstance(pick(96, 401408, 16, 12544), TileConfig)
+    assert isinstance(pick(960, 49, 16), TileConfig)  # K too short to be worth slicing
+    assert isinstance(pick(160, 49, 960).fits(dev), bool)
+    for m, n, k in [(160, 49, 960), (1000, 1, 1280), (1000, 32, 1280), (24, 3136, 96)]:
+        cfg = conv_configs.skinny_default(m, n, k)
+        assert cfg.threads <= conv_configs.SKINNY_THREADS and cfg.s <= max(1, k // 8)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
+    yield tmp_path
+    autotune.autotune_reset()
+
+
+def test_autotune_times_a_layer_and_keeps_its_choice(cache, monkeypatch, rng):
+    """Forced on (lavapipe skips tuning by default): a 7×7 layer's candidates (tiled and
+    skinny) are timed on the layer itself, the winner is remembered under the layer's shape
+    and used, correctly."""
+    monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "1")
+    x, w, b = rnd(rng, 1, 96, 7, 7), rnd(rng, 40, 96, 1, 1), rnd(rng, 40)
+    want = ort_node("Conv", [x, w, b])
+    out = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (x, w, b)], None,
+                         {"activation": "relu"})
+    close(out.to_numpy(), np.maximum(want, 0))
+    stored = json.loads((cache / "autotune.json").read_text())
+    key = ConvProblem("f32", 40, 49, 96, 49, (1, 1, 1, 1, 1, 1)).key
+    chosen = stored[autotune.adapter_key(wgc.current_device())][key]
+    problem = ConvProblem("f32", 40, 49, 96, 49, (1, 1, 1, 1, 1, 1))
+    assert chosen in conv_configs.candidates(problem, wgc.current_device())
+    assert any(n.startswith("sk") for n in conv_configs.candidates(problem,
+                                                                   wgc.current_device()))

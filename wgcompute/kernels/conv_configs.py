@@ -1,0 +1,271 @@
+"""Which kernel and tiling runs a convolution's implicit GEMM: matmul's TileConfig (shared-memory
+tiles) or a SkinnyConfig (few output columns, long K: split K inside the workgroup), by shape,
+or tuned per layer shape on a GPU (the autotuner times the candidates on the layer itself).
+
+Terms: the GEMM of a convolution has M rows (output channels of a group), N columns (output
+pixels of the whole batch) and K = input channels of a group × kernel height × width."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from .. import autotune
+from ..errors import ArgumentError
+from .matmul import CANDIDATES, TileConfig
+
+# Tiled: the default tile by output size (rows × columns of the GEMM): small outputs need
+# small tiles to give the GPU enough workgroups.
+_TILED_DEFAULTS = (("large", "64x128x16_4x8"), ("medium", "64x64x16_4x4"),
+                   ("small", "32x64x16_4x4"), ("tiny", "32x32x16_4x4"))
+_TILED_TUNE = {"large": ("64x128x16_4x8", "128x128x16_8x8", "128x64x16_8x4", "64x64x16_4x4",
+                         "64x128x8_8x8_u", "128x128x8_8x8"),
+               "medium": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_4x8", "128x64x16_8x4",
+                          "64x128x8_8x8_u"),
+               "small": ("32x64x16_4x4", "32x32x16_4x4", "64x64x16_4x4"),
+               "tiny": ("32x32x16_4x4", "32x64x16_4x4")}
+# Bumped when candidates or kernels change, so that choices cached by an earlier version are
+# tuned again.
+TUNE_REVISION = 2
+# Columns at most that a layer is tuned on (a larger batch is tuned on fewer images: by then
+# every candidate fills the GPU many times over and ranks the same), and the column count
+# above which layers share one tuned choice per shape of the rest.
+TUNE_MAX_N = 1 << 17
+# The skinny kernel is a candidate up to this many columns (beyond, every workgroup would
+# re-read too much of x through the cache, and the tiled kernel has workgroups enough).
+SKINNY_MAX_N = 8192
+# Fewer workgroups than this in the tiled kernel, and K at least SKINNY_MIN_K: the skinny
+# kernel is the untuned default (a GPU has on the order of a hundred compute units; a tiled
+# workgroup walks K in BK steps, one barrier-bound step after another).
+SKINNY_BELOW_WORKGROUPS = 128
+SKINNY_MIN_K = 64
+SKINNY_THREADS = 256
+SKINNY_TARGET_WORKGROUPS = 200
+
+
+@dataclass(frozen=True)
+class SkinnyConfig:
+    """The skinny kernel's shape: a workgroup owns ``ry·tr`` rows × ``4·cx`` columns of the
+    output; its ``cx·s·ry`` invocations each sum ``tr`` rows × 4 columns over one of ``s``
+    interleaved slices of K, reading w and x straight from memory (no workgroup tiles, no
+    barrier in the k loop); the ``s`` partial sums meet in workgroup memory at the end.
+
+    Its name, e.g. "sk16x16x1_4" (cx x s x ry _ tr), is what the autotuner caches."""
+
+    cx: int
+    s: int
+    ry: int
+    tr: int
+
+    def __post_init__(self):
+        for field in ("cx", "s", "ry", "tr"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ArgumentError(f"conv2d: SkinnyConfig {field} must be a positive int, "
+                                    f"got {value!r}")
+
+    @property
+    def name(self) -> str:
+        return f"sk{self.cx}x{self.s}x{self.ry}_{self.tr}"
+
+    @classmethod
+    def parse(cls, name: str) -> SkinnyConfig:
+        try:
+            if not name.startswith("sk"):
+                raise ValueError(name)
+            dims, tr = name[2:].split("_")
+            cx, s, ry = (int(v) for v in dims.split("x"))
+            return cls(cx, s, ry, int(tr))
+        except (ValueError, AttributeError):
+            raise ArgumentError(f"conv2d: skinny config name {name!r} is not "
+                                f"skCXxSxRY_TR") from None
+
+    @property
+    def threads(self) -> int:
+        return self.cx * self.s * self.ry
+
+    @property
+    def rows(self) -> int:
+        return self.ry * self.tr
+
+    @property
+    def cols(self) -> int:
+        return 4 * self.cx
+
+    def workgroup_bytes(self) -> int:
+        """The partial sums' workgroup memory (none with one slice)."""
+        return self.s * self.rows * self.cx * 16 if self.s > 1 else 0
+
+    def fits(self, device, elem_bytes: int = 4) -> bool:
+        t = self.threads
+        return (t <= device.limit("max-compute-invocations-per-workgroup")
+                and t <= device.limit("max-compute-workgroup-size-x")
+                and self.workgroup_bytes() <= device.limit("max-compute-workgroup-storage-size"))
+
+
+def parse_config(name: str) -> TileConfig | SkinnyConfig:
+    return SkinnyConfig.parse(name) if name.startswith("sk") else TileConfig.parse(name)
+
+
+def _pow2_at_least(v: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(v, 1))))
+
+
+def gemm_class(m: int, n: int) -> str:
+    tiles = m * n
+    if tiles >= 1 << 21:
+        return "large"
+    if tiles >= 1 << 18:
+        return "medium"
+    if tiles >= 1 << 15:
+        return "small"
+    return "tiny"
+
+
+def tiled_choices(device, elem_bytes: int = 4) -> dict[str, TileConfig]:
+    """The whole-K tile configurations (the fused epilogue needs every k) that fit."""
+    return {c.name: c for c in CANDIDATES if c.split == 1 and c.fits(device, elem_bytes)}
+
+
+def tiled_default(m: int, n: int, fits: dict) -> str:
+    cls = gemm_class(m, n)
+    default = dict(_TILED_DEFAULTS)[cls]
+    if default in fits:
+        return default
+    names = [nm for nm in _TILED_TUNE[cls] if nm in fits] or sorted(fits)
+    return names[0]
+
+
+def _pow2_at_most(v: int) -> int:
+    return 1 << max(0, int(math.floor(math.log2(max(v, 1)))))
+
+
+def skinny_default(m: int, n: int, k: int) -> SkinnyConfig:
+    """The untuned skinny shape: columns per workgroup to cover n (up to 64); then as many
+    rows per workgroup as keep ~SKINNY_TARGET_WORKGROUPS workgroups (each row block re-reads
+    its columns of x through the cache); K in slices of at least 8."""
+    cx = min(16, _pow2_at_least(-(-n // 4)))
+    col_blocks = -(-n // (4 * cx))
+    # rows per invocation share each x load; a matrix-vector product (cx 1) has no x to
+    # share and wants its rows (w's traffic) spread over many workgroups
+    tr = 4 if m >= 16 and cx > 1 else 1
+    per = SKINNY_THREADS // cx
+    ry = 1
+    while ry * 2 <= per // 2 and col_blocks * -(-m // (2 * ry * tr)) >= SKINNY_TARGET_WORKGROUPS:
+        ry *= 2
+    if cx == 1 and ry == 1:  # a matrix-vector product: several rows per workgroup anyway
+        ry = 4
+    s = min(per // ry, _pow2_at_most(k // 8))
+    return SkinnyConfig(cx, s, ry, tr)
+
+
+def skinny_alternatives(m: int, n: int, k: int) -> list[SkinnyConfig]:
+    """The default and its neighbours (twice or half the rows per workgroup, other rows per
+    invocation, half the columns): what the autotuner times besides the tiled configs."""
+    base = skinny_default(m, n, k)
+    out = [base]
+
+    def add(cx, s, ry, tr):
+        if min(cx, s, ry, tr) >= 1 and cx * s * ry <= SKINNY_THREADS:
+            c = SkinnyConfig(cx, s, ry, tr)
+            if c not in out:
+                out.append(c)
+
+    cx, s, ry, tr = base.cx, base.s, base.ry, base.tr
+    if s >= 2:
+        add(cx, s // 2, ry * 2, tr)
+    if ry >= 2:
+        add(cx, s * 2, ry // 2, tr)
+    add(cx, s, ry, 1 if tr > 1 else 4)
+    if cx >= 8:
+        add(cx // 2, s * 2, ry, tr)
+    return out[:4]
+
+
+def tiled_workgroups(cfg: TileConfig, m: int, n: int) -> int:
+    return -(-m // cfg.bm) * -(-n // cfg.bn)
+
+
+def skinny_workgroups(cfg: SkinnyConfig, m: int, n: int) -> int:
+    return -(-m // cfg.rows) * -(-n // cfg.cols)
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """What a convolution's tuned choice depends on: the GEMM's dims, pixels per image (a
+    batch of small images is not one large image), kernel geometry and dtype."""
+
+    dtype: str
+    m: int
+    n: int
+    k: int
+    pixels: int
+    geometry: tuple  # (kh, kw, sh, sw, dh, dw)
+
+    @property
+    def key(self) -> str:
+        n = self.n if self.n <= TUNE_MAX_N else "big"
+        kh, kw, sh, sw, dh, dw = self.geometry
+        return (f"conv2d {self.dtype} M{self.m} N{n} K{self.k} P{self.pixels} "
+                f"{kh}x{kw}s{sh}x{sw}d{dh}x{dw} r{TUNE_REVISION}")
+
+
+def default_config(problem: ConvProblem, device, skinny_ok: bool = True):
+    """The untuned choice: the tiled default, unless it leaves the GPU mostly idle on a long
+    K, where the skinny kernel runs."""
+    fits = tiled_choices(device)
+    if not fits:
+        raise ArgumentError(f"conv2d: no tile configuration fits this adapter's limits "
+                            f"({device.name})")
+    m, n, k = problem.m, problem.n, problem.k
+    tiled = fits[tiled_default(m, n, fits)]
+    if skinny_ok and n <= SKINNY_MAX_N and k >= SKINNY_MIN_K \
+            and tiled_workgroups(tiled, m, n) < SKINNY_BELOW_WORKGROUPS:
+        sk = skinny_default(m, n, k)
+        if sk.fits(device):
+            return sk
+    return tiled
+
+
+def candidates(problem: ConvProblem, device, skinny_ok: bool = True) -> list[str]:
+    """Names of the configurations the autotuner times for ``problem``: tiled ones for the
+    output's size class, and the skinny kernel's when there are few columns."""
+    fits = tiled_choices(device)
+    m, n, k = problem.m, problem.n, problem.k
+    names = [nm for nm in _TILED_TUNE[gemm_class(m, n)] if nm in fits]
+    if skinny_ok and n <= SKINNY_MAX_N:
+        names += [c.name for c in skinny_alternatives(m, n, k) if c.fits(device)]
+    default = default_config(problem, device, skinny_ok).name
+    if default not in names:
+        names.insert(0, default)
+    return names
+
+
+def choose(problem: ConvProblem, device, measure, skinny_ok: bool = True):
+    """The configuration for ``problem`` on ``device``: remembered, tuned (GPUs) or the
+    default. ``measure(config) -> seconds`` times one on the layer."""
+    names = candidates(problem, device, skinny_ok)
+    default = default_config(problem, device, skinny_ok).name
+    chosen = autotune.choose(device, problem.key, names, default,
+                             lambda name: measure(parse_config(name)))
+    return parse_config(chosen)
+
+
+def time_calls(device, calls, repeat: int = 10) -> float:
+    """Seconds per run of ``calls`` recorded ``repeat`` times into one pass: the median of 3
+    submissions after a warm-up (the round trip, spread over the repeats, ranks candidates
+    the same)."""
+    import numpy as np
+
+    from .. import _queue
+
+    times = []
+    for rep in range(4):
+        enc = device.link.encoder()
+        enc.record_calls(calls * repeat)
+        t0 = time.perf_counter()
+        _queue.wait(device.submitter.submit([enc.finish()]))
+        if rep:
+            times.append((time.perf_counter() - t0) / repeat)
+    return float(np.median(times))

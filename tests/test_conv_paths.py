@@ -140,3 +140,53 @@ def test_autotune_times_a_layer_and_keeps_its_choice(cache, monkeypatch, rng):
     assert chosen in conv_configs.candidates(problem, wgc.current_device())
     assert any(n.startswith("sk") for n in conv_configs.candidates(problem,
                                                                    wgc.current_device()))
+
+
+# (N, C, H, W, multiplier, KH, KW, stride, pads, dilation)
+DEPTHWISE_CASES = [
+    (1, 8, 14, 14, 1, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),   # MobileNetV2's stride 1
+    (3, 12, 9, 9, 1, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),    # ... and stride 2, odd sides
+    (2, 5, 7, 7, 1, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),     # rows of 4 past the edge
+    (1, 3, 9, 13, 2, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),    # channel multiplier 2
+    (2, 4, 11, 6, 1, 5, 3, (2, 1), (2, 0, 1, 2), (1, 2)),    # asymmetric everything
+    (1, 6, 1, 9, 1, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),     # one row: blocks of one row
+    (1, 6, 17, 17, 1, 7, 7, (1, 1), (3, 3, 3, 3), (2, 2)),   # too wide: one output each
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES,
+                         ids=[f"dw{i}" for i in range(len(DEPTHWISE_CASES))])
+def test_depthwise_against_onnxruntime(rng, case):
+    n, c, h, w_, mult, kh, kw, stride, pads, dil = case
+    x, w, b = rnd(rng, n, c, h, w_), rnd(rng, c * mult, 1, kh, kw), rnd(rng, c * mult)
+    want = ort_node("Conv", [x, w, b], dict(strides=list(stride), pads=list(pads),
+                                            dilations=list(dil), group=c))
+    got = wgc.ml.conv2d(x, w, b, stride=stride, padding=pads, dilation=dil, groups=c,
+                        activation=("clip", -0.5, 0.5))
+    close(got, np.clip(want, -0.5, 0.5))
+
+
+def test_depthwise_block_rows_by_window():
+    from wgcompute.kernels.conv import _dw_rows
+
+    assert _dw_rows(3, 3, 1, 1, 1, 1, 112) == 2  # 4 input rows × 6 columns per 2×4 block
+    assert _dw_rows(3, 3, 2, 2, 1, 1, 56) == 2
+    assert _dw_rows(3, 3, 1, 1, 1, 1, 1) == 1
+    assert _dw_rows(7, 7, 1, 1, 2, 2, 17) == 0   # a 13×16 window span: one output each
+
+
+def test_depthwise_residual_and_f16(rng):
+    x, w, b = rnd(rng, 2, 6, 9, 10), rnd(rng, 6, 1, 3, 3), rnd(rng, 6)
+    res = rnd(rng, 2, 6, 9, 10)
+    want = np.maximum(ort_node("Conv", [x, w, b], dict(pads=[1] * 4, group=6)) + res, 0)
+    out = wgc.run_kernel("conv2d_residual", [wgc.from_numpy(a) for a in (x, w, b, res)], None,
+                         {"pads": (1, 1, 1, 1), "group": 6, "post_activation": "relu"})
+    close(out.to_numpy(), want)
+    if "shader-f16" not in wgc.device_info()["features"]:
+        return
+    xh, wh, bh = (a.astype(np.float16) for a in (x, w, b))
+    want = ort_node("Conv", [a.astype(np.float32) for a in (xh, wh, bh)],
+                    dict(pads=[1] * 4, group=6))
+    got = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (xh, wh, bh)], None,
+                         {"pads": (1, 1, 1, 1), "group": 6})
+    close(got.to_numpy(), want, rel=4 * 2.0**-11)

@@ -77,6 +77,21 @@ def _check_fits(cfg, kind, device) -> None:
         raise ArgumentError(f"{kind}: config {cfg.name} does not fit {device.name}'s limits")
 
 
+_DW_COLS = 4  # outputs along a row per depthwise invocation
+_DW_MAX_LOADS = 128  # input values one invocation loads (unrolled code); beyond: one output each
+
+
+def _dw_rows(kh, kw, sh, sw, dh, dw, oh) -> int:
+    """Output rows per invocation of the blocked depthwise kernel (a block of rows × 4
+    columns shares the input values its windows overlap on): 2, 1, or 0 when even one row's
+    window span is too wide to unroll (then one invocation per output)."""
+    cols = (_DW_COLS - 1) * sw + (kw - 1) * dw + 1
+    for rows in ((2, 1) if oh >= 2 else (1,)):
+        if ((rows - 1) * sh + (kh - 1) * dh + 1) * cols <= _DW_MAX_LOADS:
+            return rows
+    return 0
+
+
 def _gemm_bindings(names, types, writes) -> str:
     lines = []
     for i, (n, t, w) in enumerate(zip(names, types, writes, strict=True)):
@@ -213,6 +228,8 @@ class Conv2d(NNKernel):
         c = [("kh", w[2]), ("kw", w[3]), ("sh", sh), ("sw", sw), ("dh", dh),
              ("dw", dw), ("act0", params["activation"][0]),
              ("act1", params["post_activation"][0])]
+        if algo == "depthwise":
+            c.append(("dw_rows", _dw_rows(w[2], w[3], sh, sw, dh, dw, shapes[-1][2])))
         if algo == "gemm":
             k = w[1] * w[2] * w[3]
             pointwise = (w[2], w[3], sh, sw) == (1, 1, 1, 1) and not any(params["pads"])
@@ -232,7 +249,7 @@ class Conv2d(NNKernel):
                ("W", "u32"), ("OH", "u32"), ("OW", "u32"), ("P", "u32"), ("KO", "u32"),
                ("Cg", "u32"), ("g", "u32"), ("pt", "u32"), ("pl", "u32"), ("alpha0", "f32"),
                ("beta0", "f32"), ("alpha1", "f32"), ("beta1", "f32"), ("n", "u32"),
-               ("mult", "u32"))
+               ("mult", "u32"), ("OWB", "u32"), ("OHB", "u32"))
 
     def _epilogue(self, c, t: str) -> tuple[str, str]:
         """(helper functions, the WGSL storing f32 v of out index o, channel k)."""
@@ -308,6 +325,8 @@ class Conv2d(NNKernel):
         types = [{"f32": "f32", "f16": "f16"}[d] for d in key.dtypes]
         t = types[-1]
         if c["algo"] == "depthwise":
+            if c["dw_rows"]:
+                return self._render_depthwise_block(c, types, t)
             return self._render_depthwise(key, c, types, t)
         if c["algo"] == "skinny":
             return self._render_skinny(c, types, t)
@@ -473,6 +492,63 @@ class Conv2d(NNKernel):
                 "BODY1": (ind + "    ").join(body("k")), "FINISH": ind.join(finish)}
         return shaders.render(shaders.load("conv_skinny.wgsl"), subs), self._FIELDS
 
+    def _render_depthwise_block(self, c, types, t):
+        """Each invocation: ``dw_rows`` output rows × 4 columns of one channel plane. The
+        input values under the block are loaded once each (a 3×3 stride-1 window over a 2×4
+        block: 24 loads for 8 outputs, not 72), every index is clamped into the plane and
+        zeroed outside it (no branches), and the weights are read once per invocation."""
+        rows = c["dw_rows"]
+        kh, kw, sh, sw, dh, dw = (c[n] for n in ("kh", "kw", "sh", "sw", "dh", "dw"))
+        span_h = (rows - 1) * sh + (kh - 1) * dh + 1
+        span_w = (_DW_COLS - 1) * sw + (kw - 1) * dw + 1
+        act_helpers, store = self._epilogue(c, t)
+        lines = ["let owb = i % p.OWB;", "let rest = i / p.OWB;",
+                 f"let oh0 = (rest % p.OHB) * {rows}u;", "let plane = rest / p.OHB;",
+                 f"let ow0 = owb * {_DW_COLS}u;", "let k = plane % p.KO;",
+                 "let xb = (plane / p.KO * p.C + k / p.mult) * p.H * p.W;",
+                 f"let ih0 = i32(oh0 * {sh}u) - i32(p.pt);",
+                 f"let iw0 = i32(ow0 * {sw}u) - i32(p.pl);",
+                 f"let wb = k * {kh * kw}u;"]
+        lines += [f"let w{a}_{b} = f32(w[wb + {a * kw + b}u]);"
+                  for a in range(kh) for b in range(kw)]
+        lines += [f"var a{r}_{q} = 0.0;" for r in range(rows) for q in range(_DW_COLS)]
+        for j in range(span_w):  # column offsets and validity, shared by every row
+            lines += [f"let iwc{j} = iw0 + {j};",
+                      f"let cw{j} = u32(clamp(iwc{j}, 0, i32(p.W) - 1));",
+                      f"let okw{j} = iwc{j} >= 0 && iwc{j} < i32(p.W);"]
+        for y in range(span_h):
+            lines += ["{", f"    let ih = ih0 + {y};",
+                      "    let okh = ih >= 0 && ih < i32(p.H);",
+                      "    let xr = xb + u32(clamp(ih, 0, i32(p.H) - 1)) * p.W;"]
+            used = {}
+            for r in range(rows):
+                for a in range(kh):
+                    if r * sh + a * dh != y:
+                        continue
+                    for q in range(_DW_COLS):
+                        for b in range(kw):
+                            used.setdefault(q * sw + b * dw, []).append((r, q, a, b))
+            for j in sorted(used):
+                lines.append(f"    let v{j} = select(0.0, f32(x[xr + cw{j}]), okh && okw{j});")
+                lines += [f"    a{r}_{q} = fma(v{j}, w{a}_{b}, a{r}_{q});"
+                          for r, q, a, b in used[j]]
+            lines.append("}")
+        body = store.replace(chr(10), chr(10) + "        ")
+        for r in range(rows):
+            for q in range(_DW_COLS):
+                lines += [f"if (oh0 + {r}u < p.OH && ow0 + {q}u < p.OW) {{",
+                          f"    let o = (plane * p.OH + oh0 + {r}u) * p.OW + ow0 + {q}u;",
+                          f"    let v0 = a{r}_{q};",
+                          f"    {body.replace(chr(10) + '        ', chr(10) + '    ')}",
+                          "}"]
+        names = list(self.inputs) + ["out"]
+        bindings = _gemm_bindings(names, types, [False] * len(self.inputs) + [True])
+        fields = "\n".join(f"    {n}: {ty}," for n, ty in self._FIELDS)
+        src = (f"{shaders.enable_directives(types)}\nstruct Params {{\n{fields}\n}}\n"
+               f"{bindings}\n{act_helpers}"
+               + self.linear_main("\n    ".join(lines), _DW_WG))
+        return src, self._FIELDS
+
     def _render_depthwise(self, key, c, types, t):
         names = list(self.inputs) + ["out"]
         bindings = _gemm_bindings(names, types, [False] * len(self.inputs) + [True])
@@ -532,11 +608,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         u = {"M": m, "N": ncols, "K": k, "C": x[1], "H": x[2], "W": x[3], "OH": out[2],
              "OW": out[3], "P": out[2] * out[3], "KO": w[0], "Cg": w[1], "g": 0, "pt": pt,
              "pl": pl, "alpha0": f32_bits(a0), "beta0": f32_bits(b0), "alpha1": f32_bits(a1),
-             "beta1": f32_bits(b1), "n": math.prod(out), "mult": max(w[0] // max(x[1], 1), 1)}
+             "beta1": f32_bits(b1), "n": math.prod(out), "mult": max(w[0] // max(x[1], 1), 1),
+             "OWB": 0, "OHB": 0}
         if math.prod(out) == 0:
             return []
         if self._algo(shapes, params) == "depthwise":
-            return [Launch(fold_grid(-(-math.prod(out) // _DW_WG), device, self.name), u)]
+            (sh, sw), (dh, dw) = params["strides"], params["dilations"]
+            rows = _dw_rows(w[2], w[3], sh, sw, dh, dw, out[2])
+            if not rows:
+                return [Launch(fold_grid(-(-math.prod(out) // _DW_WG), device, self.name), u)]
+            owb, ohb = -(-out[3] // _DW_COLS), -(-out[2] // rows)
+            n = out[0] * out[1] * ohb * owb  # one invocation per block
+            return [Launch(fold_grid(-(-n // _DW_WG), device, self.name),
+                           dict(u, n=n, OWB=owb, OHB=ohb))]
         cfg = self._config(shapes, params, output.dtype, device)
         limit = device.limit("max-compute-workgroups-per-dimension")
         if isinstance(cfg, SkinnyConfig):

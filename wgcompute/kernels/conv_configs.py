@@ -252,20 +252,21 @@ def choose(problem: ConvProblem, device, measure, skinny_ok: bool = True):
     return parse_config(chosen)
 
 
-def time_calls(device, calls, repeat: int = 10) -> float:
-    """Seconds per run of ``calls`` recorded ``repeat`` times into one pass: the median of 3
-    submissions after a warm-up (the round trip, spread over the repeats, ranks candidates
-    the same)."""
+def time_calls(device, calls, target_s: float = 2e-3) -> float:
+    """Seconds per run of ``calls``: recorded ``repeat`` times into one pass, ``repeat`` set
+    by a first (warm-up) submission so that a pass lasts ~``target_s`` (the round trip,
+    spread over the repeats, then ranks small kernels the same); the median of 3 passes."""
     import numpy as np
 
     from .. import _queue
 
-    times = []
-    for rep in range(4):
+    def run(repeat: int) -> float:
         enc = device.link.encoder()
         enc.record_calls(calls * repeat)
         t0 = time.perf_counter()
         _queue.wait(device.submitter.submit([enc.finish()]))
-        if rep:
-            times.append((time.perf_counter() - t0) / repeat)
-    return float(np.median(times))
+        return (time.perf_counter() - t0) / repeat
+
+    first = run(4)
+    repeat = int(min(200, max(4, target_s / max(first, 1e-7))))
+    return float(np.median([run(repeat) for _ in range(3)]))

@@ -148,6 +148,35 @@ def test_any_batch_size_and_buffers_in_and_out():
         fixed(np.zeros((3, 3, 8, 8), np.float32))
 
 
+@pytest.mark.parametrize("keep", [True, False])
+def test_repeated_numpy_calls_each_see_their_own_input(monkeypatch, keep):
+    """Small runs keep their staging and record the next call's command buffer ahead: every
+    call still computes its own input (batches alternating, so plans and their recorded
+    buffers alternate too); with the staging not kept (large runs) as well."""
+    from wgcompute.ml import model as model_module
+
+    if not keep:
+        monkeypatch.setattr(model_module, "KEEP_STAGING", 0)
+    data = tiny_net()
+    model = wgc.ml.load_onnx(data)
+    rng = np.random.default_rng(5)
+    for n in (1, 1, 2, 1, 2, 2, 1):
+        x = rng.standard_normal((n, 3, 8, 8)).astype(np.float32)
+        (want,) = reference(data, {"x": x})
+        assert rel_err(model(x), want) < 1e-5
+    exes = list(model._exes.values())
+    assert len(exes) == 2
+    assert all((e.recorded is not None and e.ups is not None) == keep for e in exes)
+    up = wgc.current_device().staging.up
+    created = up.created
+    model.free()
+    assert all(e.recorded is None and e.ups is None and e.down is None for e in exes)
+    # the kept staging went back to the device's pool: a new run of the size takes it again
+    again = wgc.ml.load_onnx(data)
+    again(np.zeros((1, 3, 8, 8), np.float32))
+    assert up.created == created
+
+
 def test_unsupported_nodes_are_all_listed_before_anything_runs():
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
              helper.make_node("Erf", ["c"], ["e"], name="erf_1"),

@@ -42,15 +42,36 @@ def _device_key(device) -> int:
     return id(device)
 
 
+# A numpy run whose input and output together are at most this many bytes keeps its staging
+# between calls and records its next command buffer while the GPU works on this one.
+KEEP_STAGING = 32 << 20
+
+
 @dataclass
 class _Executable:
     """A plan bound for the numpy path: persistent input and output buffers, the bound
-    dispatch, a lock (one run at a time uses the buffers)."""
+    dispatch, a lock (one run at a time uses the buffers); for small runs, their staging kept
+    from call to call and the next call's command buffer, recorded ahead."""
 
     inputs: list
     output: Buffer
     dispatch: object
     lock: threading.Lock
+    ups: list | None = None  # UploadStage per input (kept), or None
+    down: object = None  # DownloadStage (kept), or None
+    recorded: object = None  # the next call's finished command buffer, or None
+
+    def drop_staging(self, healthy: bool) -> None:
+        """Give the kept staging back (destroyed when a failure left it in doubt) and forget
+        the recorded command buffer."""
+        cb, self.recorded = self.recorded, None
+        if cb is not None:
+            cb.release()
+        for stage in self.ups or ():
+            stage.release(healthy)
+        if self.down is not None:
+            self.down.release(healthy)
+        self.ups, self.down = None, None
 
 
 class Model:
@@ -286,32 +307,42 @@ class Model:
     def _run_one_submit(self, exe: _Executable, arrays) -> np.ndarray:
         """Upload, run and read back in ONE command buffer, one submit and one wait: the
         inputs go through mapped upload staging, the output into mapped read staging. (The
-        general path writes, runs and reads with a submission each: three round trips.)"""
+        general path writes, runs and reads with a submission each: three round trips.)
+
+        A small run keeps its staging and, while the GPU works, records and finishes the
+        command buffer of the next call (the same copies and dispatches; encoding and
+        finishing ~50 of them is the largest host cost of a batch of one): the next call then
+        only copies its input in, submits and waits."""
         dev = exe.output.device
-        ups, down, healthy = [], None, False
+        keep = sum(a.nbytes for a in arrays) + exe.output.nbytes <= KEEP_STAGING
+        healthy = False
         bufs = [*exe.inputs, exe.output]
         held = []
         try:
             for b in bufs:
                 b._pin(f"model {self.name}: buffer")
                 held.append(b)
-            enc = dev.link.encoder()
-            for buf, a in zip(exe.inputs, arrays, strict=True):
-                stage = transfers.UploadStage(dev, a.nbytes)
-                ups.append(stage)
-                stage.record(enc, buf.gpu_buffer, stage.fill(a))
-            calls = exe.dispatch.raw_calls()
-            if calls:
-                enc.record_calls(calls)
-            down = transfers.DownloadStage(dev, exe.output.nbytes)
-            down.record(enc, exe.output.gpu_buffer)
-            dev.submitter.submit([enc.finish()], fence=False)
-            for stage in ups:
+            if exe.ups is None:
+                exe.ups = [transfers.UploadStage(dev, a.nbytes) for a in arrays]
+                exe.down = transfers.DownloadStage(dev, exe.output.nbytes)
+            # fill() waits for the staging's re-map after the previous call; a lost device
+            # fails that wait (or, on the first fill, a probe) before the mapped range is used
+            pads = [stage.fill(a) for stage, a in zip(exe.ups, arrays, strict=True)]
+            cb, exe.recorded = exe.recorded, None
+            if cb is None:
+                cb = self._record(exe, pads)
+            dev.submitter.submit([cb], fence=False)
+            for stage in exe.ups:
                 stage.remap()
-            down.map()
-            down.wait()
+            exe.down.map()
+            if keep:
+                try:
+                    exe.recorded = self._record(exe, pads)
+                except Exception:  # noqa: BLE001 - recorded again (and raising) next call
+                    exe.recorded = None
+            exe.down.wait()
             out = np.empty(exe.output.nbytes, np.uint8)
-            down.copy_into(out)
+            exe.down.copy_into(out)
             healthy = True
         except WgComputeError:
             raise
@@ -320,13 +351,24 @@ class Model:
                 raise dev.wrap(e, f"model {self.name}") from e
             raise CommandFailedError(f"model {self.name} failed: {e}", e) from e
         finally:
-            for stage in ups:
-                stage.release(healthy)
-            if down is not None:
-                down.release(healthy)
+            if not (keep and healthy):
+                exe.drop_staging(healthy)
             for b in held:
                 b._release()
         return out.view(np.float32)
+
+    @staticmethod
+    def _record(exe: _Executable, pads) -> object:
+        """The finished command buffer of one numpy run: staging -> inputs, the model's
+        dispatches in one compute pass, output -> staging."""
+        enc = exe.output.device.link.encoder()
+        for stage, buf, padded in zip(exe.ups, exe.inputs, pads, strict=True):
+            stage.record(enc, buf.gpu_buffer, padded)
+        calls = exe.dispatch.raw_calls()
+        if calls:
+            enc.record_calls(calls)
+        exe.down.record(enc, exe.output.gpu_buffer)
+        return enc.finish()
 
     def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
         """Float outputs in the type the graph declares (f64 / f16 models compute in f32)."""
@@ -423,6 +465,8 @@ class Model:
         with self._lock:
             self._freed = True
             for exe in self._exes.values():
+                with exe.lock:
+                    exe.drop_staging(True)
                 for b in [*exe.inputs, exe.output]:
                     b.free()
             self._exes.clear()

@@ -31,7 +31,7 @@ SKINNY_CASES = [
     (2, 12, 5, 5, 10, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 2),    # pointwise in groups
 ]
 SKINNY_CONFIGS = ["sk16x16x1_4", "sk1x64x4_1", "sk8x32x1_4", "sk4x16x2_2", "sk2x1x4_4",
-                  "sk16x8x2_1"]
+                  "sk16x8x2_1", "sk16x1x16_9", "sk16x1x4_6"]
 
 
 def conv_ref(x, w, b, stride, pads, dil, g):
@@ -108,9 +108,12 @@ def test_untuned_choice_by_shape():
 
     assert isinstance(pick(160, 49, 960), SkinnyConfig)
     assert pick(1000, 1, 1280, 1) == SkinnyConfig(1, 64, 4, 1)
-    assert isinstance(pick(96, 401408, 16, 12544), TileConfig)
-    assert isinstance(pick(960, 49, 16), TileConfig)  # K too short to be worth slicing
-    assert isinstance(pick(160, 49, 960).fits(dev), bool)
+    # a short K over many pixels: one slice, every output channel in one workgroup
+    assert pick(96, 401408, 16, 12544) == SkinnyConfig(16, 1, 16, 6)
+    assert isinstance(pick(960, 3136, 48, 3136), TileConfig)  # K too short to slice
+    window = ConvProblem("f32", 32, 401408, 27, 12544, (3, 3, 2, 2, 1, 1))
+    assert isinstance(conv_configs.default_config(window, dev), TileConfig)
+    assert "sk16x1x8_4" in conv_configs.candidates(window, dev)
     for m, n, k in [(160, 49, 960), (1000, 1, 1280), (1000, 32, 1280), (24, 3136, 96)]:
         cfg = conv_configs.skinny_default(m, n, k)
         assert cfg.threads <= conv_configs.SKINNY_THREADS and cfg.s <= max(1, k // 8)

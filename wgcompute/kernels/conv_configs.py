@@ -41,6 +41,13 @@ SKINNY_MAX_N = 8192
 SKINNY_BELOW_WORKGROUPS = 128
 SKINNY_MIN_K = 64
 SKINNY_THREADS = 256
+# K at most this: the skinny kernel with one slice and up to DIRECT_MAX_ROWS rows per
+# workgroup ("direct": each workgroup reads its columns of x once and writes every output
+# channel of them, no workgroup memory, no barrier) is a candidate at any N; for pointwise
+# convolutions up to DIRECT_DEFAULT_K it is the untuned default (a memory-bound layer).
+DIRECT_MAX_K = 64
+DIRECT_DEFAULT_K = 32
+DIRECT_MAX_ROWS = 192
 SKINNY_TARGET_WORKGROUPS = 200
 
 
@@ -160,6 +167,19 @@ def skinny_default(m: int, n: int, k: int) -> SkinnyConfig:
     return SkinnyConfig(cx, s, ry, tr)
 
 
+def direct_default(m: int, n: int) -> SkinnyConfig:
+    """The one-slice skinny shape for a short K: 4·cx columns (up to 64) × up to
+    DIRECT_MAX_ROWS rows per workgroup (fewer while that leaves fewer than
+    SKINNY_TARGET_WORKGROUPS workgroups), ~6 rows per invocation."""
+    cx = min(16, _pow2_at_least(-(-n // 4)))
+    col_blocks = -(-n // (4 * cx))
+    rows = min(m, DIRECT_MAX_ROWS)
+    while rows > 4 and col_blocks * -(-m // rows) < SKINNY_TARGET_WORKGROUPS:
+        rows = -(-rows // 2)
+    ry = max(1, min(SKINNY_THREADS // cx, 16, _pow2_at_least(-(-rows // 6))))
+    return SkinnyConfig(cx, 1, ry, -(-rows // ry))
+
+
 def skinny_alternatives(m: int, n: int, k: int) -> list[SkinnyConfig]:
     """The default and its neighbours (twice or half the rows per workgroup, other rows per
     invocation, half the columns): what the autotuner times besides the tiled configs."""
@@ -220,6 +240,11 @@ def default_config(problem: ConvProblem, device, skinny_ok: bool = True):
                             f"({device.name})")
     m, n, k = problem.m, problem.n, problem.k
     tiled = fits[tiled_default(m, n, fits)]
+    pointwise = problem.geometry == (1, 1, 1, 1, 1, 1)
+    if skinny_ok and pointwise and k <= DIRECT_DEFAULT_K:
+        direct = direct_default(m, n)
+        if direct.fits(device):
+            return direct
     if skinny_ok and n <= SKINNY_MAX_N and k >= SKINNY_MIN_K \
             and tiled_workgroups(tiled, m, n) < SKINNY_BELOW_WORKGROUPS:
         sk = skinny_default(m, n, k)
@@ -236,6 +261,10 @@ def candidates(problem: ConvProblem, device, skinny_ok: bool = True) -> list[str
     names = [nm for nm in _TILED_TUNE[gemm_class(m, n)] if nm in fits]
     if skinny_ok and n <= SKINNY_MAX_N:
         names += [c.name for c in skinny_alternatives(m, n, k) if c.fits(device)]
+    if skinny_ok and k <= DIRECT_MAX_K:
+        direct = direct_default(m, n)
+        if direct.fits(device) and direct.name not in names:
+            names.append(direct.name)
     default = default_config(problem, device, skinny_ok).name
     if default not in names:
         names.insert(0, default)

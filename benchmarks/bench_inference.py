@@ -6,9 +6,11 @@ weights, 224², f32 unless said) on wgcompute, torch CUDA eager (TF32 off; fp16 
   wgcompute: one submit, one wait), wall clock as a user's loop sees it;
 * batches 32 and 256: images/s, f32 (and f16 at 256), wall clock with the transfers and
   GPU-timestamp time of the model alone;
-* stream_map over images from disk (decode + crop on threads, preprocess -> model ->
-  softmax on the GPU) against the same loop in torch with a DataLoader (4 workers);
-* Model.profile(): the per-layer GPU times of batch 1 and 32.
+* stream_map over images from disk (decode + crop on 4 threads, decoded ahead; preprocess ->
+  model -> softmax on the GPU) against the same loop in torch with a DataLoader (4 workers),
+  beside what decoding alone and the GPU alone (pre-decoded batches) reach;
+* Model.profile(): the per-layer GPU times of batch 1 and 32, with each layer's kernel, tile
+  configuration (tuned on this GPU) and workgroup count (an H100 has 132 SMs).
 
 Peers that are not importable (or see no CUDA GPU) are skipped with a printed reason. Every
 wgcompute output is checked against onnxruntime ("max rel err").
@@ -58,6 +60,44 @@ def wgc_model_gpu_time(model, shape, repeat):
     return t, how, len(d.parts)
 
 
+def layer_table(model, shape) -> list[dict]:
+    """Per step of the model's plan for ``shape``: layer, kernel, the convolution's algorithm
+    and tile configuration (the tuned or default choice on this device) and the workgroups
+    its dispatches launch."""
+    import wgcompute as wgc
+    from wgcompute.kernels.base import Meta
+
+    dev = wgc.current_device()
+    plan = model.plan(shape)
+    rows = []
+    for st in plan.steps:
+        k = st.kernel
+        params = dict(st.params)
+        params["shapes"] = tuple(tuple(t.shape) for t in [*st.ins, st.out])
+        res = k.resolve_params(params, None)
+        ins = [Meta(tuple(t.shape), plan.storages[t.sid].dtype, dev) for t in st.ins]
+        out = Meta(tuple(st.out.shape), plan.storages[st.out.sid].dtype, dev)
+        launches = k.launches(ins, out, res, dev)
+        row = {"layer": st.label, "kernel": k.name,
+               "workgroups": sum(x * y * z for x, y, z in (la.workgroups for la in launches))}
+        if k.name.startswith("conv2d"):
+            c = dict(k.constants(k.logical(ins, out, res), res, dev, out.dtype))
+            row["algo"], row["config"] = c["algo"], c.get("config", "")
+            row["mnk"] = k._gemm_dims(params["shapes"], res)
+        rows.append(row)
+    return rows
+
+
+def workgroup_note(rows: list[dict]) -> str:
+    algos = {}
+    for r in rows:
+        if "algo" in r:
+            algos[r["algo"]] = algos.get(r["algo"], 0) + 1
+    mix = ", ".join(f"{n} {a}" for a, n in sorted(algos.items()))
+    return (f"{sum(r['workgroups'] for r in rows):,} workgroups in {len(rows)} dispatches "
+            f"(convolutions: {mix})")
+
+
 def bench_models(res: Results, size: int, batches: list[int], repeat: int, big: int,
                  rows: list) -> dict:
     import onnxruntime as ort
@@ -84,10 +124,13 @@ def bench_models(res: Results, size: int, batches: list[int], repeat: int, big: 
         res.add(case, "wgcompute", t, timing=WALL, max_rel_err=err, size=n,
                 note="numpy in -> probs out, wall")
         g, how, steps = wgc_model_gpu_time(model, x.shape, repeat)
-        res.add(case, "wgcompute", g, timing=how, size=n, note=f"model only, {steps} dispatches")
-        info[n] = {"wall_s": t, "gpu_s": g, "dispatches": steps, "max_rel_err": err}
+        layers = layer_table(model, x.shape)
+        res.add(case, "wgcompute", g, timing=how, size=n,
+                note=f"model only, {workgroup_note(layers)}")
+        info[n] = {"wall_s": t, "gpu_s": g, "dispatches": steps, "max_rel_err": err,
+                   "layers": layers}
         say(f"{case}: wgcompute {t * 1e3:.3f} ms wall ({n / t:,.0f} img/s), "
-            f"{g * 1e3:.3f} ms {how}, err {err:.1e}")
+            f"{g * 1e3:.3f} ms {how}, err {err:.1e}; {workgroup_note(layers)}")
         if n <= 32:
             tc = median_time(lambda x=x: sess.run(None, {"input": x}), max(3, repeat // 2), 1)
             res.add(case, "onnxruntime CPU", tc, timing=WALL, size=n)
@@ -98,8 +141,11 @@ def bench_models(res: Results, size: int, batches: list[int], repeat: int, big: 
             g16, how16, _ = wgc_model_gpu_time(f16, x.shape, repeat)
             e16 = max_rel_err(got16, want)
             res.add(case, "wgcompute f16", t16, timing=WALL, max_rel_err=e16, size=n)
-            res.add(case, "wgcompute f16", g16, timing=how16, size=n, note="model only")
-            info[f"{n}_f16"] = {"wall_s": t16, "gpu_s": g16, "max_rel_err": e16}
+            layers16 = layer_table(f16, x.shape)
+            res.add(case, "wgcompute f16", g16, timing=how16, size=n,
+                    note=f"model only, {workgroup_note(layers16)}")
+            info[f"{n}_f16"] = {"wall_s": t16, "gpu_s": g16, "max_rel_err": e16,
+                                "layers": layers16}
             say(f"{case}: wgcompute f16 {t16 * 1e3:.3f} ms wall ({n / t16:,.0f} img/s), "
                 f"{g16 * 1e3:.3f} ms {how16}")
     rows.append(("profile", model, size))
@@ -170,7 +216,7 @@ def write_images(folder: str, count: int, side: int) -> list[str]:
 
 def bench_stream(res: Results, size: int, count: int, batch: int, workers: int) -> None:
     import wgcompute as wgc
-    from wgcompute.cli.infer import IMAGENET_MEAN, IMAGENET_STD, Classifier, crop
+    from wgcompute.cli.infer import IMAGENET_MEAN, IMAGENET_STD, Classifier, decode_batches
     from wgcompute.ml.builders import mobilenet_v2
 
     folder = tempfile.mkdtemp(prefix="wgc-bench-images-")
@@ -178,30 +224,39 @@ def bench_stream(res: Results, size: int, count: int, batch: int, workers: int) 
     case = f"{count} images from disk, batch {batch}: decode -> preprocess -> model -> softmax"
     model = wgc.ml.load_onnx(mobilenet_v2(seed=0, size=size).SerializeToString())
     classify = Classifier(model, size, IMAGENET_MEAN, IMAGENET_STD)
-    from concurrent.futures import ThreadPoolExecutor
 
     def batches():
-        with ThreadPoolExecutor(workers) as pool:
-            for s in range(0, len(files), batch):
-                arrs = list(pool.map(lambda f: crop(wgc.image.read_file(f), size),
-                                     files[s:s + batch]))
-                arrs += [np.zeros_like(arrs[0])] * (batch - len(arrs))
-                yield np.stack(arrs)
+        for arr, _ok, _failed in decode_batches(files, size, batch, workers):
+            yield arr
 
-    def run():
+    def run(source):
         n = 0
-        for probs in wgc.stream_map(classify, batches(), depth=3, out_shape=(batch, 1000),
+        for probs in wgc.stream_map(classify, source, depth=3, out_shape=(batch, 1000),
                                     out_dtype="f32"):
             n += probs.shape[0]
         return n
 
-    run()  # warm-up: pipelines, staging, file cache
+    run(batches())  # warm-up: pipelines, staging, file cache
     t0 = time.perf_counter()
-    run()
+    run(batches())
     t = time.perf_counter() - t0
     res.add(case, "wgcompute stream_map", t, timing=WALL, size=count,
             note=f"{count / t:,.0f} img/s, {workers} decode threads")
     say(f"{case}: wgcompute {count / t:,.0f} img/s")
+    # what bounds it: decoding alone, and the GPU part alone on batches decoded beforehand
+    t0 = time.perf_counter()
+    for _ in batches():
+        pass
+    td = time.perf_counter() - t0
+    res.add(case, "wgcompute decode only", td, timing=WALL, size=count,
+            note=f"{count / td:,.0f} img/s, {workers} threads")
+    ready = [arr for arr, _ok, _f in decode_batches(files[:batch * 4], size, batch, workers)]
+    t0 = time.perf_counter()
+    run(ready[i % len(ready)] for i in range(-(-count // batch)))
+    tg = time.perf_counter() - t0
+    res.add(case, "wgcompute GPU only", tg, timing=WALL, size=count,
+            note=f"{count / tg:,.0f} img/s, pre-decoded batches")
+    say(f"{case}: decode alone {count / td:,.0f} img/s, GPU part alone {count / tg:,.0f} img/s")
     found = peers()
     if "torch" not in found:
         say("stream torch: skipped (not importable, or no CUDA GPU)")
@@ -248,6 +303,9 @@ def bench_stream(res: Results, size: int, count: int, batch: int, workers: int) 
 
 
 def profile_table(model, size: int, batch: int) -> list[dict]:
+    """Model.profile() joined with layer_table(): per layer the GPU time, algorithm, tile
+    configuration, GEMM dims (M output channels, N pixels, K) and workgroups; prints every
+    layer (the JSON keeps them too)."""
     import wgcompute as wgc
 
     if "timestamp-query" not in wgc.device_info()["features"]:
@@ -255,12 +313,17 @@ def profile_table(model, size: int, batch: int) -> list[dict]:
         return []
     x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
     rows = model.profile(x, repeat=5)
+    for r, info in zip(rows, layer_table(model, x.shape), strict=True):
+        r.update({k: v for k, v in info.items() if k not in r})
     total = sum(r["ms"] for r in rows)
     say(f"\nper-layer profile, batch {batch} (each step in its own pass): {total:.3f} ms "
-        f"in {len(rows)} steps; the 12 slowest:")
-    say("| layer | kernel | ms | share |\n|---|---|---:|---:|")
-    for r in sorted(rows, key=lambda r: -r["ms"])[:12]:
-        say(f"| {r['layer'][:60]} | {r['kernel']} | {r['ms']:.4f} | "
+        f"in {len(rows)} steps:")
+    say("| layer | kernel | algo | config | M×N×K | workgroups | ms | share |\n"
+        "|---|---|---|---|---|---:|---:|---:|")
+    for r in rows:
+        mnk = "×".join(map(str, r.get("mnk", ()))) or "-"
+        say(f"| {r['layer'][:48]} | {r['kernel']} | {r.get('algo', '-')} | "
+            f"{r.get('config') or '-'} | {mnk} | {r['workgroups']} | {r['ms']:.4f} | "
             f"{100 * r['ms'] / total:.1f}% |")
     return rows
 
@@ -284,7 +347,8 @@ def main(argv=None) -> Results:
     repeat = args.repeat or (5 if args.small else 20)
     count = args.images or (64 if args.small else 2048)
     env = env_info()  # the peers are looked for first (see harness.env_info)
-    say(f"device: {env['device']} ({env['backend']}); peers: {env['peers'] or 'none'}")
+    say(f"device: {env['device']} ({env['backend']}); clocks held: {env['clocks_held']}; "
+        f"peers: {env['peers'] or 'none'}")
     res = Results("ONNX inference: MobileNetV2, random weights")
     rows: list = []
     info = bench_models(res, size, batches, repeat, big, rows)

@@ -15,7 +15,13 @@ onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcomp
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
 
 import wgcompute as wgc  # noqa: E402
-from wgcompute.cli.infer import IMAGENET_MEAN, IMAGENET_STD, crop  # noqa: E402
+from wgcompute.cli.infer import (  # noqa: E402
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    crop,
+    decode_batches,
+    load_crop,
+)
 from wgcompute.ml.builders import mobilenet_v2  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +38,7 @@ def model_path(tmp_path_factory):
 
 
 def reference_probs(model_path, photo):
-    x = crop(wgc.image.read_file(photo), SIZE)[..., :3].astype(np.float32) / 255
+    x = load_crop(photo, SIZE)[..., :3].astype(np.float32) / 255
     x = ((x - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)[None].astype(np.float32)
     sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     logits = sess.run(None, {"input": x})[0][0].astype(np.float64)
@@ -87,3 +93,51 @@ def test_classify_example(model_path):
     assert lines[0].startswith("coffee.jpg (mobilenet_v2")
     probs = [float(line.split()[0]) for line in lines[1:6]]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
+
+
+def test_load_crop_matches_the_array_crop_and_refuses_what_it_cannot_decode(tmp_path):
+    """load_crop (PIL straight from the file) gives crop()'s pixels where no reduced-scale
+    decode applies (the image is less than twice the resize target), and within JPEG's
+    rounding where one does; bad files, 16-bit samples and animations are refused by
+    name."""
+    from PIL import Image
+
+    for photo in PHOTOS:
+        for size in (224, 64):
+            want = crop(wgc.image.read_file(photo), size)
+            got = load_crop(photo, size)
+            w, h = Image.open(photo).size
+            target = round(size * 256 / 224)
+            if photo.endswith(".png") or min(w, h) < 2 * target:  # decoded at full scale
+                np.testing.assert_array_equal(got, want)
+            else:  # e.g. astronaut.jpg (512²) at 224: decoded at 256², then resized
+                diff = np.abs(got.astype(int) - want).mean()
+                assert diff < 4, (photo, size, diff)
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"not an image")
+    with pytest.raises(wgc.ArgumentError, match="broken.jpg"):
+        load_crop(str(bad), 32)
+    wide = tmp_path / "wide.png"
+    Image.fromarray(np.arange(40 * 40, dtype=np.uint16).reshape(40, 40)).save(wide)
+    with pytest.raises(wgc.DtypeError, match="8-bit"):
+        load_crop(str(wide), 32)
+    gif = tmp_path / "anim.gif"
+    frames = [Image.new("RGB", (40, 40), c) for c in ("red", "blue")]
+    frames[0].save(gif, save_all=True, append_images=frames[1:])
+    with pytest.raises(wgc.ShapeError, match="2 frames"):
+        load_crop(str(gif), 32)
+
+
+def test_decode_batches_keeps_order_pads_and_reports_failures(tmp_path):
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"nope")
+    files = [PHOTOS[0], str(bad), PHOTOS[1], PHOTOS[2], str(bad)]
+    got = list(decode_batches(files, 32, 2, workers=3, ahead=1))
+    assert len(got) == 3
+    (a0, ok0, f0), (a1, ok1, f1), (a2, ok2, f2) = got
+    assert [p for _, p in ok0] == [PHOTOS[0]] and [p for p, _ in f0] == [str(bad)]
+    assert ok1 == [(0, PHOTOS[1]), (1, PHOTOS[2])] and f1 == []
+    assert a2 is None and ok2 == [] and [p for p, _ in f2] == [str(bad)]
+    np.testing.assert_array_equal(a0[0], load_crop(PHOTOS[0], 32))
+    assert not a0[1].any()  # a failed slot is blank
+    np.testing.assert_array_equal(a1[1], load_crop(PHOTOS[2], 32))

@@ -1,5 +1,6 @@
 """`wgcompute infer`: classify image files with an ONNX model: decode and crop on worker
-threads, then preprocess -> model -> softmax on the GPU as one submit per batch (stream_map)."""
+threads (PIL, the GIL released while it decodes and resizes), batches decoded ahead while the
+GPU runs preprocess -> model -> softmax as one submit per batch (stream_map)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -19,8 +21,9 @@ DESCRIPTION = """Classify images with an ONNX model on the GPU.
   wgcompute infer mobilenet_v2.onnx photos/ extra/*.jpg --top 5 --labels imagenet.txt
 
 Each image is decoded, resized (shorter side to 256/224 of the model's input size) and
-center-cropped on worker threads; batches then run preprocess (normalize, HWC -> CHW) ->
-model -> softmax on the GPU, one submit per batch, while the next batches decode. Labels
+center-cropped on worker threads (a JPEG much larger than that decodes at a reduced scale);
+batches then run preprocess (normalize, HWC -> CHW) -> model -> softmax on the GPU, one
+submit per batch, while the next batches decode. Labels
 come from a text file of one class name per line; --json prints the results as JSON."""
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -65,6 +68,85 @@ def crop(rgba: np.ndarray, size: int) -> np.ndarray:
     out[..., :3] = rgb
     out[..., 3] = 255
     return out
+
+
+# modes whose samples are not 8-bit: converting them to RGB would clip silently
+_WIDE_MODES = ("I", "I;16", "I;16B", "I;16L", "I;16N", "F")
+
+
+def load_crop(path, size: int) -> np.ndarray:
+    """Decode an image file and take ``crop``'s ImageNet evaluation crop, uint8
+    (size, size, 4) RGBA. A JPEG much larger than needed is decoded at 1/2, 1/4 or 1/8 scale
+    (PIL's draft: libjpeg's DCT scaling, never below the resize target), and every step
+    runs in PIL's C code with the GIL released, so that decoding threads run in parallel."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            if getattr(img, "n_frames", 1) > 1:
+                raise wgc.ShapeError(f"path: {path!r} is an animation of {img.n_frames} "
+                                     f"frames; classify single images")
+            if img.mode in _WIDE_MODES:
+                raise wgc.DtypeError(f"path: {path!r} has {img.mode} samples; 8-bit images "
+                                     f"only (convert it first)")
+            short = round(size * 256 / 224)
+            w, h = img.size
+            scale = short / min(w, h)
+            tw, th = max(size, round(w * scale)), max(size, round(h * scale))
+            img.draft("RGB", (tw, th))
+            rgb = img.convert("RGB")
+    except wgc.WgComputeError:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise wgc.ArgumentError(f"path: cannot decode {path!r} as an image ({first})") from None
+    rgb = rgb.resize((tw, th), Image.BILINEAR)
+    left, top = (tw - size) // 2, (th - size) // 2
+    return np.asarray(rgb.crop((left, top, left + size, top + size)).convert("RGBA"))
+
+
+def decode_batches(files, size: int, batch: int, workers: int, ahead: int = 2):
+    """Batches of ``load_crop``ed images, decoded by ``workers`` threads up to ``ahead``
+    batches beyond the one being consumed (so decoding goes on while the GPU runs). Yields
+    (uint8 (batch, size, size, 4) array, [(slot, path) decoded], [(path, error) failed]) per
+    batch holding at least one image; failed and missing slots are zero."""
+
+    def one(path, out, slot):
+        try:
+            out[slot] = load_crop(path, size)
+            return None
+        except Exception as e:  # one bad file must not stop the run
+            out[slot] = 0
+            return e
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="decode") as pool:
+        pending: deque = deque()
+
+        def submit(start):
+            arr = np.empty((batch, size, size, 4), np.uint8)
+            names = files[start:start + batch]
+            arr[len(names):] = 0
+            pending.append((arr, names, [pool.submit(one, p, arr, i)
+                                         for i, p in enumerate(names)]))
+
+        starts = iter(range(0, len(files), batch))
+        for start in starts:
+            submit(start)
+            if len(pending) > ahead:
+                break
+        while pending:
+            arr, names, futures = pending.popleft()
+            nxt = next(starts, None)
+            if nxt is not None:
+                submit(nxt)
+            errors = [f.result() for f in futures]
+            ok = [(i, p) for i, (p, e) in enumerate(zip(names, errors)) if e is None]
+            failed = [(p, f"{type(e).__name__}: {e}") for p, e in zip(names, errors)
+                      if e is not None]
+            if ok:
+                yield arr, ok, failed
+            elif failed:
+                yield None, [], failed
 
 
 def _load_labels(path: str | None, classes: int) -> list[str]:
@@ -128,28 +210,16 @@ def run(args) -> int:
         return 2
 
     failures: list[tuple[str, str]] = []
-    ok_files: list[list[str]] = []
-
-    def decode(path):
-        try:
-            return path, crop(wgc.image.read_file(path), size)
-        except Exception as e:  # one bad file must not stop the run
-            return path, e
+    ok_slots: list[list[tuple[int, str]]] = []
 
     def batches():
         # every batch holds args.batch images (the last is padded with blank ones): one
         # stream_map, its buffers and pipelines reused from the first batch to the last
-        with ThreadPoolExecutor(args.workers, thread_name_prefix="decode") as pool:
-            for start in range(0, len(files), args.batch):
-                done = list(pool.map(decode, files[start:start + args.batch]))
-                good = [(p, a) for p, a in done if isinstance(a, np.ndarray)]
-                failures.extend((p, f"{type(a).__name__}: {a}") for p, a in done
-                                if not isinstance(a, np.ndarray))
-                if good:
-                    ok_files.append([p for p, _ in good])
-                    arrays = [a for _, a in good]
-                    arrays += [np.zeros_like(arrays[0])] * (args.batch - len(arrays))
-                    yield np.stack(arrays)
+        for arr, ok, failed in decode_batches(files, size, args.batch, args.workers):
+            failures.extend(failed)
+            if arr is not None:
+                ok_slots.append(ok)
+                yield arr
 
     bar = None
     if not args.no_progress and sys.stderr.isatty():
@@ -166,8 +236,9 @@ def run(args) -> int:
     stream = wgc.stream_map(classify, batches(), depth=3, out_shape=(args.batch, classes),
                             out_dtype="f32")
     for i, probs in enumerate(stream):
-        names = ok_files[i]
-        for path, row in zip(names, probs[:len(names)], strict=True):
+        names = ok_slots[i]
+        for slot, path in names:
+            row = probs[slot]
             top = np.argsort(-row, kind="stable")[:args.top]
             results.append({"file": path, "top": [
                 {"class": int(k), "label": labels[k], "prob": float(row[k])} for k in top]})

@@ -1,9 +1,11 @@
-"""Convolutions and GEMM with fused epilogues: conv2d as an implicit GEMM on matmul's tiling
-(depthwise convolutions by their own kernel), conv_transpose2d, and gemm (batched, c broadcast).
+"""Convolutions and GEMM with fused epilogues: conv2d as an implicit GEMM, on matmul's tiling
+or the skinny kernel (conv_configs.py chooses), depthwise convolutions by their own blocked
+kernel, conv_transpose2d, and gemm (batched, c broadcast).
 
 conv2d's epilogue adds the bias, applies an activation, adds a residual tensor and applies a
 second activation, so Conv → BatchNorm (folded into the weights) → activation → Add → activation
-is one dispatch. Tile configurations come from matmul's TileConfig (whole-K configs only)."""
+is one dispatch. Tile configurations come from matmul's TileConfig (whole-K configs only) or
+conv_configs.SkinnyConfig."""
 
 from __future__ import annotations
 
@@ -130,8 +132,10 @@ class Conv2d(NNKernel):
               Param("post_activation", "act", None,
                     "applied after the residual is added (conv2d_residual)"),
               Param("algo", "choice:" + "|".join(ALGOS), "auto",
-                    "auto (depthwise kernel when each group has one input channel, implicit "
-                    "GEMM otherwise), gemm or depthwise"),
+                    "auto (depthwise kernel when each group has one input channel, else an "
+                    "implicit GEMM: tiled, or skinny for few output pixels over a long K or "
+                    "a short K; tuned per layer shape on GPUs), gemm (tiled), skinny or "
+                    "depthwise"),
               SHAPES)
     description = ("2-D convolution (NCHW) with bias and a fused activation: implicit GEMM on "
                    "matmul's tiling; depthwise by its own kernel")

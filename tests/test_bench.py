@@ -66,3 +66,21 @@ def test_bench_inference_small_run(tmp_path, monkeypatch):
     assert data["summary"]["1"]["dispatches"] == 55
     if "timestamp-query" in data["env"]["features"]:
         assert len(data["profiles"]["1"]) == 55
+
+
+def test_bench_multi_small_spreads_over_devices_and_checks_results(tmp_path, monkeypatch):
+    """The data-parallel benchmark at lavapipe sizes: stream_map over one and two logical
+    devices gives the float64 reference's results (and MobileNetV2's, where onnx is there)."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_multi
+
+    out = tmp_path / "multi.json"
+    assert bench_multi.main(["--small", "--repeat", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    impls = {r["impl"] for r in rows if r["case"] == "fma stream_map"}
+    assert {"wgcompute, 1 device", "wgcompute, 2 devices"} <= impls
+    for r in rows:
+        if r["impl"].startswith("wgcompute"):
+            assert r["err"] is not None and r["err"] < 1e-5, r

@@ -95,6 +95,10 @@ def _check_image_array(shape, dtype: str, argument: str) -> None:
 def as_rgba8(array: np.ndarray, channels: int = 4, argument: str = "array") -> np.ndarray:
     """What to_numpy makes of an image buffer, for its contents already read back: uint8
     RGBA8 (H, W, 4) as is, float32 images through to_uint8; ``channels`` 3 drops alpha."""
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{argument}: expected a numpy array, got {type(array).__name__}")
+    if isinstance(channels, bool) or channels not in (3, 4):
+        raise ArgumentError(f"channels: expected 3 or 4, got {channels!r}")
     dt = {np.dtype(np.uint8): "u8", np.dtype(np.float32): "f32"}.get(array.dtype,
                                                                     str(array.dtype))
     _check_image_array(array.shape, dt, argument)

@@ -544,6 +544,9 @@ def device(which=None, *, backend: str | None = None, hold_clocks: bool | None =
     ``hold_clocks=True`` keeps an NVIDIA GPU at full clock while the device is open (see
     docs/guide/devices.md; default: WGCOMPUTE_HOLD_CLOCKS). Close it when done (``close()``
     or ``with``)."""
+    if backend == "":
+        raise ArgumentError("backend: expected one of " + ", ".join(BACKENDS) + " or None, "
+                            "got ''")
     backend = _backend_name(backend, "backend")
     if hold_clocks is not None and not isinstance(hold_clocks, bool):
         raise ArgumentError(f"hold_clocks: expected True, False or None, got {hold_clocks!r}")

@@ -262,7 +262,8 @@ def _targets() -> list[Target]:
          "device": "device"},
         wgc.buffer_from_binary)
     for f in (wgc.buffer_zeros, wgc.empty):
-        add(f"wgc.{f.__name__}", fn(f), lambda: {"shape": (3,), "dtype": "f32", "label": "", "device": None},
+        add(f"wgc.{f.__name__}", fn(f),
+            lambda: {"shape": (3,), "dtype": "f32", "label": "", "device": None},
             {"shape": "shape", "dtype": "dtype", "label": "label", "device": "device"}, f)
     for f in (wgc.from_numpy, wgc.upload):
         add(f"wgc.{f.__name__}", fn(f),

@@ -95,7 +95,7 @@ __all__ = [
 ]
 
 
-# -- buffer facade (the seed's names) ------------------------------------------------------
+# -- buffer facade (the functional names) ------------------------------------------------------
 def read(buf: Buffer) -> bytes:
     """The buffer's contents as bytes (blocks until ready)."""
     return _check_buffer(buf, "buf").read()
@@ -120,7 +120,7 @@ def dtype(buf: Buffer) -> str:
 
 
 def size(buf: Buffer) -> int:
-    """Size in bytes (the seed's meaning; ``buf.size`` counts elements)."""
+    """Size in bytes (``buf.size`` counts elements, as in numpy)."""
     return _check_buffer(buf, "buf").nbytes
 
 

@@ -82,7 +82,7 @@ class Buffer:
 
     @property
     def dtype(self) -> str:
-        """The seed's dtype name: f32, f64, f16, s32, s64, u32 or u8."""
+        """The dtype's name: f32, f64, f16, s32, s64, u32 or u8."""
         return self._dt.name
 
     @property

@@ -13,7 +13,7 @@ from .errors import DtypeError, ShapeError
 
 @dataclass(frozen=True)
 class DType:
-    name: str  # the seed's spelling: f32, f64, s32, s64, u32, u8, f16
+    name: str  # wgcompute's spelling: f32, f64, s32, s64, u32, u8, f16
     numpy: np.dtype
     wgsl: str  # WGSL scalar type kernels compute in (u8 travels packed in u32 words)
     itemsize: int
@@ -47,13 +47,13 @@ _TABLE = [
 ]
 DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in _TABLE}
-# Other spellings people type; each maps to one seed name.
+# Other spellings people type; each maps to one wgcompute name.
 _ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "s32",
             "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64"}
 
 
 def dtype(spec, argument: str = "dtype") -> DType:
-    """Resolve a dtype given as a seed name ("f32"), a numpy dtype or type, or a DType."""
+    """Resolve a dtype given as a wgcompute name ("f32"), a numpy dtype or type, or a DType."""
     if isinstance(spec, DType):
         return spec
     if isinstance(spec, str):

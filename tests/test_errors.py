@@ -170,7 +170,9 @@ def test_unknown_kernel_suggests_names(f3):
 
 def test_shape_mismatch_names_both_shapes(f3):
     b = wgc.buffer([1.0, 2.0])
-    with pytest.raises(wgc.ShapeError, match=r"input 'b' is \(2,\) and output is \(3,\)"):
+    with pytest.raises(wgc.ShapeError,
+                       match=r"input 'a' is \(3,\) and input 'b' is \(2,\); they "
+                             r"do not broadcast"):
         wgc.add(f3, b)
     with pytest.raises(wgc.ShapeError, match=r"\(3,\).*\(2,\)"):
         wgc.add(f3, f3, wgc.empty((2,)))
@@ -180,8 +182,10 @@ def test_shape_mismatch_names_both_shapes(f3):
 
 def test_dtype_mismatch(f3):
     s = wgc.buffer([1, 2, 3], dtype="s32")
-    with pytest.raises(wgc.DtypeError, match="input 'b' is s32 and output is f32"):
+    with pytest.raises(wgc.DtypeError, match="input 'a' is f32 and input 'b' is s32"):
         wgc.add(f3, s)
+    with pytest.raises(wgc.DtypeError, match="input 'b' is s32 and output is f32"):
+        wgc.add(f3, s, wgc.empty((3,)))
     with pytest.raises(wgc.DtypeError, match="f32.*s32"):
         wgc.add(f3, f3, wgc.empty((3,), "s32"))
 

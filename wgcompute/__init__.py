@@ -143,19 +143,24 @@ def kernels_stats() -> dict:
 
 
 def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
-    """out = a + b (shapes and dtypes must match). Returns out (new if None)."""
+    """out = a + b, broadcast as numpy does (dtypes must match). Returns out (new, of the
+    broadcast shape, if None)."""
     return run_kernel("elementwise_add", [a, b], out)
 
 
 def sub(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a - b, broadcast as numpy does (dtypes must match)."""
     return run_kernel("elementwise_sub", [a, b], out)
 
 
 def multiply(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a * b, broadcast as numpy does (dtypes must match)."""
     return run_kernel("elementwise_multiply", [a, b], out)
 
 
 def divide(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a / b, broadcast as numpy does (dtypes must match; integers truncate toward
+    zero and x / 0 gives x, as in WGSL)."""
     return run_kernel("elementwise_divide", [a, b], out)
 
 

@@ -1,15 +1,29 @@
 """The built-in elementwise kernels (add, sub, multiply, divide, scale, relu): vectorized
-loads and several items per invocation, chunked over the storage-binding limit."""
+loads and several items per invocation, chunked over the storage-binding limit; binary ones
+broadcast as numpy does (a separate shader reads each operand through its strides)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import shaders
+from ..buffer import _ALIGN
 from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .layout import (
+    MAX_DIMS,
+    broadcast_shapes,
+    broadcast_strides,
+    check_u32_index,
+    coalesce,
+    index_wgsl,
+    uniform_fields,
+    uniform_values,
+)
 from .matmul import Matmul
 from .reduce import reduce_kernels
 
@@ -47,6 +61,21 @@ def same_shapes(kernel: Kernel, inputs, output) -> None:
         if b.dtype != output.dtype:
             raise DtypeError(f"{kernel.name}: input {name!r} is {b.dtype} and output is "
                              f"{output.dtype}; dtypes must match")
+
+
+def _broadcasts_to(shape, target) -> bool:
+    """Whether numpy would broadcast ``shape`` to exactly ``target`` (an output)."""
+    try:
+        return tuple(np.broadcast_shapes(shape, target)) == tuple(target)
+    except ValueError:
+        return False
+
+
+def _bound_bytes(b) -> int:
+    """Bytes of a buffer's allocation (buffer.py rounds every one up to 16-byte granules);
+    ``b`` may be a Buffer or a Meta."""
+    nbytes = b.size * DTYPES[b.dtype].itemsize
+    return max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
 
 
 def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, device: Device,
@@ -87,9 +116,144 @@ class Elementwise(BuiltinKernel):
         self.description = description
 
     def check(self, inputs, output, params) -> None:
-        same_shapes(self, inputs, output)
+        if len(self.inputs) < 2:
+            same_shapes(self, inputs, output)
+            return
+        for name, b in zip(self.inputs, inputs, strict=True):
+            if b.dtype != output.dtype:
+                raise DtypeError(f"{self.name}: input {name!r} is {b.dtype} and output is "
+                                 f"{output.dtype}; dtypes must match")
+        shape = self._broadcast(inputs)
+        if shape != output.shape and not _broadcasts_to(shape, output.shape):
+            raise ShapeError(f"{self.name}: the inputs broadcast to {shape} and out is "
+                             f"{output.shape}; out must have that shape (or one it "
+                             f"broadcasts to)")
+        if any(b.size != output.size for b in inputs):
+            self._plan(inputs, output)  # refuses what the strided shader cannot index
+
+    def _broadcast(self, inputs) -> tuple[int, ...]:
+        shapes = [b.shape for b in inputs]
+        if all(s == shapes[0] for s in shapes):
+            return shapes[0]
+        return broadcast_shapes(self.name, [(f"input {n!r}", sh)
+                                            for n, sh in zip(self.inputs, shapes)])
+
+    def output_spec(self, inputs, params):
+        if len(self.inputs) < 2:
+            return super().output_spec(inputs, params)
+        for name, b in zip(self.inputs[1:], inputs[1:]):
+            if b.dtype != inputs[0].dtype:
+                raise DtypeError(f"{self.name}: input 'a' is {inputs[0].dtype} and input "
+                                 f"{name!r} is {b.dtype}; dtypes must match (no implicit "
+                                 f"conversion)")
+        return self._broadcast(inputs), inputs[0].dtype
+
+    # -- broadcasting: operands whose size differs from the output's are read by strides --
+    def _plan(self, inputs, output):
+        """(full flags per input, coalesced sizes, {name: strides} of the strided inputs)."""
+        check_u32_index(self.name, output.shape)
+        full = tuple(b.size == output.size for b in inputs)
+        names = tuple(n for n, f in zip(self.inputs, full) if not f)
+        strides = tuple(broadcast_strides(b.shape, output.shape)
+                        for b, f in zip(inputs, full) if not f)
+        sizes, steps = coalesce(output.shape, strides)
+        if len(sizes) > MAX_DIMS:
+            raise ShapeError(f"{self.name}: broadcasting "
+                             f"{' and '.join(str(b.shape) for b in inputs)} alternates over "
+                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
+        return full, sizes, dict(zip(names, steps))
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        # the operands of the output's size share its memory layout: the vectorized path
+        if all(b.size == output.size for b in inputs):
+            return PipelineKey(self.name, (output.dtype,), ())
+        full, sizes, _ = self._plan(inputs, output)
+        return PipelineKey(self.name, (output.dtype,),
+                           (("broadcast", len(sizes)), ("full", full)))
+
+    def _render_broadcast(self, key: PipelineKey):
+        dt = DTYPES[key.dtypes[0]]
+        consts = dict(key.constants)
+        ndim, full = consts["broadcast"], consts["full"]
+        t = "u32" if dt.packed else dt.wgsl
+        strided = tuple(n for n, f in zip(self.inputs, full) if not f)
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{t}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{t}>;")
+        index = index_wgsl(ndim, strided)
+        if dt.packed:
+            args = []
+            for n, f in zip(self.inputs, full):
+                at = "e" if f else f"i_{n}"
+                args.append(f"({n}[{at} / 4u] >> (({at} % 4u) * 8u)) & 0xffu")
+            item = "\n".join([
+                "var w = 0u;",
+                "for (var l = 0u; l < 4u; l = l + 1u) {",
+                "    let e = i * 4u + l;",
+                "    let g = p.start + e;",
+                "    if (g < p.total) {",
+                *("        " + x for x in index.splitlines()),
+                f"        w = w | ((op({', '.join(args)}) & 0xffu) << (l * 8u));",
+                "    }",
+                "}",
+                "out[i] = w;"])
+        else:
+            args = [f"{n}[i]" if f else f"{n}[i_{n}]" for n, f in zip(self.inputs, full)]
+            item = f"let g = p.start + i;\n{index}\nout[i] = op({', '.join(args)});"
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
+        expr = self.expr if dt.is_float else self.int_expr
+        src = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": t,
+            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
+            "EXPR": expr.replace("V(", f"{t}(").replace("T(", f"{t}("),
+            "ITEM": item.replace("\n", "\n        "),
+        })
+        return src, fields
+
+    def _broadcast_launches(self, inputs, output, params, device):
+        total = output.size
+        if total == 0:
+            return []
+        full, sizes, strided = self._plan(inputs, output)
+        dt = DTYPES[output.dtype]
+        max_bind = device.limit("max-storage-buffer-binding-size")
+        for name, b, f in zip(self.inputs, inputs, full):
+            if not f and _bound_bytes(b) > max_bind:
+                raise ShapeError(f"{self.name}: input {name!r} {b.shape} {b.dtype} is "
+                                 f"broadcast, so it is bound whole, and it is larger than "
+                                 f"this adapter's max-storage-buffer-binding-size "
+                                 f"({max_bind} bytes)")
+        per_item = 4 if dt.packed else 1
+        # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets
+        # that are multiples of 256 (the largest min-storage-buffer-offset-alignment)
+        chunk = max(1024, (max_bind // dt.itemsize) // 1024 * 1024)
+        p0 = params[self.params[0].name] if self.params else 0
+        dims = uniform_values(sizes, {n: (st, 0) for n, st in strided.items()})
+        out = []
+        for start in range(0, total, chunk):
+            count = min(chunk, total - start)
+            items = -(-count // per_item)
+            groups = math.ceil(items / (self.workgroup_size * self.per_invocation))
+            ranges = None
+            if total > chunk:
+                piece = (start * dt.itemsize, (count * dt.itemsize + 3) // 4 * 4)
+                ranges = tuple(piece if f else (0, _bound_bytes(b))
+                               for b, f in zip(inputs, full)) + (piece,)
+            out.append(Launch(fold_grid(groups, device, self.name),
+                              dict(dims, n=items, start=start, total=total, p0=p0), ranges))
+        return out
 
     def render(self, key: PipelineKey):
+        if key.constants:
+            return self._render_broadcast(key)
         dt = DTYPES[key.dtypes[0]]
         t = dt.wgsl
         v = item_layout(dt)[2]
@@ -120,6 +284,8 @@ class Elementwise(BuiltinKernel):
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
 
     def launches(self, inputs, output, params, device):
+        if any(b.size != output.size for b in inputs):
+            return self._broadcast_launches(inputs, output, params, device)
         dt = DTYPES[output.dtype]
         per_item, item_bytes, _ = item_layout(dt)
         items = -(-output.size // per_item)

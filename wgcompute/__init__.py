@@ -176,8 +176,10 @@ def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
 
 def matmul(a: Buffer, b: Buffer, out: Buffer | None = None, precision: str | None = None
            ) -> Buffer:
-    """out (M×N) = a (M×K) · b (K×N). For f16, ``precision="mixed"`` sums each 8-16 wide k
-    slice in f16 (faster, looser: see the matmul kernel's docs); the default sums in f32."""
+    """out = a · b with numpy's matmul rules: (..., M, K) · (..., K, N) -> (..., M, N), the
+    leading (batch) dimensions broadcast, a 1-D a taken as a row and a 1-D b as a column.
+    For f16, ``precision="mixed"`` sums each 8-16 wide k slice in f16 (faster, looser: see
+    the matmul kernel's docs); the default sums in f32."""
     return run_kernel("matmul", [a, b], out, None if precision is None else
                       {"precision": precision})
 

@@ -194,40 +194,45 @@ def fill(out: Buffer, value) -> Buffer:
     return run_kernel("fill", [], out, {"value": value})
 
 # -- reductions (wgc.sum/max/min come from __getattr__ below: no builtin is shadowed here) ----
-def _reduce(name: str, x: Buffer, axis, out: Buffer | None, params: dict | None = None):
+def _reduce(name: str, x: Buffer, axis, out: Buffer | None, keepdims: bool = False):
     _check_buffer(x, "x")
+    params = {"axis": axis, "keepdims": keepdims}
     if out is None:
-        shape, dt = _registry.get(name).output_spec([x], {"axis": axis})
+        shape, dt = _registry.get(name).output_spec([x], params)
         out = empty(shape, dt, label=f"{name}-out")
-    return run_kernel(name, [x], out, {"axis": axis, **(params or {})})
+    return run_kernel(name, [x], out, params)
 
 
-def reduce_sum(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Sum over the last axis (axis=-1: (..., n) -> (...)) or everything (axis=None: shape
-    ()). Integers wrap around in their own dtype; u8 sums into u32."""
-    return _reduce("sum", x, axis, out)
+def reduce_sum(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
+               ) -> Buffer:
+    """Sum over ``axis``: the last axis (-1, the default), any axis or tuple of axes, or
+    everything (None: shape ()); ``keepdims`` keeps reduced axes as 1, as numpy does.
+    Integers wrap around in their own dtype; u8 sums into u32. An empty axis sums to 0."""
+    return _reduce("sum", x, axis, out, keepdims)
 
 
-def reduce_max(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Maximum over the last axis (axis=-1) or everything (axis=None); same dtype."""
-    return _reduce("max", x, axis, out)
+def reduce_max(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
+               ) -> Buffer:
+    """Maximum over ``axis`` (as reduce_sum's); same dtype. An empty axis is a ShapeError."""
+    return _reduce("max", x, axis, out, keepdims)
 
 
-def reduce_min(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Minimum over the last axis (axis=-1) or everything (axis=None); same dtype."""
-    return _reduce("min", x, axis, out)
+def reduce_min(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
+               ) -> Buffer:
+    """Minimum over ``axis`` (as reduce_sum's); same dtype. An empty axis is a ShapeError."""
+    return _reduce("min", x, axis, out, keepdims)
 
 
-def mean(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Mean over the last axis (axis=-1) or everything (axis=None): f64 for f64, f16 for f16,
-    f32 for f32 and every integer dtype (accumulated in f32)."""
-    return _reduce("mean", x, axis, out)
+def mean(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False) -> Buffer:
+    """Mean over ``axis`` (as reduce_sum's): f64 for f64, f16 for f16, f32 for f32 and every
+    integer dtype (accumulated in f32). The mean of an empty axis is nan, as in numpy."""
+    return _reduce("mean", x, axis, out, keepdims)
 
 
-def argmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """u32 index of the first maximum along the last axis (axis=-1) or of the flattened
-    buffer (axis=None)."""
-    return _reduce("argmax", x, axis, out)
+def argmax(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False) -> Buffer:
+    """u32 index of the first maximum along one axis (-1, the default, or any int), or in
+    the flattened buffer (axis=None), as numpy's argmax. An empty axis is a ShapeError."""
+    return _reduce("argmax", x, axis, out, keepdims)
 
 
 def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:

@@ -129,7 +129,7 @@ class Elementwise(BuiltinKernel):
                              f"{output.shape}; out must have that shape (or one it "
                              f"broadcasts to)")
         if any(b.size != output.size for b in inputs):
-            self._plan(inputs, output)  # refuses what the strided shader cannot index
+            self._plan(inputs, output, params)  # refuses what the strided shader cannot index
 
     def _broadcast(self, inputs) -> tuple[int, ...]:
         shapes = [b.shape for b in inputs]
@@ -149,8 +149,9 @@ class Elementwise(BuiltinKernel):
         return self._broadcast(inputs), inputs[0].dtype
 
     # -- broadcasting: operands whose size differs from the output's are read by strides --
-    def _plan(self, inputs, output):
-        """(full flags per input, coalesced sizes, {name: strides} of the strided inputs)."""
+    def _plan(self, inputs, output, params):
+        """(full flags per input, coalesced sizes, {name: (strides, element offset)} of the
+        strided inputs)."""
         check_u32_index(self.name, output.shape)
         full = tuple(b.size == output.size for b in inputs)
         names = tuple(n for n, f in zip(self.inputs, full) if not f)
@@ -161,13 +162,13 @@ class Elementwise(BuiltinKernel):
             raise ShapeError(f"{self.name}: broadcasting "
                              f"{' and '.join(str(b.shape) for b in inputs)} alternates over "
                              f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
-        return full, sizes, dict(zip(names, steps))
+        return full, sizes, {n: (st, 0) for n, st in zip(names, steps)}
 
     def key(self, inputs, output, params) -> PipelineKey:
         # the operands of the output's size share its memory layout: the vectorized path
         if all(b.size == output.size for b in inputs):
             return PipelineKey(self.name, (output.dtype,), ())
-        full, sizes, _ = self._plan(inputs, output)
+        full, sizes, _ = self._plan(inputs, output, params)
         return PipelineKey(self.name, (output.dtype,),
                            (("broadcast", len(sizes)), ("full", full)))
 
@@ -222,7 +223,7 @@ class Elementwise(BuiltinKernel):
         total = output.size
         if total == 0:
             return []
-        full, sizes, strided = self._plan(inputs, output)
+        full, sizes, strided = self._plan(inputs, output, params)
         dt = DTYPES[output.dtype]
         max_bind = device.limit("max-storage-buffer-binding-size")
         for name, b, f in zip(self.inputs, inputs, full):
@@ -235,8 +236,8 @@ class Elementwise(BuiltinKernel):
         # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets
         # that are multiples of 256 (the largest min-storage-buffer-offset-alignment)
         chunk = max(1024, (max_bind // dt.itemsize) // 1024 * 1024)
-        p0 = params[self.params[0].name] if self.params else 0
-        dims = uniform_values(sizes, {n: (st, 0) for n, st in strided.items()})
+        p0 = params[self.params[0].name] if self.params and len(self.inputs) > 1 else 0
+        dims = uniform_values(sizes, strided)
         out = []
         for start in range(0, total, chunk):
             count = min(chunk, total - start)
@@ -397,6 +398,73 @@ class Copy(BuiltinKernel):
         return linear_launches(words, 16, 2, self.workgroup_size, device, self.name, {"p0": 0})
 
 
+def _check_strides(value) -> str | None:
+    if not isinstance(value, (tuple, list)) or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        return f"expected a tuple of ints (element strides), got {value!r}"
+    return None
+
+
+def _check_offset(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        return f"expected a non-negative int (an element index), got {value!r}"
+    return None
+
+
+class StridedCopy(Elementwise):
+    """out[i0, i1, ...] = a[offset + i0·strides[0] + i1·strides[1] + ...]: a transposed,
+    sliced, reversed or broadcast copy of ``a`` into a contiguous ``out``, for every dtype."""
+
+    def __init__(self):
+        super().__init__("strided_copy", 1, "x", ALL, description=(
+            "out = a read through element strides from an element offset (a transposed, "
+            "sliced or broadcast copy)"))
+        self.params = (
+            Param("strides", "strides", doc="a's element stride along each out dimension "
+                  "(0 repeats, negative walks backwards)", check=_check_strides),
+            Param("offset", "offset", 0, "the element of a that out's first element reads",
+                  check=_check_offset))
+
+    def check(self, inputs, output, params) -> None:
+        (a,) = inputs
+        if a.dtype != output.dtype:
+            raise DtypeError(f"strided_copy: a is {a.dtype} and out is {output.dtype}; dtypes "
+                             f"must match")
+        strides, offset = tuple(params["strides"]), int(params["offset"])
+        if len(strides) != output.ndim:
+            raise ShapeError(f"strided_copy: strides {strides} has {len(strides)} entries; out "
+                             f"{output.shape} has {output.ndim} dimensions")
+        if output.size:
+            lo = offset + sum((n - 1) * st for n, st in zip(output.shape, strides) if st < 0)
+            hi = offset + sum((n - 1) * st for n, st in zip(output.shape, strides) if st > 0)
+            if lo < 0 or hi >= a.size:
+                raise ShapeError(f"strided_copy: out {output.shape} read with strides {strides} "
+                                 f"from offset {offset} reaches elements {lo}..{hi}; a "
+                                 f"{a.shape} has {a.size}")
+        self._plan(inputs, output, params)
+
+    def output_spec(self, inputs, params):
+        raise ShapeError("strided_copy: needs an output buffer (its shape is not implied by "
+                         "a and the strides)")
+
+    def _plan(self, inputs, output, params):
+        check_u32_index(self.name, output.shape)
+        strides = tuple(int(v) for v in params["strides"])
+        sizes, (steps,) = coalesce(output.shape, (strides,))
+        if len(sizes) > MAX_DIMS:
+            raise ShapeError(f"strided_copy: out {output.shape} with strides {strides} needs "
+                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
+        return (False,), sizes, {"a": (steps, int(params["offset"]))}
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        _, sizes, _ = self._plan(inputs, output, params)
+        return PipelineKey(self.name, (output.dtype,), (("broadcast", len(sizes)),
+                                                        ("full", (False,))))
+
+    def launches(self, inputs, output, params, device):
+        return self._broadcast_launches(inputs, output, params, device)
+
+
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
     return [
@@ -411,6 +479,7 @@ def builtin_kernels() -> list[Kernel]:
                     description="out[...] = value"),
         Transpose(),
         Copy(),
+        StridedCopy(),
         Matmul(),
         *reduce_kernels(),
     ]

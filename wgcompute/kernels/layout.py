@@ -85,7 +85,9 @@ def uniform_values(sizes: tuple[int, ...], operands: dict[str, tuple[tuple[int, 
     u = {f"sh{d}": n for d, n in enumerate(sizes)}
     for name, (st, off) in operands.items():
         u[f"o{name}"] = off
-        u.update({f"s{name}{d}": s for d, s in enumerate(st)})
+        # a negative stride travels as its u32 two's complement: the shader's wrapping
+        # u32 arithmetic then lands on the same element
+        u.update({f"s{name}{d}": s & 0xFFFFFFFF for d, s in enumerate(st)})
     return u
 
 

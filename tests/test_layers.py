@@ -24,6 +24,7 @@ LAYERS = {
     "wgcompute.commands": 4,
     "wgcompute.pipeline": 5,
     "wgcompute.streams": 6, "wgcompute.surface": 6, "wgcompute.image": 6,
+    "wgcompute.ops": 6,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute": 7,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
     "wgcompute.__main__": 8,  # `python -m wgcompute`: runs the CLI

@@ -42,6 +42,7 @@ from .errors import (
 from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
+from .ops import astype
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
 from .streams import Event, Stream, create_stream, release_staging, stream_map, upload
 
@@ -63,7 +64,7 @@ __all__ = [
     "sub", "multiply", "divide", "scale", "relu", "matmul",
     # reductions (sum, max and min are also reduce_sum, reduce_max, reduce_min) and autotuning
     "sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean", "argmax", "softmax",
-    "autotune_reset", "transpose", "fill",
+    "autotune_reset", "transpose", "fill", "astype",
     # commands
     "submit", "poll", "wait",
     # pipelines

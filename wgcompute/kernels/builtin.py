@@ -14,6 +14,7 @@ from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .cast import cast_kernels
 from .layout import (
     MAX_DIMS,
     broadcast_shapes,
@@ -480,6 +481,7 @@ def builtin_kernels() -> list[Kernel]:
         Transpose(),
         Copy(),
         StridedCopy(),
+        *cast_kernels(),
         Matmul(),
         *reduce_kernels(),
     ]

@@ -97,7 +97,8 @@ def shape(buf: Buffer) -> tuple[int, ...]:
 
 
 def dtype(buf: Buffer) -> str:
-    return _check_buffer(buf, "buf").dtype
+    """The buffer's dtype name ("f32", ...) as a plain str (``buf.dtype`` is the DType)."""
+    return _check_buffer(buf, "buf").dtype.name
 
 
 def size(buf: Buffer) -> int:

@@ -77,9 +77,11 @@ class Buffer:
         return self._shape
 
     @property
-    def dtype(self) -> str:
-        """The seed's dtype name: f32, f64, f16, s32, s64, u32 or u8."""
-        return self._dt.name
+    def dtype(self) -> DType:
+        """The dtype, named as wgcompute spells it: f32, f64, f16, s32, s64, u32 or u8.
+        ``buf.dtype == "f32"`` holds, it prints as f32, and ``np.dtype(buf.dtype)`` is
+        numpy's float32."""
+        return self._dt
 
     @property
     def ndim(self) -> int:

@@ -57,6 +57,10 @@ class PipelineKey:
     dtypes: tuple[str, ...]
     constants: tuple[tuple[str, Any], ...] = ()
 
+    def __post_init__(self):
+        # kernels pass buffers' dtypes (DType objects): the key holds their names
+        object.__setattr__(self, "dtypes", tuple(str(d) for d in self.dtypes))
+
 
 @dataclass
 class Launch:
@@ -280,7 +284,7 @@ class Meta:
 
     @classmethod
     def of(cls, b: Buffer) -> Meta:
-        return cls(b.shape, b.dtype)
+        return cls(b.shape, str(b.dtype))
 
 
 @dataclass

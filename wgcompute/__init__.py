@@ -1,7 +1,7 @@
 """wgcompute: a Python GPU compute engine on WebGPU (wgpu-py).
 
-Objects first (Buffer, Command, Pipeline), plus a thin functional facade with the seed
-library's names, so ``buffer / run_kernel / submit / poll / wait / pipeline_add`` read the same.
+Objects first (Buffer, Command, Pipeline), plus a thin functional API
+(``buffer / run_kernel / submit / poll / wait / pipeline_add`` ...) for code written as calls.
 Importing wgcompute creates no device; the first call that needs the GPU does."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import image  # wgc.image: image files, numpy conversions, --pipeline text
+from . import ops as _ops
 from ._version import __version__
 from .buffer import (
     Buffer,
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 
-# -- buffer facade (the seed's names) ------------------------------------------------------
+# -- buffer functions ------------------------------------------------------------------------
 def read(buf: Buffer) -> bytes:
     """The buffer's contents as bytes (blocks until ready)."""
     return _check_buffer(buf, "buf").read()
@@ -102,7 +103,7 @@ def dtype(buf: Buffer) -> str:
 
 
 def size(buf: Buffer) -> int:
-    """Size in bytes (the seed's meaning; ``buf.size`` counts elements)."""
+    """Size in bytes (``buf.size`` counts elements, ``buf.nbytes`` is this)."""
     return _check_buffer(buf, "buf").nbytes
 
 
@@ -186,9 +187,11 @@ def matmul(a: Buffer, b: Buffer, out: Buffer | None = None, precision: str | Non
                       {"precision": precision})
 
 
-def transpose(a: Buffer, out: Buffer | None = None) -> Buffer:
-    """out (C×R) = a (R×C) transposed (2-D; every dtype but u8)."""
-    return run_kernel("transpose", [a], out)
+def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
+    """a with its axes permuted, as numpy's transpose: reversed (a 2-D a becomes a.T), or in
+    the order ``axes`` gives. Always a new buffer (or ``out``): a 2-D product runs the tiled
+    transpose kernel, other permutations a strided copy."""
+    return _ops.transpose(a, out, axes=axes)
 
 
 def fill(out: Buffer, value) -> Buffer:
@@ -245,6 +248,10 @@ def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
 
 
 _BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_BUILTIN_NAMED))
 
 
 def __getattr__(name: str):

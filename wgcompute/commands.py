@@ -407,7 +407,7 @@ _SPEC_KEYS = {"op", "kernel", "inputs", "output", "params"}
 
 
 def submit(spec: dict) -> Command:
-    """Submit the seed's command map: ``{"op": "run_kernel", "kernel": ..., "inputs": [...],
+    """Submit a command given as a dict: ``{"op": "run_kernel", "kernel": ..., "inputs": [...],
     "output": buf, "params": {...}}``; op may also be "copy_buffer" (inputs=[src],
     output=dst) or "barrier". Returns a Command at once."""
     if not isinstance(spec, dict):

@@ -4,6 +4,8 @@ features, limits and device_info. The device is created lazily, once per process
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 
@@ -111,12 +113,34 @@ def _adapter_summary(adapter) -> dict:
     }
 
 
+def _headless_runtime_dir() -> None:
+    """Linux without a desktop session has no XDG_RUNTIME_DIR, and the Vulkan drivers'
+    Wayland probe then prints "error: XDG_RUNTIME_DIR is invalid or not set in the
+    environment." for every adapter it looks at. There is no display to reach anyway: give
+    this process a private directory (owned by this user, mode 0700) before wgpu starts."""
+    if not sys.platform.startswith("linux"):
+        return
+    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+        return  # set by a session (the probe only asks for an absolute path)
+    path = os.path.join(tempfile.gettempdir(), f"wgcompute-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            path = tempfile.mkdtemp(prefix="wgcompute-runtime-")  # someone else's: our own
+    except OSError:
+        path = tempfile.mkdtemp(prefix="wgcompute-runtime-")
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
 def adapters() -> list[dict]:
     """Every adapter wgpu finds on this machine (name, backend, adapter_type, gpu)."""
+    _headless_runtime_dir()
     return [_adapter_summary(a) for a in wgpu.gpu.enumerate_adapters_sync()]
 
 
 def _choose_adapter():
+    _headless_runtime_dir()
     want_name = os.environ.get("WGCOMPUTE_ADAPTER", "").strip()
     want_backend = os.environ.get("WGCOMPUTE_BACKEND", "").strip().lower()
     if want_backend and want_backend not in BACKENDS:

@@ -21,7 +21,9 @@ from .kernels.base import Meta
 from .kernels.image import ImageKernel
 
 __all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "apply", "Stage",
-           "parse_pipeline", "submit_stages"]
+           "parse_pipeline", "submit_stages", "has_imageio", "INSTALL_HINT"]
+
+INSTALL_HINT = 'pip install "wgcompute[image]"'
 
 _NO_ALPHA = {".jpg", ".jpeg", ".bmp"}
 WRITE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -61,10 +63,12 @@ def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
 
 def to_numpy(buf: Buffer, channels: int = 4) -> np.ndarray:
     """An image buffer as uint8 (H, W, channels): RGBA8 as is, f32 images through to_uint8.
-    channels 3 drops alpha (or replicates grey), 4 adds alpha 255 where there is none."""
+    channels 3 drops alpha (or replicates grey), 4 adds alpha 255 where there is none, 1
+    gives the grey level (H, W) of a grey image (R = G = B, as the grayscale stage makes);
+    a colour image with channels=1 is an error, not a silent conversion."""
     check_buffer(buf, "buf")
-    if channels not in (3, 4):
-        raise ArgumentError(f"channels: expected 3 or 4, got {channels!r}")
+    if channels not in (1, 3, 4):
+        raise ArgumentError(f"channels: expected 1, 3 or 4, got {channels!r}")
     if buf.dtype == "u8":
         if buf.ndim != 3 or buf.shape[2] != 4:
             raise ShapeError(f"buf: u8 {buf.shape} is not an RGBA8 image (H, W, 4)")
@@ -75,7 +79,25 @@ def to_numpy(buf: Buffer, channels: int = 4) -> np.ndarray:
         a = rgba8(to_uint8(buf.to_numpy()), "buf")
     else:
         raise DtypeError(f"buf: is {buf.dtype}; images are u8 RGBA8 or f32")
+    if channels == 1:
+        if not _is_grey(a):
+            raise ArgumentError("channels: 1 takes a grey image (R = G = B everywhere), and "
+                                "this one has colour; run the grayscale stage first, or take "
+                                "channels=3")
+        return np.ascontiguousarray(a[..., 0])
     return a if channels == 4 else np.ascontiguousarray(a[..., :3])
+
+
+def _is_grey(a: np.ndarray) -> bool:
+    return bool((a[..., 0] == a[..., 1]).all() and (a[..., 1] == a[..., 2]).all())
+
+
+def compact(a: np.ndarray) -> np.ndarray:
+    """What a file needs of RGBA8 pixels: RGB when alpha is 255 everywhere, one grey channel
+    (H, W) when the image is also grey; it loads back identical."""
+    if not (a[..., 3] == 255).all():
+        return a
+    return np.ascontiguousarray(a[..., 0]) if _is_grey(a) else np.ascontiguousarray(a[..., :3])
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -83,8 +105,18 @@ def _imageio():
     try:
         import imageio.v3 as iio
     except ImportError:
-        raise WgComputeError("wgc.image needs imageio: pip install 'wgcompute[image]'") from None
+        raise WgComputeError(f"reading and writing image files needs imageio, which is not "
+                             f"installed: {INSTALL_HINT}") from None
     return iio
+
+
+def has_imageio() -> bool:
+    """Whether image files can be read and written here (the ``image`` extra installed)."""
+    try:
+        _imageio()
+    except WgComputeError:
+        return False
+    return True
 
 
 def read_file(path) -> np.ndarray:
@@ -115,8 +147,9 @@ def load(path, label: str = "") -> Buffer:
 
 
 def write_file(array: np.ndarray, path) -> str:
-    """Encode uint8 (H, W, 3|4) to ``path`` atomically: a temporary file beside it, then
-    os.replace, so a reader never sees half a file. Formats without alpha drop it."""
+    """Encode uint8 (H, W) grey or (H, W, 3|4) to ``path`` atomically: a temporary file
+    beside it, then os.replace, so a reader never sees half a file. Formats without alpha
+    drop it."""
     path = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(path))
     ext = os.path.splitext(name)[1].lower()
@@ -125,7 +158,7 @@ def write_file(array: np.ndarray, path) -> str:
                             f"{', '.join(WRITE_EXTS)}")
     if not os.path.isdir(folder):
         raise ArgumentError(f"path: folder {folder!r} does not exist")
-    if ext in _NO_ALPHA and array.shape[-1] == 4:
+    if ext in _NO_ALPHA and array.ndim == 3 and array.shape[-1] == 4:
         array = array[..., :3]
     # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
     tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp{ext}")
@@ -145,14 +178,12 @@ def write_file(array: np.ndarray, path) -> str:
 
 def save(buf: Buffer, path) -> str:
     """Write an image buffer to a file chosen by extension (blocks for the read-back).
-    RGBA8 is written as is (as RGB when alpha is 255 everywhere: it loads back the same);
-    f32 images (H, W[, 1|3|4]) are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP
-    have no alpha: it is dropped. Returns the path."""
+    RGBA8 is written as is, as RGB when alpha is 255 everywhere, and as one grey channel
+    when it is also grey (R = G = B): each loads back the same. f32 images (H, W[, 1|3|4])
+    are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP have no alpha: it is
+    dropped. Returns the path."""
     check_buffer(buf, "buf")
-    a = to_numpy(buf)
-    if (a[..., 3] == 255).all():  # opaque: RGB is smaller and loads back identical
-        a = a[..., :3]
-    return write_file(a, path)
+    return write_file(compact(to_numpy(buf)), path)
 
 
 # -- running image kernels -------------------------------------------------------------------------

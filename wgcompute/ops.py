@@ -12,6 +12,7 @@ from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError
 from .kernels.cast import ASTYPE_CHECK, check_options, exact_by_type
+from .kernels.layout import contiguous_strides
 from .pipeline import Pipeline
 
 _NONE = 0xFFFFFFFF
@@ -102,3 +103,39 @@ def _refusal(where: str, value, index: int, src: str, dst: str, rounding) -> str
                                            "numpy does"))
     return (f"{where}: {shown} cannot be stored exactly as {dst}; pass casting='unsafe' to "
             f"round it to the nearest {dst}")
+
+
+def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
+    """numpy's transpose into a new buffer (or ``out``): see wgc.transpose."""
+    check_buffer(a, "a")
+    perm = normalize_permutation(axes, a.ndim, "transpose")
+    shape = tuple(a.shape[d] for d in perm)
+    if out is None:
+        out = empty(shape, a.dtype, label="transpose-out")
+    if a.ndim == 2 and perm == (1, 0) and a.dtype != "u8":
+        return run_kernel("transpose", [a], out)
+    check_buffer(out, "out")
+    if out.shape != shape:
+        raise ShapeError(f"transpose: out is {out.shape}, expected {shape} for a {a.shape} "
+                         f"with axes {perm}")
+    strides = contiguous_strides(a.shape)
+    return run_kernel("strided_copy", [a], out,
+                      {"strides": tuple(strides[d] for d in perm), "offset": 0})
+
+
+def normalize_permutation(axes, ndim: int, where: str) -> tuple[int, ...]:
+    """numpy's ``axes`` of a transpose: None (reversed) or a permutation of range(ndim)."""
+    if axes is None:
+        return tuple(range(ndim - 1, -1, -1))
+    try:
+        perm = tuple(axes)
+        ok = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in perm)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ArgumentError(f"{where}: axes must be a tuple of ints, got {axes!r}")
+    norm = tuple(int(d) % ndim if -ndim <= d < ndim else -1 for d in perm) if ndim else perm
+    if sorted(norm) != list(range(ndim)):
+        raise ArgumentError(f"{where}: axes {perm} is not a permutation of the {ndim} axes "
+                            f"of a")
+    return norm

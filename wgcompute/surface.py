@@ -548,7 +548,7 @@ class Surface:
             pass
 
 
-# -- the functional facade (the seed's names) ------------------------------------------------
+# -- the functional API ----------------------------------------------------------------------
 
 def _check_size(width, height, where: str) -> tuple[int, int]:
     limit = get_device().gpu_device.limits["max-texture-dimension-2d"]

@@ -30,7 +30,7 @@ def _check_free(name: str, replace: bool) -> None:
 
 def add(kernel: Kernel, replace: bool = False, compiled=None) -> Kernel:
     """Register ``kernel``. Replacing drops the old kernel's cached pipelines (they are keyed
-    by name, and would otherwise keep running the old shader); ``compiled`` seeds the cache."""
+    by name, and would otherwise keep running the old shader); ``compiled`` goes into the cache."""
     with _lock:
         _check_free(kernel.name, replace)
         _aliases.pop(kernel.name, None)

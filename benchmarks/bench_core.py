@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     repeat = 3 if args.small else args.repeat
 
     import wgcompute as wgc
-    from wgcompute.device import get_device
+    from wgcompute import current_device as get_device
 
     dev = get_device().gpu_device
     res = Results("core engine vs raw wgpu-py (time per call, Python overhead included)")

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     repeat = 50 if args.small else args.repeat
 
     import wgcompute as wgc
-    from wgcompute.device import get_device
+    from wgcompute import current_device as get_device
 
     res = Results("dispatch overhead (µs; lower is better)")
     x = np.arange(N_TINY, dtype=np.float32)

@@ -81,30 +81,29 @@ def max_err(results, batches) -> float:
 def gpu_queue_time(wgc, inp, out) -> float:
     """Seconds of one batch's GPU work as stream_map submits it, host copies excluded:
     staging -> input copy, the kernel, output -> staging copy, in one submission."""
-    from wgcompute import _queue, _staging
-    from wgcompute._encode import Encoder
+    from wgcompute import transfers
+    from wgcompute._queue import wait as wgc_wait
     from wgcompute.commands import bound
     from wgcompute.kernels import registry
 
-    up = _staging.up_pool.acquire(inp.nbytes)
-    _staging.unmap(up)  # pool buffers come mapped for writing; a copy source must not be
-    down = _staging.down_pool.acquire(out.nbytes)
-    d = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B})
+    dev = inp.device
+    up = transfers.UploadStage(dev, inp.nbytes)
+    padded = up.fill(np.zeros(inp.size, np.float32))  # a copy source must be unmapped
+    down = transfers.DownloadStage(dev, out.nbytes)
+    calls = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B}).raw_calls()
 
     def batch():
-        enc = Encoder()
-        enc.copy_buffer_to_buffer(up, 0, inp.gpu_buffer, 0, inp.nbytes)
-        cpass = enc.begin_compute_pass()
-        d.encode(cpass)
-        cpass.end()
-        enc.copy_buffer_to_buffer(out.gpu_buffer, 0, down, 0, out.nbytes)
-        _queue.wait(_queue.submit([enc.finish()]))
+        enc = dev.link.encoder()
+        up.record(enc, inp.gpu_buffer, padded)
+        enc.record_calls(calls)
+        down.record(enc, out.gpu_buffer)
+        wgc_wait(dev.submitter.submit([enc.finish()]))
 
     try:
         t, _ = timed(batch, 5)
     finally:
-        up.destroy()
-        down.destroy()
+        up.release(False)
+        down.release()
     return t
 
 
@@ -291,8 +290,8 @@ def main(argv=None) -> Results:
     if args.small:
         args.batches, args.size, args.repeat = 8, 1 << 20, 2
     import wgcompute as wgc
-    from wgcompute import _staging
-    from wgcompute.device import get_device
+    from wgcompute import current_device as get_device
+    from wgcompute import transfers
 
     n, count = args.size, args.batches
     rng = np.random.default_rng(0)
@@ -317,7 +316,8 @@ def main(argv=None) -> Results:
     # worked (a new array's page faults are not on its path): the same download, into
     # touched memory, is the stage's time
     touched = np.ones(n, np.float32).view(np.uint8)
-    t_down, _ = timed(lambda: _staging.download(out.gpu_buffer, 0, out.nbytes, touched), 5)
+    t_down, _ = timed(lambda: transfers.download(out.device, out.gpu_buffer, 0, out.nbytes,
+                                                 touched), 5)
     bound = count * max(t_up, t_gpu, t_down)
     t_queue = gpu_queue_time(wgc, inp, out)
     queue_bound = count * max(t_up, t_down, t_queue)

@@ -111,7 +111,7 @@ def main(argv=None) -> Results:
     import wgpu
 
     import wgcompute as wgc
-    from wgcompute.device import get_device
+    from wgcompute import current_device as get_device
 
     dev = get_device().gpu_device
     nbytes = args.mb << 20

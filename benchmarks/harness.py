@@ -70,7 +70,7 @@ _ts_cache: dict = {}
 
 def _device():
     import wgcompute as wgc  # noqa: F401  (creates the device on first use)
-    from wgcompute.device import get_device
+    from wgcompute import current_device as get_device
 
     return get_device()
 

@@ -59,7 +59,7 @@ def inner_count(flops: float, quick: bool) -> int:
 class Sweep:
     def __init__(self, args):
         import wgcompute as wgc
-        from wgcompute.device import get_device
+        from wgcompute import current_device as get_device
         from wgcompute.kernels import bind, get
         from wgcompute.kernels import matmul as mm
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute import device as device_mod
+from wgcompute.runtime import current_device
 
 ALL = ["f32", "f16", "f64", "s32", "s64", "u32", "u8"]
 OPS = {"add": (wgc.add, np.add), "sub": (wgc.sub, np.subtract),
@@ -86,7 +86,7 @@ def test_launches_split_over_the_binding_limit(dt, rng, monkeypatch):
     """A small binding limit makes the broadcast path split the output (and the operand of
     the output's size) into bound ranges while the broadcast operand stays bound whole."""
     need(dt)
-    dev = device_mod.get_device()
+    dev = current_device()
     # 4096 elements per launch
     monkeypatch.setitem(dev.limits, "max-storage-buffer-binding-size",
                         4096 * wgc.DTYPES[dt].itemsize)

@@ -209,6 +209,7 @@ def test_free_then_use_raises_buffer_freed():
 
 
 def test_context_manager_frees():
+    gc.collect()  # earlier tests' garbage must not leave during this one
     before = wgc.live_buffers()
     with wgc.buffer([1.0]) as buf:
         assert wgc.live_buffers() == before + 1
@@ -219,6 +220,7 @@ def test_context_manager_frees():
 
 def test_free_many_and_live_buffers():
     gc.collect()
+    gc.collect()  # earlier tests' garbage must not leave during this one
     before = wgc.live_buffers()
     bufs = [wgc.buffer_zeros((8,), "f32") for _ in range(5)]
     assert wgc.live_buffers() == before + 5
@@ -231,6 +233,7 @@ def test_free_many_and_live_buffers():
 
 def test_dropped_buffer_is_released():
     gc.collect()
+    gc.collect()  # earlier tests' garbage must not leave during this one
     before = wgc.live_buffers()
     wgc.buffer_zeros((16,), "f32")
     gc.collect()

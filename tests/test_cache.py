@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.kernels import base, stats
+from wgcompute.kernels import base
 
 
 def counts():
-    return dict(stats)
+    return wgc.kernels_stats()
 
 
 def delta(before):
-    return {k: stats[k] - v for k, v in before.items()}
+    now = wgc.kernels_stats()
+    return {k: now[k] - v for k, v in before.items()}
 
 
 NONE = {"pipelines_created": 0, "bind_groups_created": 0, "uniform_buffers_created": 0}
@@ -27,11 +28,11 @@ def test_second_identical_run_creates_nothing():
     out = wgc.empty((1000,), "f32")
     wgc.add(a, b, out)  # may compile (first use in this process) and binds
     before = counts()
-    n_cached = base.pipeline_cache_size()
+    n_cached = base.pipeline_cache_size(wgc.current_device())
     for _ in range(3):
         wgc.add(a, b, out)
     assert delta(before) == NONE
-    assert base.pipeline_cache_size() == n_cached
+    assert base.pipeline_cache_size(wgc.current_device()) == n_cached
     np.testing.assert_array_equal(out.to_numpy(), np.arange(1000, dtype=np.float32) + 1)
 
 
@@ -99,11 +100,12 @@ def test_pipeline_key_is_a_frozen_dataclass():
     assert key == base.PipelineKey("elementwise_add", ("f32",), ())
     assert hash(key) == hash(base.PipelineKey("elementwise_add", ("f32",), ()))
     wgc.add(wgc.buffer([1.0]), wgc.buffer([2.0]))
-    cached = [k for k in base._cache if k.kernel == "elementwise_add" and "f32" in k.dtypes]
+    pipelines = wgc.current_device().pipelines
+    cached = [k for k in pipelines if k.kernel == "elementwise_add" and "f32" in k.dtypes]
     assert cached, "the f32 add pipeline is not in the cache"
     for k in cached:
         assert dataclasses.is_dataclass(k) and k.__dataclass_params__.frozen
-        assert base._cache[k].pipeline is not None and base._cache[k].layout is not None
+        assert pipelines[k].pipeline is not None and pipelines[k].layout is not None
 
 
 def test_freed_buffer_is_not_served_from_the_bind_cache():

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.device import get_device
-from wgcompute.kernels import base
+from wgcompute.runtime import current_device as get_device
 
 
 def test_error_tree():
@@ -315,9 +314,9 @@ def test_unsupported_dtype_error_names_the_missing_feature(monkeypatch):
     dev = get_device()
     # compiled pipelines skip the check: set aside those of the two dtypes, restore after
     gated = {"f64", "s64", "f16"}
-    saved = {k: c for k, c in base._cache.items() if gated & set(k.dtypes)}
+    saved = {k: c for k, c in dev.pipelines.items() if gated & set(k.dtypes)}
     for k in saved:
-        base._cache.pop(k, None)
+        dev.pipelines.pop(k, None)
     monkeypatch.setattr(dev, "features",
                         dev.features - {"shader-f64", "shader-int64", "shader-f16"})
     try:
@@ -334,9 +333,9 @@ def test_unsupported_dtype_error_names_the_missing_feature(monkeypatch):
             wgc.matmul(wgc.buffer_zeros((2, 2), "f16"), wgc.buffer_zeros((2, 2), "f16"))
     finally:
         monkeypatch.undo()
-        for k in [k for k in base._cache if gated & set(k.dtypes)]:
-            base._cache.pop(k)  # nothing compiled without the feature may stay
-        base._cache.update(saved)
+        for k in [k for k in dev.pipelines if gated & set(k.dtypes)]:
+            dev.pipelines.pop(k)  # nothing compiled without the feature may stay
+        dev.pipelines.update(saved)
     assert wgc.add(a, a).tolist() == [2.0, 4.0]
 
 

@@ -14,28 +14,31 @@ PKG = Path(wgc.__file__).resolve().parent
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
 LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
-    "wgcompute.device": 1,
-    "wgcompute._queue": 1,  # beside device: owns the queue submit and fences; buffers read
-    "wgcompute._encode": 1,  # command encoders of the hot paths, raw wgpu-native handles
-    "wgcompute.buffer": 2, "wgcompute._staging": 2, "wgcompute.shaders": 2,
-    "wgcompute._wgsl": 2,  # the shaders/ data package
-    "wgcompute.autotune": 2,  # per-device tuning cache: needs the device, used by kernels
-    "wgcompute.kernels": 3,
-    "wgcompute.commands": 4,
-    "wgcompute.pipeline": 5,
-    "wgcompute.streams": 6, "wgcompute.surface": 6, "wgcompute.image": 6,
-    "wgcompute.ops": 6,  # array operations (astype, operators, views) over kernels, pipelines
-    "wgcompute": 7,  # the facade (__init__): may use every layer, no library module uses it
-    "wgcompute.cli": 8, "wgcompute.viewer": 8,  # the app layer: public names only
-    "wgcompute.__main__": 8,  # `python -m wgcompute`: runs the CLI
+    "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
+    "wgcompute._queue": 2,  # fences and the submitter of one device
+    "wgcompute._pools": 2,  # a device's staging pools and host threads
+    "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
+    "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
+    "wgcompute.buffer": 5,
+    "wgcompute.shaders": 6, "wgcompute._wgsl": 6,  # WGSL loading (the shaders/ data package)
+    "wgcompute.autotune": 6,  # tuned choices per device and adapter
+    "wgcompute.kernels": 7,
+    "wgcompute.commands": 8,
+    "wgcompute.pipeline": 9,
+    "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
+    "wgcompute.surface": 10, "wgcompute.image": 10,
+    "wgcompute.ops": 10,  # array operations (astype, operators, views) over kernels, pipelines
+    "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
+    "wgcompute.cli": 14, "wgcompute.viewer": 14,  # the app layer: public names only
+    "wgcompute.__main__": 14,  # `python -m wgcompute`: runs the CLI
 }
-APP = 8
+APP = 14
 PUBLIC = set(wgc.__all__)
 
 # Upward imports done lazily, on purpose, each with its reason. Keep this list short.
 ALLOWED_LAZY_UP = {
-    ("wgcompute.buffer", "wgcompute.streams"):
-        "Buffer.read_async/write_async are methods for convenience; streams does the work",
+    ("wgcompute.buffer", "wgcompute.commands"):
+        "Buffer.read_async/write_async are methods for convenience; commands does the work",
 }
 
 # Third-party modules only some of the package may import, and how.

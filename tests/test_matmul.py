@@ -21,7 +21,6 @@ import pytest
 
 import wgcompute as wgc
 from wgcompute import autotune
-from wgcompute.device import get_device
 from wgcompute.kernels import bind, get
 from wgcompute.kernels.matmul import (
     _DEFAULTS,
@@ -36,6 +35,7 @@ from wgcompute.kernels.matmul import (
     TileConfig,
     problem_class,
 )
+from wgcompute.runtime import current_device as get_device
 
 EPS = {"f32": 2.0**-24, "f16": 2.0**-24, "f64": 2.0**-53}
 ELEM = {"f32": 4, "f64": 8, "mixed": 2}
@@ -66,7 +66,7 @@ def check(rng, m, n, k, dt, config=None, precision=None):
     absprod = np.abs(a64) @ np.abs(b64)
     mixed = dt == "f16" and (precision or F16_DEFAULT_PRECISION) == "mixed"
     if mixed:
-        bk = (config or Matmul().config_for(m, n, k, "f16", "mixed")).bk
+        bk = (config or Matmul().config_for(m, n, k, "f16", get_device(), "mixed")).bk
         bound = ((gamma(2 * bk, 2.0**-11) + gamma(-(-k // bk), 2.0**-24)) * absprod
                  + 2.0**-11 * np.abs(want) + 2 * k * 2.0**-14) * 1.01
     else:
@@ -388,17 +388,17 @@ def test_autotune_picks_the_fastest_caches_it_and_resets(cache, monkeypatch):
             raise RuntimeError("this config does not compile here")
         return timings[name]
 
-    assert autotune.choose("demo f32 large", ["a", "b", "c"], "a", measure) == "b"
+    assert autotune.choose(get_device(), "demo f32 large", ["a", "b", "c"], "a", measure) == "b"
     assert sorted(calls) == ["a", "b", "c"]
     stored = json.loads((cache / "autotune.json").read_text())
-    assert stored[autotune.adapter_key()]["demo f32 large"] == "b"
+    assert stored[autotune.adapter_key(get_device())]["demo f32 large"] == "b"
     calls.clear()
-    assert autotune.choose("demo f32 large", ["a", "b", "c"], "a", measure) == "b"
+    assert autotune.choose(get_device(), "demo f32 large", ["a", "b", "c"], "a", measure) == "b"
     assert calls == []  # served from the cache
     wgc.autotune_reset()
     assert not (cache / "autotune.json").exists()
     monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "0")
-    assert autotune.choose("demo f32 large", ["a", "b", "c"], "a", measure) == "a"
+    assert autotune.choose(get_device(), "demo f32 large", ["a", "b", "c"], "a", measure) == "a"
     assert calls == []  # disabled: the default, nothing measured
 
 
@@ -407,24 +407,25 @@ def test_autotune_measures_real_matmuls_on_this_adapter(cache, monkeypatch, rng)
     its 256³ problem, keeps the winner, and the matmul uses it correctly; f16
     "mixed" is its own problem, tuned among the mixed candidates."""
     monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "1")
-    cfg = Matmul().config_for(100, 100, 100, "f32")
+    cfg = Matmul().config_for(100, 100, 100, "f32", get_device())
     assert cfg in CANDIDATES
     stored = json.loads((cache / "autotune.json").read_text())
-    assert stored[autotune.adapter_key()][f"matmul f32 small r{_TUNE_REVISION}"] == cfg.name
+    key = autotune.adapter_key(get_device())
+    assert stored[key][f"matmul f32 small r{_TUNE_REVISION}"] == cfg.name
     check(rng, 100, 100, 100, "f32")
     if "shader-f16" in wgc.device_info()["features"]:
-        cfg = Matmul().config_for(100, 100, 100, "f16", "mixed")
+        cfg = Matmul().config_for(100, 100, 100, "f16", get_device(), "mixed")
         assert cfg in MIXED_CANDIDATES
         stored = json.loads((cache / "autotune.json").read_text())
-        assert (stored[autotune.adapter_key()][f"matmul f16 mixed small r{_TUNE_REVISION}"]
+        assert (stored[key][f"matmul f16 mixed small r{_TUNE_REVISION}"]
                 == cfg.name)
         check(rng, 100, 100, 100, "f16", precision="mixed")
 
 
 def test_autotune_default_without_tuning(cache, monkeypatch):
     monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "0")
-    assert Matmul().config_for(4096, 4096, 4096, "f32").name == "128x128x8_8x8"
-    assert (Matmul().config_for(4096, 4096, 4096, "f16", "mixed").name
+    assert Matmul().config_for(4096, 4096, 4096, "f32", get_device()).name == "128x128x8_8x8"
+    assert (Matmul().config_for(4096, 4096, 4096, "f16", get_device(), "mixed").name
             == _MIXED_DEFAULTS["large"])
     assert not (cache / "autotune.json").exists()
 
@@ -473,7 +474,7 @@ def test_facade_takes_precision(rng):
     exact = wgc.matmul(ga, gb).to_numpy().astype(np.float64)
     want = a.astype(np.float64) @ b.astype(np.float64)
     absprod = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    bk = Matmul().config_for(70, 50, 300, "f16", "mixed").bk
+    bk = Matmul().config_for(70, 50, 300, "f16", get_device(), "mixed").bk
     bound = ((gamma(2 * bk, 2.0**-11) + gamma(-(-300 // bk), 2.0**-24)) * absprod
              + 2.0**-11 * np.abs(want) + 2 * 300 * 2.0**-14) * 1.01
     assert np.all(np.abs(mixed - want) <= bound)

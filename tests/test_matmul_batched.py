@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute import device as device_mod
 from wgcompute.kernels import bind, get
 from wgcompute.kernels.matmul import CANDIDATES, MIXED_CANDIDATES, Matmul, matmul_shape
+from wgcompute.runtime import current_device
 
 EPS = {"f32": 2.0**-24, "f16": 2.0**-24, "f64": 2.0**-53}
 PAIRS = [
@@ -84,7 +84,7 @@ def test_shared_b_folds_into_one_2d_product():
 
 
 def fitting(cfgs, elem):
-    dev = device_mod.get_device()
+    dev = current_device()
     out = []
     for cfg in cfgs:
         while not cfg.fits(dev, elem) and cfg.bk > 8:
@@ -134,7 +134,7 @@ def test_f16_split_k_temporary_has_the_batched_shape(rng):
 def test_batches_past_the_grid_z_limit(rng, monkeypatch):
     """More products than workgroups allowed along z: several launches, each from its own
     first batch (here a limit of 4 splits 11 products, and 11 split-K products of 2 slices)."""
-    dev = device_mod.get_device()
+    dev = current_device()
     monkeypatch.setitem(dev.limits, "max-compute-workgroups-per-dimension", 4)
     got, a, b = run(rng, (11, 5, 7), (11, 7, 3), "f32")
     check(got, a, b, "f32")

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute import _staging
-from wgcompute.streams import Timeline
+from wgcompute import Timeline, _pools
 
 # A kernel that runs as long as asked: ``iters`` dependent fused multiply-adds per element.
 LOOP_WGSL = """
@@ -243,6 +242,8 @@ def test_stream_map_bounded_memory_with_an_endless_generator():
             made[0] = i + 1
             yield np.full(20_000, i % 1000, dtype=np.float32)
 
+    gc.collect()  # earlier tests' garbage must not leave during this one
+
     base = wgc.live_buffers()
     most_buffers, most_ahead = 0, 0
     results = wgc.stream_map("scale", endless(), depth=depth, params={"scalar": 2.0})
@@ -261,6 +262,7 @@ def test_stream_map_bounded_memory_with_an_endless_generator():
 def test_stream_map_reuses_slot_buffers_and_bindings(rng):
     depth = 3
     batches = [rng.standard_normal(4096).astype(np.float32) for _ in range(24)]
+    gc.collect()  # earlier tests' garbage must not leave during this one
     before_stats, before_live = wgc.kernels_stats(), wgc.live_buffers()
     created = []
     it = wgc.stream_map("scale", batches, depth=depth, params={"scalar": 0.5})
@@ -284,12 +286,12 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
     dropped: results kept while later batches run stay intact, and give theirs back when
     dropped."""
     gc.collect()
-    before = _staging.leases_out()
+    before = wgc.current_device().staging.leases_out()
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(8)]
     # enough free staging in the pool that no result waits for another to come back
-    free = [_staging.down_pool.acquire(4 * LEASE_N) for _ in batches]
+    free = [wgc.current_device().staging.down.acquire(4 * LEASE_N) for _ in batches]
     for buf in free:
-        _staging.down_pool.release(buf)
+        wgc.current_device().staging.down.release(buf)
     owned = []
     for g, b in zip(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}),
                     batches, strict=True):
@@ -298,10 +300,10 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
     del g
     assert owned == [False] * len(batches)  # every result leased
     gc.collect()
-    assert _staging.leases_out() == before
+    assert wgc.current_device().staging.leases_out() == before
     got = list(wgc.stream_map("scale", batches, depth=3, params={"scalar": 3.0}))
     leased = [i for i, g in enumerate(got) if not g.flags.owndata]
-    assert leased and _staging.leases_out() - before == len(leased)
+    assert leased and wgc.current_device().staging.leases_out() - before == len(leased)
     for g, b in zip(got, batches, strict=True):
         assert g.flags.writeable and g.shape == b.shape
         np.testing.assert_array_equal(g, b * np.float32(3.0))
@@ -310,11 +312,12 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
     view = got[i][5:9]
     del got, g
     gc.collect()
-    assert _staging.leases_out() - before == 1  # the view keeps its batch's staging
+    # the view keeps its batch's staging
+    assert wgc.current_device().staging.leases_out() - before == 1
     np.testing.assert_array_equal(view, 0)
     del view
     gc.collect()
-    assert _staging.leases_out() == before
+    assert wgc.current_device().staging.leases_out() == before
     for g, b in zip(wgc.stream_map("scale", batches, depth=1, params={"scalar": -1.0}),
                     batches, strict=True):  # depth 1 leases too; returned staging reused
         np.testing.assert_array_equal(g, -b)
@@ -324,11 +327,12 @@ def test_stream_map_large_results_view_staging_and_stay_intact(rng):
 def test_release_staging_gives_back_the_free_pool_and_transfers_go_on(rng):
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(4)]
     kept = next(iter(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0})))
-    assert _staging.free_bytes() > 0
-    held = _staging.leases_out()
+    assert wgc.current_device().staging.free_bytes() > 0
+    held = wgc.current_device().staging.leases_out()
     released = wgc.release_staging()
-    assert released > 0 and _staging.free_bytes() == 0
-    assert _staging.leases_out() == held  # a result's staging is not the pool's to free
+    assert released > 0 and wgc.current_device().staging.free_bytes() == 0
+    # a result's staging is not the pool's to free
+    assert wgc.current_device().staging.leases_out() == held
     np.testing.assert_array_equal(kept, batches[0] * np.float32(2.0))
     for g, b in zip(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0}),
                     batches, strict=True):
@@ -339,7 +343,8 @@ def test_release_staging_gives_back_the_free_pool_and_transfers_go_on(rng):
 
 
 def _pooled_bytes(min_size=0, max_size=1 << 62):
-    return sum(entry[0].size for pool in (_staging.up_pool, _staging.down_pool)
+    staging = wgc.current_device().staging
+    return sum(entry[0].size for pool in (staging.up, staging.down)
                for size, free in pool._free.items() if min_size <= size < max_size
                for entry in free)
 
@@ -347,21 +352,21 @@ def _pooled_bytes(min_size=0, max_size=1 << 62):
 def test_idle_large_staging_is_given_back(rng, monkeypatch):
     """Free staging of 1 MB or more that no transfer took for the idle time is destroyed by
     a timer (pinned host memory is not held forever); small staging stays, transfers go on."""
-    monkeypatch.setattr(_staging, "_IDLE_S", 0.3)
+    monkeypatch.setattr(wgc.current_device().staging, "idle_s", 0.3)
     wgc.release_staging()
     big = rng.standard_normal(3 << 20).astype(np.float32)  # 12 MB: one 16 MB class buffer
     small = rng.standard_normal(256).astype(np.float32)
     b, s = wgc.upload(big), wgc.upload(small)
     np.testing.assert_array_equal(b.to_numpy(), big)
     np.testing.assert_array_equal(s.to_numpy(), small)
-    assert _pooled_bytes(min_size=_staging._IDLE_MIN_SIZE) > 0
-    kept_small = _pooled_bytes(max_size=_staging._IDLE_MIN_SIZE)
+    assert _pooled_bytes(min_size=_pools._IDLE_MIN_SIZE) > 0
+    kept_small = _pooled_bytes(max_size=_pools._IDLE_MIN_SIZE)
     assert kept_small > 0
     deadline = time.monotonic() + 10
-    while _pooled_bytes(min_size=_staging._IDLE_MIN_SIZE) and time.monotonic() < deadline:
+    while _pooled_bytes(min_size=_pools._IDLE_MIN_SIZE) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _pooled_bytes(min_size=_staging._IDLE_MIN_SIZE) == 0
-    assert _pooled_bytes(max_size=_staging._IDLE_MIN_SIZE) == kept_small
+    assert _pooled_bytes(min_size=_pools._IDLE_MIN_SIZE) == 0
+    assert _pooled_bytes(max_size=_pools._IDLE_MIN_SIZE) == kept_small
     np.testing.assert_array_equal(b.to_numpy(), big)  # new staging, same data
     b.free()
     s.free()
@@ -380,7 +385,7 @@ def test_an_iterator_collected_in_a_reference_cycle_leaves_no_dead_staging(depth
     cycle.append(cycle)
     del it, first, cycle
     gc.collect()
-    for pool in (_staging.up_pool, _staging.down_pool):
+    for pool in (wgc.current_device().staging.up, wgc.current_device().staging.down):
         for free in pool._free.values():
             assert all(entry[0]._internal is not None for entry in free)
     for got in wgc.stream_map("scale", batches, depth=depth, params={"scalar": 2.0}):
@@ -391,7 +396,7 @@ def test_an_iterator_collected_in_a_reference_cycle_leaves_no_dead_staging(depth
 
 def test_stream_map_copies_results_past_the_lease_limit(rng, monkeypatch):
     gc.collect()
-    monkeypatch.setattr(_staging, "_LEASE_MAX", _staging.leases_out() + 2)
+    monkeypatch.setattr(_pools, "_LEASE_MAX", wgc.current_device().staging.leases_out() + 2)
     batches = [rng.standard_normal(LEASE_N).astype(np.float32) for _ in range(5)]
     got = list(wgc.stream_map("scale", batches, depth=2, params={"scalar": 2.0}))
     assert sum(not g.flags.owndata for g in got) <= 2
@@ -509,6 +514,6 @@ def test_staging_idle_time_from_the_environment(monkeypatch, value, want):
     monkeypatch.setenv("WGCOMPUTE_STAGING_IDLE_S", value)
     if want == 30.0 and value:
         with pytest.warns(UserWarning, match="WGCOMPUTE_STAGING_IDLE_S"):
-            assert _staging._idle_seconds() == want
+            assert _pools.idle_seconds() == want
     else:
-        assert _staging._idle_seconds() == want
+        assert _pools.idle_seconds() == want

@@ -14,7 +14,7 @@ import pytest
 import wgpu
 
 import wgcompute as wgc
-from wgcompute import _staging
+from wgcompute import transfers
 
 H, W = 23, 37  # odd sizes: no row is a multiple of 256 bytes
 
@@ -58,7 +58,7 @@ class TransferCounter:
             monkeypatch.setattr(cls, name, self._wrap_map(getattr(cls, name), name))
         for cls, name in ((queue_cls, "read_buffer"), (queue_cls, "read_texture")):
             monkeypatch.setattr(cls, name, self._wrap(getattr(cls, name), name))
-        monkeypatch.setattr(_staging, "download", self._wrap(_staging.download, "download"))
+        monkeypatch.setattr(transfers, "download", self._wrap(transfers.download, "download"))
 
     def _wrap(self, fn, name):
         def wrapper(*a, **k):
@@ -92,11 +92,10 @@ def test_surface_module_not_imported_by_wgcompute():
 
 
 def test_offscreen_shares_the_compute_device(surface):
-    from wgcompute.device import get_device
 
     assert surface.offscreen
     assert surface.size == (W, H)
-    assert surface._context.get_configuration()["device"] is get_device().gpu_device
+    assert surface._context.get_configuration()["device"] is wgc.current_device().gpu_device
     assert surface.format == "rgba8unorm"  # bytes pass unchanged (no sRGB encoding)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute import _staging
+from wgcompute import transfers
 
 SIZES = [0, 1, 255, 1_000_003]
 
@@ -61,7 +61,7 @@ def test_read_async_sees_exactly_what_was_submitted_before_it(rng):
 
 
 def test_transfers_larger_than_one_staging_chunk(rng):
-    n = _staging.CHUNK // 4 + 5  # f32 elements: one full chunk and a ragged tail
+    n = transfers.CHUNK // 4 + 5  # f32 elements: one full chunk and a ragged tail
     a = rng.standard_normal(n).astype(np.float32)
     buf = wgc.empty(n, "f32")
     buf.write_async(a).wait()

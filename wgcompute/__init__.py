@@ -1,8 +1,8 @@
 """wgcompute: a Python GPU compute engine on WebGPU (wgpu-py).
 
-Objects first (Buffer, Command, Pipeline), plus a thin functional API
-(``buffer / run_kernel / submit / poll / wait / pipeline_add`` ...) for code written as calls.
-Importing wgcompute creates no device; the first call that needs the GPU does."""
+Objects first (Device, Buffer, Command, Pipeline, Stream), plus a thin functional facade
+(``buffer / run_kernel / submit / poll / wait / pipeline_add``) working on the current device.
+Importing wgcompute creates no device; the first call that needs the GPU opens the default one."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from .buffer import (
 )
 from .buffer import check_buffer as _check_buffer
 from .commands import Command, Status, poll, run_kernel, run_kernel_async, submit, wait
-from .device import adapters, device_info, is_gpu, version
 from .dtypes import DTYPES
 from .errors import (
     ArgumentError,
     BufferFreedError,
     CommandFailedError,
     DeviceError,
+    DeviceLostError,
     DtypeError,
     KernelNotFoundError,
     PipelineError,
@@ -45,16 +45,33 @@ from .kernels import names as _kernel_names
 from .kernels import registry as _registry
 from .ops import astype
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
-from .streams import Event, Stream, create_stream, release_staging, stream_map, upload
+from .runtime import (
+    AdapterInfo,
+    Device,
+    adapters,
+    current_device,
+    default_device,
+    device,
+    device_info,
+    devices,
+    is_gpu,
+    set_default_device,
+    use_device,
+    version,
+)
+from .stream_map import StreamMap, stream_map
+from .streams import Event, Stream, create_stream, release_staging, upload
+from .timeline import Timeline
 
 __all__ = [
     "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",
-    "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
-    # device
-    "device_info", "is_gpu", "version", "adapters",
+    "DeviceLostError", "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
+    # devices
+    "Device", "AdapterInfo", "devices", "device", "use_device", "set_default_device",
+    "current_device", "default_device", "device_info", "is_gpu", "version", "adapters",
     # buffers
     "buffer", "buffer_from_binary", "buffer_zeros", "empty", "from_numpy", "to_numpy",
     "read", "read_list", "read_binary", "shape", "dtype", "size", "free", "free_many",
@@ -71,7 +88,8 @@ __all__ = [
     # pipelines
     "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
     # streams and transfers
-    "Stream", "Event", "create_stream", "stream_map", "upload", "release_staging",
+    "Stream", "Event", "Timeline", "StreamMap", "create_stream", "stream_map", "upload",
+    "release_staging",
     # surfaces
     "create_surface", "set_pixels", "present", "run_to_surface",
 ]
@@ -137,12 +155,13 @@ def kernel_info(name: str) -> Kernel:
     return _registry.get(name)
 
 
-def kernels_stats() -> dict:
-    """Counters of GPU objects the kernel machinery created (pipelines, bind groups, params
-    buffers): a second identical run leaves them unchanged."""
-    from .kernels import stats
+def kernels_stats(device: Device | None = None) -> dict:
+    """Counters of GPU objects the kernel machinery created on ``device`` (default: the
+    current one): pipelines, bind groups, params buffers. A second identical run leaves them
+    unchanged."""
+    from .runtime import resolve
 
-    return dict(stats)
+    return dict(resolve(device).stats)
 
 
 def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
@@ -272,12 +291,13 @@ def autotune_reset() -> None:
 
 
 # -- surfaces (wgcompute.surface imports rendercanvas: loaded on first use) -----------------
-def create_surface(width: int, height: int, title: str = "wgcompute", offscreen=None):
+def create_surface(width: int, height: int, title: str = "wgcompute", offscreen=None,
+                   device: Device | None = None):
     """A Surface showing GPU buffers: a glfw window, or an offscreen canvas when there is no
     display or ``offscreen=True`` (see wgcompute.surface.Surface)."""
     from .surface import create_surface as _create_surface
 
-    return _create_surface(width, height, title, offscreen)
+    return _create_surface(width, height, title, offscreen, device)
 
 
 def set_pixels(surface, data):

@@ -1,18 +1,13 @@
-"""The only place that calls the queue's submit: every submission gets a real fence, a
-queue work-done callback registered right after it, completed as the GPU reaches it.
+"""Fences and the submitter of one device: every submission that needs one gets a real fence,
+completed by the queue's work-done callback as the GPU reaches it; waiters poll for it.
 
 Why not block in ``wgpuDevicePoll(wait=True)``: in wgpu-native 29 a blocking poll holds the
-device's fence lock while it waits, so every submit from any other thread stalls until the
-GPU is idle (measured: a 4 µs submit took 3.6 s behind a long kernel). Progress therefore
-comes from *non-blocking* polls only: wgpu-py's per-device poll thread (whose poll function
-``install_poller`` swaps for a non-blocking poll plus a short sleep) keeps polling while any
-fence or buffer map is pending, and ``wait()`` spins on non-blocking polls in the caller.
-wgpu 0.32's ``queue.on_submitted_work_done`` wraps the callback with the wrong C signature
-(TypeError); the callback here uses the right one.
-
-Synchronous runs (run_kernel, Pipeline.run) use ``Submitter.submit_and_wait``: the work-done
-callback writes into a box of the waiting thread, so no Fence, no pending-queue entry and
-no lock stand between the GPU finishing and the caller returning."""
+device's fence lock while it waits, so every submit from any other thread stalls until the GPU
+is idle (a 4 us submit took 3.6 s behind a long kernel). Progress therefore comes from
+*non-blocking* polls only: wgpu-py's poll thread for the device (its poll function swapped for a
+non-blocking poll plus a short sleep) keeps polling while a fence or map is pending, and
+``wait_event`` polls in the caller. Synchronous runs (run_kernel, Pipeline.run) wait on a
+per-thread box the work-done callback writes: no Fence, no pending-queue entry, no lock."""
 
 from __future__ import annotations
 
@@ -21,10 +16,6 @@ import threading
 import time
 from collections import deque
 
-from wgpu.backends.wgpu_native._ffi import ffi, lib
-
-from ._encode import CommandBuffer
-from .device import Device, get_device
 from .errors import DeviceError
 
 log = logging.getLogger("wgcompute")
@@ -33,16 +24,15 @@ _POLL_SLEEP = 50e-6  # background poll period while work is pending (s)
 _IDLE_SLEEP = 1e-3  # the poll thread's period while a caller polls in wait_event (s)
 _SPIN = 200  # polls a waiter makes before it looks at the clock
 _SPIN_TIME = 1e-3  # a waiter polls without sleeping this long (s): a 100-stage pipeline
-#                    finishes within it, and a sleep costs ~60 µs of latency
+#                    finishes within it, and a sleep costs ~60 us of latency
 _NAP_FRACTION = 0.01  # then it sleeps this fraction of the time waited so far between polls
 _MAX_NAP = 5e-4  # (s)
 _LINGER = 2e-3  # the poll thread keeps polling this long after the last fence completed (s)
 
 
 class Flag:
-    """``is_set()`` / ``set()`` of a threading.Event without its Condition, which costs
-    2.6 µs to create: nothing blocks on a fence's or a map's flag (``wait_event`` spins on
-    polls and sleeps), so a plain attribute is all it needs."""
+    """``is_set()`` / ``set()`` of a threading.Event without its Condition (2.6 us to create):
+    nothing blocks on a fence's flag, waiters poll."""
 
     __slots__ = ("_set",)
 
@@ -56,21 +46,32 @@ class Flag:
         self._set = True
 
 
+class _Loss:
+    """``epoch`` counts the device losses wgpu reported; a Submitter whose ``seen_epoch``
+    differs has its device probed (``probe``) before it waits on."""
+
+    epoch = 0
+
+
+LOSS = _Loss()
+
 # Guards every fence's callbacks and completion: one lock for all of them, because a lock of
 # their own would be made per submission and most fences never get a callback.
 _fence_lock = threading.Lock()
 
 
 class Fence:
-    """Completion of one queue submission. ``event`` is set once the GPU finished it."""
+    """Completion of one queue submission of ``submitter``'s device. ``event`` is set once the
+    GPU finished it (or the device was lost: then ``error`` says so)."""
 
-    __slots__ = ("index", "event", "error", "_callbacks")
+    __slots__ = ("index", "event", "error", "_callbacks", "submitter")
 
-    def __init__(self):
+    def __init__(self, submitter: Submitter | None = None):
         self.index = 0
         self.event = Flag()
         self.error: BaseException | None = None
         self._callbacks: list | None = None
+        self.submitter = submitter
 
     def done(self) -> bool:
         return self.event.is_set()
@@ -83,7 +84,7 @@ class Fence:
                     self._callbacks = []
                 self._callbacks.append(fn)
                 return
-        _safe_call(fn, self)
+        safe_call(fn, self)
 
     def _finish(self, error: BaseException | None) -> None:
         with _fence_lock:
@@ -94,7 +95,7 @@ class Fence:
             callbacks, self._callbacks = self._callbacks, None
         if callbacks:
             for fn in callbacks:
-                _safe_call(fn, self)
+                safe_call(fn, self)
 
     @classmethod
     def completed(cls, error: BaseException | None = None) -> Fence:
@@ -103,25 +104,7 @@ class Fence:
         return f
 
 
-class _SyncBox:
-    """One thread's completion slot for ``Submitter.submit_and_wait``: the work-done callback
-    writes the status into it (``userdata1`` is a handle to the box)."""
-
-    __slots__ = ("status", "handle", "info")
-
-    def is_set(self) -> bool:  # wait_event's flag protocol
-        return self.status is not None
-
-    def __init__(self, callback):
-        self.status: int | None = None
-        self.handle = ffi.new_handle(self)
-        self.info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
-        self.info.mode = lib.WGPUCallbackMode_AllowProcessEvents
-        self.info.callback = callback
-        self.info.userdata1 = self.handle
-
-
-def _safe_call(fn, arg) -> None:
+def safe_call(fn, arg) -> None:
     try:
         fn(arg)
     except Exception:  # a user callback must never break the poller
@@ -130,158 +113,109 @@ def _safe_call(fn, arg) -> None:
 
 def _nap(start: float) -> None:
     """A waiter's pause between polls, ``start`` being when it began to wait: none for the
-    first _SPIN_TIME, then 1% of the time waited so far (50 to 500 µs), so a long wait
-    costs little CPU and ends at most ~1% (or 0.5 ms) late."""
+    first _SPIN_TIME, then 1% of the time waited so far (50 to 500 us), so a long wait costs
+    little CPU and ends at most ~1% (or 0.5 ms) late."""
     waited = time.perf_counter() - start
     if waited > _SPIN_TIME:
         time.sleep(min(_MAX_NAP, max(_POLL_SLEEP, waited * _NAP_FRACTION)))
 
 
-def install_poller(submitter: Submitter) -> None:
-    """Make wgpu-py's poll thread for this device poll without blocking (see module doc),
-    and stay out of the way while a caller spins in ``wait_event``: two threads polling at
-    once fight over the GIL and wgpu-native's locks (on lavapipe that doubled the tiny-kernel
-    round trip, 110 -> 190 µs)."""
-    poller = getattr(submitter._device.gpu_device, "_poller", None)
-    if poller is None:
-        return
-
-    def poll(block: bool) -> None:
-        # Sleep first: right after a submit woke this thread, its caller is often about to
-        # wait (and poll) itself.
-        time.sleep(_POLL_SLEEP)
-        while submitter.waiting:
-            time.sleep(_IDLE_SLEEP)
-        submitter.poll()
-        submitter.release_idle_token()
-
-    poller._poll_func = poll
-
-
 class Submitter:
-    """Submits command buffers for one device and tracks their fences in order."""
+    """Submits command buffers for one device (its ``link``) and tracks their fences in order.
+    ``dead`` holds the error once the device is lost or closed: pending fences fail with it
+    and waiters stop waiting."""
 
-    def __init__(self, device: Device):
-        self._device = device
-        self._dev_id = device.gpu_device._internal
-        self._queue_id = device.queue._internal
-        self._poller = device.gpu_device._poller
+    def __init__(self, link, label: str = "device"):
+        self.link = link
+        self.label = label
+        self.dead: BaseException | None = None
+        self.probe = None  # set by the device: checks whether a reported loss was this device
+        self.seen_epoch = LOSS.epoch
         # one entry per thread polling in wait_event (the poll thread then stands by);
         # list.append / list.pop are atomic, so no lock
         self.waiting: list = []
-        install_poller(self)
-        # Reentrant: a work-done callback of an earlier fence may fire inside a wgpu call
-        # made while this lock is held (submit), and completes fences under it.
+        # Reentrant: a work-done callback of an earlier fence may fire inside a wgpu call made
+        # while this lock is held (submit), and completes fences under it.
         self._lock = threading.RLock()
         self._pending: deque[Fence] = deque()
-        self._token = None  # keeps wgpu-py's poll thread polling while fences are pending
+        self._token = None  # keeps the poll thread polling while fences are pending
         self._idle_since = 0.0  # when the last pending fence completed
         self.submissions = 0
-
-        # One C callback for the life of the process: the submission index travels in
-        # userdata1, so nothing is allocated per submit and nothing can be freed early.
-        @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
-        def work_done(status, _message, userdata1, _u2):
-            error = None
-            if status != lib.WGPUQueueWorkDoneStatus_Success:
-                error = DeviceError(f"the GPU could not finish this submission (status "
-                                    f"{status})")
-            self.complete_through(int(ffi.cast("uintptr_t", userdata1)), error)
-
-        # Synchronous runs wait on a box of their own thread instead of a Fence: no fence
-        # object, no pending-queue entry, no lock when the GPU is done.
-        @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
-        def sync_done(status, _message, userdata1, _u2):
-            ffi.from_handle(userdata1).status = int(status)
-
-        self._work_done = work_done
-        self._sync_done = sync_done
-        self._orphans: list[_SyncBox] = []  # boxes whose callback is still to come
-        self._arrays = {}  # reusable WGPUCommandBuffer[n]
+        self._notifier = link.notifier(self._work_done)
         self._local = threading.local()
+        self._orphans: list = []  # sync boxes whose callback is still to come
+        link.install_poller(self._background_poll)
+
+    def _work_done(self, index: int, ok: bool) -> None:
+        error = None if ok else DeviceError(
+            "the GPU could not finish this submission (device lost?)")
+        self.complete_through(index, error)
+
+    def _background_poll(self, block: bool) -> None:
+        """wgpu-py's poll thread's function: sleep first (right after a submit woke this
+        thread its caller is often about to wait, and poll, itself), stand aside while a
+        caller polls in wait_event (two threads polling fight over the GIL and wgpu-native's
+        locks: on lavapipe that doubled the tiny-kernel round trip, 110 -> 190 us)."""
+        time.sleep(_POLL_SLEEP)
+        while self.waiting:
+            time.sleep(_IDLE_SLEEP)
+        if self.dead is None:
+            self.link.poll()
+        self.release_idle_token()
+
+    def _check_alive(self) -> None:
+        if self.seen_epoch != LOSS.epoch and self.probe is not None:
+            self.probe()
+        if self.dead is not None:
+            raise self.dead
 
     def submit(self, command_buffers, fence: bool = True) -> Fence | None:
         """Submit now; return the submission's Fence (None with ``fence=False``: staging
-        copies whose buffer map is their completion). Never waits for the GPU.
-
-        Validation happens when the command buffer is finished (wgpu-py raises there);
-        what is left for submit is a destroyed or mapped resource, which wgpu-native turns
-        into a process abort (as it does for plain wgpuQueueSubmit). wgcompute never
-        destroys a buffer a pending command uses (Buffer.free defers), so it cannot happen
-        unless user code destroys ``Buffer.gpu_buffer`` by hand. The raw ``lib`` entry
-        points are used on this hot path: their errors could not be turned into Python
-        exceptions anyway."""
+        copies whose buffer map is their completion). Never waits for the GPU."""
         with self._lock:
-            index = self._submit_locked(command_buffers)
+            self._check_alive()
+            index = self.link.submit(command_buffers)
+            self.submissions += 1
             if not fence:
                 return None
-            fence = Fence()
-            fence.index = int(index)
-            self._pending.append(fence)
+            f = Fence(self)
+            f.index = index
+            self._pending.append(f)
             if self._token is None:
-                self._token = self._poller.get_token()
-            info = self._info_for_thread()
-            info.userdata1 = ffi.cast("void *", fence.index)
+                self._token = self.link.poll_token()
         # Outside the lock: with an idle queue the callback may run inside this call.
-        lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, info[0])
-        return fence
-
-    def _submit_locked(self, command_buffers) -> int:
-        """wgpuQueueSubmitForIndex (under self._lock); our raw command buffers are released
-        once submitted. Returns the submission index."""
-        n = len(command_buffers)
-        arr = self._arrays.get(n)
-        if arr is None:
-            arr = self._arrays[n] = ffi.new("WGPUCommandBuffer[]", max(n, 1))
-        for i, cb in enumerate(command_buffers):
-            arr[i] = cb._internal
-        index = lib.wgpuQueueSubmitForIndex(self._queue_id, n, arr)
-        self.submissions += 1
-        for cb in command_buffers:
-            if type(cb) is CommandBuffer:  # raw handle: submitted, so released now
-                cb.release()
-        return index
+        self._notifier.arm(index)
+        return f
 
     def submit_and_wait(self, command_buffer) -> BaseException | None:
-        """Submit one finished command buffer and poll from this thread until the GPU has
-        done it: the synchronous runs (run_kernel, Pipeline.run). Returns the error if the
-        GPU could not finish it (device lost), else None. The poll thread is neither woken
-        nor needed: the work-done callback fires in this thread's polls."""
+        """Submit one finished command buffer and poll from this thread until the GPU has done
+        it: the synchronous runs. Returns the error if the GPU could not finish it, else None.
+        The poll thread is neither woken nor needed."""
         box = getattr(self._local, "sync", None)
         if box is None:
-            box = self._local.sync = _SyncBox(self._sync_done)
+            box = self._local.sync = self.link.sync_box()
         with self._lock:
-            self._submit_locked((command_buffer,))
-        box.status = None
-        lib.wgpuQueueOnSubmittedWorkDone(self._queue_id, box.info[0])
+            self._check_alive()
+            self.link.submit((command_buffer,))
+            self.submissions += 1
+        self.link.arm_box(box)
         try:
-            wait_event(box)
+            wait_event(box, self)
         finally:
-            if box.status is None:  # interrupted (KeyboardInterrupt): the callback is still
-                # to come, so the box must outlive this thread; the next call takes a new one
+            if box.status is None:  # interrupted (or the device died): the callback may still
+                # come, so the box must outlive this call; the next call takes a new one
                 self._orphans = [b for b in self._orphans if b.status is None] + [box]
                 self._local.sync = None
-        if box.status != lib.WGPUQueueWorkDoneStatus_Success:
-            return DeviceError(f"the GPU could not finish this submission (status "
-                               f"{box.status})")
+        if not box.ok:
+            return DeviceError("the GPU could not finish this submission (device lost?)")
         return None
-
-    def _info_for_thread(self):
-        """This thread's work-done callback info (passed by value, so reusable; one per
-        thread because the call that takes it is made outside the lock)."""
-        info = getattr(self._local, "info", None)
-        if info is None:
-            info = self._local.info = ffi.new("WGPUQueueWorkDoneCallbackInfo *")
-            info.mode = lib.WGPUCallbackMode_AllowProcessEvents
-            info.callback = self._work_done
-        return info
 
     def pending_count(self) -> int:
         return len(self._pending)
 
     def complete_through(self, index: int, error: BaseException | None = None) -> None:
-        """The GPU reached submission ``index``: finish it and every earlier fence (the
-        queue runs submissions in order)."""
+        """The GPU reached submission ``index``: finish it and every earlier fence (the queue
+        runs submissions in order)."""
         done = []
         with self._lock:
             while self._pending and self._pending[0].index <= index:
@@ -291,10 +225,23 @@ class Submitter:
         for f in done:
             f._finish(error)
 
+    def kill(self, error: BaseException) -> None:
+        """The device is lost or closed: fail every pending fence with ``error``; later
+        submits raise it; waiters stop waiting."""
+        with self._lock:
+            if self.dead is None:
+                self.dead = error
+            done, self._pending = list(self._pending), deque()
+            token, self._token = self._token, None
+        for f in done:
+            f._finish(error)
+        if token is not None:
+            token.set_done()
+
     def release_idle_token(self) -> None:
-        """Let the poll thread sleep once no fence has been pending for _LINGER. Keeping it
-        polling a little longer than needed means a loop of submit-and-wait does not wake
-        it (a futex wake and a GIL hand-off) at every submit."""
+        """Let the poll thread sleep once no fence has been pending for _LINGER: a loop of
+        submit-and-wait then does not wake it (a futex wake and a GIL hand-off) at every
+        submit."""
         with self._lock:
             if (self._token is not None and not self._pending
                     and time.perf_counter() - self._idle_since > _LINGER):
@@ -302,52 +249,40 @@ class Submitter:
                 self._token = None
 
     def poll(self) -> None:
-        """One non-blocking device poll: fires the callbacks of whatever has finished. (Its
-        return value, "queue empty", is not usable: wgpu-native 29 returns a Rust bool where
-        the header declares a 32-bit WGPUBool, so the upper bytes are garbage.)"""
-        lib.wgpuDevicePoll(self._dev_id, False, ffi.NULL)
-
-
-_submitter: Submitter | None = None
-_sub_lock = threading.Lock()
-
-
-def submitter() -> Submitter:
-    global _submitter
-    s = _submitter
-    if s is not None:
-        return s
-    with _sub_lock:
-        if _submitter is None:
-            _submitter = Submitter(get_device())
-        return _submitter
-
-
-def submit(command_buffers, fence: bool = True) -> Fence | None:
-    return submitter().submit(command_buffers, fence)
+        if self.dead is None:
+            self.link.poll()
 
 
 def wait(fence: Fence, timeout: float | None = None) -> bool:
-    """Block until ``fence`` is done; True if it is, False on timeout. Spins on
-    non-blocking polls in the calling thread (lowest latency; the GIL is released inside
-    each poll, and in the pauses that follow the first millisecond: see ``_nap``)."""
-    return wait_event(fence.event, timeout)
+    """Block until ``fence`` is done; True if it is, False on timeout."""
+    if fence.event.is_set():
+        return True
+    return wait_event(fence.event, fence.submitter, timeout)
 
 
-def wait_event(event, timeout: float | None = None) -> bool:
-    """Poll the device from this thread until ``event`` is set (a fence's, a staging
-    buffer map's or a synchronous run's box: its callback fires in these polls)."""
+def wait_event(event, submitter: Submitter, timeout: float | None = None) -> bool:
+    """Poll ``submitter``'s device from this thread until ``event`` is set (a fence's, a map's
+    or a synchronous run's box: its callback fires in these polls). True once set, False on
+    timeout; raises the device's error if it dies meanwhile. The GIL is released inside each
+    poll, and in the pauses after the first millisecond (see ``_nap``)."""
     if event.is_set():
         return True
-    s = submitter()
-    poll, dev, null = lib.wgpuDevicePoll, s._dev_id, ffi.NULL  # Submitter.poll, inlined
+    calls = submitter.link.poll_calls
+    if calls is not None:
+        poll, dev, null = calls
+    else:
+        poll, dev, null = (lambda *_: time.sleep(0)), None, None
     is_set = event.is_set
     start = time.perf_counter()
     deadline = None if timeout is None else start + timeout
     spins = 0
-    s.waiting.append(None)
+    submitter.waiting.append(None)
     try:
         while True:
+            if submitter.dead is not None:
+                if is_set():
+                    return True
+                raise submitter.dead
             poll(dev, False, null)
             if is_set():
                 return True
@@ -355,6 +290,8 @@ def wait_event(event, timeout: float | None = None) -> bool:
                 return False
             spins += 1
             if spins > _SPIN:
+                if submitter.seen_epoch != LOSS.epoch and submitter.probe is not None:
+                    submitter.probe()  # wgpu reported a device lost: is it this one?
                 _nap(start)
     finally:
-        s.waiting.pop()
+        submitter.waiting.pop()

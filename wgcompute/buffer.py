@@ -10,11 +10,11 @@ from collections.abc import Iterable
 import numpy as np
 import wgpu
 
-from . import _staging
-from .device import get_device
+from . import transfers
 from .dtypes import DType, convert_exact, list_to_array
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, ShapeError
+from .runtime import Device, resolve
 
 _USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 _ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
@@ -44,18 +44,20 @@ def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
 
 
 class Buffer:
-    """An n-dimensional array of one dtype in GPU memory.
+    """An n-dimensional array of one dtype in the memory of one device.
 
-    ``shape`` and ``dtype`` describe it; ``read()``, ``to_numpy()``, ``tolist()`` copy it back
-    (they block until every command writing it has finished). ``free()`` releases the GPU
-    memory; a buffer freed while a submitted command still uses it stays alive until that
-    command completes. Usable as a context manager (frees on exit)."""
+    ``shape``, ``dtype`` and ``device`` describe it; ``read()``, ``to_numpy()``, ``tolist()``
+    copy it back (they block until every command writing it has finished). ``free()``
+    releases the GPU memory; a buffer freed while a submitted command still uses it stays
+    alive until that command completes. Usable as a context manager (frees on exit)."""
 
     __slots__ = ("_gpu", "_shape", "_dt", "_label", "_freed", "_holds", "_lock", "_id",
-                 "__weakref__")
+                 "_dev", "__weakref__")
 
-    def __init__(self, gpu_buffer, shape: tuple[int, ...], dt: DType, label: str = ""):
+    def __init__(self, gpu_buffer, shape: tuple[int, ...], dt: DType, label: str = "",
+                 device: Device | None = None):
         global _live_count, _next_id
+        self._dev = device
         self._gpu = gpu_buffer
         self._shape = shape
         self._dt = dt
@@ -70,6 +72,8 @@ class Buffer:
             _live_count += 1
             _next_id += 1
             self._id = _next_id
+        if device is not None:
+            device.track(self)
 
     # -- metadata (never touches the GPU) -------------------------------------------
     @property
@@ -102,6 +106,11 @@ class Buffer:
         return self._label
 
     @property
+    def device(self) -> Device:
+        """The wgc.Device whose memory holds this buffer."""
+        return self._dev
+
+    @property
     def freed(self) -> bool:
         return self._freed
 
@@ -111,7 +120,8 @@ class Buffer:
         return self._shape[0]
 
     def __repr__(self) -> str:
-        state = " freed" if self._freed else ""
+        state = " freed" if self._freed else ("" if self._dev.alive else f" ({self._dev.state} "
+                                                                         f"device)")
         label = f" {self._label!r}" if self._label else ""
         size = _fmt_bytes(self.nbytes)
         return f"<wgc.Buffer{label} {self._dt.name} shape={self._shape} {size}{state}>"
@@ -120,13 +130,29 @@ class Buffer:
     @property
     def gpu_buffer(self):
         """The underlying wgpu GPUBuffer (for interop with raw wgpu-py code)."""
-        if self._freed:
-            raise BufferFreedError(f"{self!r} was freed; it cannot be used any more")
+        self._check("buffer")
         return self._gpu
 
     def _check(self, argument: str = "buffer") -> None:
+        if self._freed or not self._dev.alive:
+            self._refuse(argument)
+
+    def _refuse(self, argument: str) -> None:
+        dev = self._dev
+        if not dev.alive:
+            dev.check(argument)
         if self._freed:
             raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
+
+    def _pin(self, argument: str = "buffer") -> None:
+        """Hold the GPU memory for a use that is about to start, then check the buffer: a
+        free() from another thread either sees the hold (and defers) or has already marked
+        the buffer freed (and this raises). Checking first and holding after let a free
+        destroy the memory in between, and wgpu-native aborts on a destroyed buffer."""
+        self._holds.append(None)
+        if self._freed or not self._dev.alive:
+            self._release()
+            self._refuse(argument)
 
     def _retain(self) -> None:
         """A submitted command uses this buffer: keep the GPU memory until _release()."""
@@ -161,6 +187,23 @@ class Buffer:
         if destroy and gpu is not None:
             gpu.destroy()
 
+    def _device_closed(self) -> None:
+        """The device closed: the memory goes with it, whatever still refers to the buffer."""
+        global _live_count
+        with self._lock:
+            if self._freed:
+                return
+            self._freed = True
+            gpu, self._gpu = self._gpu, None
+            self._holds.clear()
+        with _live_lock:
+            _live_count -= 1
+        if gpu is not None:
+            try:
+                gpu.destroy()
+            except Exception:  # noqa: BLE001 - the device may be gone already
+                pass
+
     def __enter__(self) -> Buffer:
         return self
 
@@ -180,8 +223,11 @@ class Buffer:
         return self._download().tobytes()
 
     def _download(self) -> np.ndarray:
-        self._check()
-        return _staging.download(self._gpu, 0, self.nbytes)
+        self._pin()
+        try:
+            return transfers.download(self._dev, self._gpu, 0, self.nbytes)
+        finally:
+            self._release()
 
     def to_numpy(self) -> np.ndarray:
         """A new numpy array with the buffer's contents (blocks until ready)."""
@@ -209,21 +255,41 @@ class Buffer:
             raise ShapeError(f"data: has {arr.size} elements, buffer {self._shape} holds "
                              f"{self.size}")
         if arr.size:
-            _staging.upload(self._gpu, 0, arr, fence=False)
+            self._pin()
+            try:
+                transfers.upload(self._dev, self._gpu, 0, arr, fence=False)
+            finally:
+                self._release()
 
     # Commands sit above buffers in the layers, so the async variants import them on use.
     def write_async(self, data):
         """Like write(), but returns a Command that completes once the GPU has the bytes."""
-        from .streams import write_async
+        from .commands import write_async
 
         return write_async(self, data)
 
     def read_async(self):
         """Start reading back without blocking; returns a Command whose result (``wait()``,
         ``await``) is the numpy array, as of the commands submitted before this call."""
-        from .streams import read_async
+        from .commands import read_async
 
         return read_async(self)
+
+    def to(self, device: Device) -> Buffer:
+        """A copy of this buffer on ``device`` (the same one if it already lives there).
+        Blocks: the bytes travel through host memory."""
+        from .runtime import check_device
+
+        check_device(device, "device").check("device")
+        self._check("self")
+        if device is self._dev:
+            return self
+        return buffer(self.to_numpy(), self._shape, self._dt, self._label, device=device)
+
+    def __reduce__(self):
+        raise ArgumentError(
+            f"{self!r} lives in GPU memory and cannot be pickled or sent to another process; "
+            f"send its contents (buf.to_numpy()) and make a buffer there")
 
 
 def _fmt_bytes(n: int) -> str:
@@ -234,26 +300,30 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _alloc(nbytes: int, label: str):
+def _alloc(dev: Device, shape: tuple, dt: DType, label: str):
     if label is not None and not isinstance(label, str):
         raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
-    dev = get_device()
+    nbytes = math.prod(shape) * dt.itemsize
     size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
     limit = dev.limit("max-buffer-size")
     if size > limit:
-        raise DeviceError(f"buffer of {nbytes} bytes exceeds this adapter's max-buffer-size "
-                          f"({limit} bytes, {dev.name})")
+        raise DeviceError(f"shape: {shape} {dt.name} is {nbytes} bytes, more than this "
+                          f"adapter's max-buffer-size ({limit} bytes, {dev.name})")
+    dev.check()
     try:
         return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
     except Exception as e:
-        raise DeviceError(f"could not allocate {nbytes} bytes on {dev.name}: {e}") from e
+        raise dev.wrap(e, f"shape: could not allocate {shape} {dt.name} ({nbytes} bytes)") \
+            from e
 
 
-def empty(shape, dtype="f32", label: str = "") -> Buffer:
-    """A new buffer with zeroed contents (WebGPU zero-initialises every allocation)."""
+def empty(shape, dtype="f32", label: str = "", *, device: Device | None = None) -> Buffer:
+    """A new buffer with zeroed contents (WebGPU zero-initialises every allocation), on
+    ``device`` (default: the current device)."""
     shape = normalize_shape(shape)
     dt = resolve_dtype(dtype)
-    return Buffer(_alloc(math.prod(shape) * dt.itemsize, label), shape, dt, label)
+    dev = resolve(device)
+    return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
 
 
 def _to_array(data, dt: DType, argument: str) -> np.ndarray:
@@ -282,8 +352,10 @@ def _to_array(data, dt: DType, argument: str) -> np.ndarray:
                         f"{type(data).__name__}")
 
 
-def buffer(data, shape=None, dtype=None, label: str = "") -> Buffer:
-    """Create a GPU buffer from a (nested) list, a numpy array or bytes.
+def buffer(data, shape=None, dtype=None, label: str = "", *, device: Device | None = None
+           ) -> Buffer:
+    """Create a GPU buffer from a (nested) list, a numpy array or bytes, on ``device``
+    (default: the current device).
 
     ``dtype`` defaults to the array's own dtype for numpy input and to "f32" otherwise.
     ``shape`` defaults to the data's shape; when given, its element count must match.
@@ -307,13 +379,19 @@ def buffer(data, shape=None, dtype=None, label: str = "") -> Buffer:
                              f"{arr.size}")
     else:
         shape = tuple(arr.shape)
-    buf = Buffer(_alloc(arr.size * dt.itemsize, label), shape, dt, label)
+    dev = resolve(device)
+    buf = Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
     if arr.size:
-        _staging.upload(buf._gpu, 0, arr, fence=False)
+        try:
+            transfers.upload(dev, buf._gpu, 0, arr, fence=False)
+        except BaseException:
+            buf.free()
+            raise
     return buf
 
 
-def buffer_from_binary(data, shape, dtype, label: str = "") -> Buffer:
+def buffer_from_binary(data, shape, dtype, label: str = "", *, device: Device | None = None
+                       ) -> Buffer:
     """Create a buffer from raw little-endian bytes; their length must equal the shape's."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ArgumentError(f"data: expected bytes, bytearray or memoryview, got "
@@ -324,19 +402,22 @@ def buffer_from_binary(data, shape, dtype, label: str = "") -> Buffer:
     got = memoryview(data).nbytes
     if got != want:
         raise ShapeError(f"data: {got} bytes given, shape {shape} of {dt.name} needs {want}")
-    return buffer(bytes(data) if not isinstance(data, bytes) else data, shape, dt, label)
+    return buffer(bytes(data) if not isinstance(data, bytes) else data, shape, dt, label,
+                  device=device)
 
 
-def buffer_zeros(shape, dtype="f32", label: str = "") -> Buffer:
+def buffer_zeros(shape, dtype="f32", label: str = "", *, device: Device | None = None
+                 ) -> Buffer:
     """A zero-filled buffer."""
-    return empty(shape, dtype, label)
+    return empty(shape, dtype, label, device=device)
 
 
-def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
-    """A buffer with the array's shape, dtype and contents."""
+def from_numpy(array: np.ndarray, label: str = "", *, device: Device | None = None) -> Buffer:
+    """A buffer with the array's shape, dtype and contents (on ``device``, default: the
+    current device)."""
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
-    return buffer(array, None, None, label)
+    return buffer(array, None, None, label, device=device)
 
 
 def to_numpy(buf: Buffer) -> np.ndarray:

@@ -1,28 +1,36 @@
-"""Commands: submit → poll → wait (and await) on real GPU fences, and the synchronous
-run_kernel built on them. Nothing here blocks except wait(), run_kernel() and friends."""
+"""Commands: submit -> poll -> wait (and await) on real GPU fences, the one submit path every
+kind of work goes through (kernels, copies, pipelines, presents, transfers), and the synchronous
+run_kernel. Nothing here blocks except wait(), run_kernel() and friends."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import threading
-from collections import OrderedDict
+import weakref
 from enum import StrEnum
 
-from . import _queue
-from ._encode import Encoder, encode_one_pass
-from .buffer import Buffer, check_buffer, empty
-from .device import get_device
+import numpy as np
+
+from . import _queue, transfers
+from .buffer import Buffer, _to_array, check_buffer, empty
 from .dtypes import DTYPES
-from .errors import ArgumentError, CommandFailedError, DtypeError, ShapeError, WgComputeError
+from .errors import (
+    ArgumentError,
+    CommandFailedError,
+    DeviceError,
+    DtypeError,
+    ShapeError,
+    WgComputeError,
+)
 from .errors import TimeoutError as WgTimeoutError
 from .kernels import Dispatch, Kernel, bind, registry
+from .kernels.base import same_device
+from .runtime import Device, current_device, open_devices
 
 _ids = itertools.count(1)
-_registry_lock = threading.Lock()
-_pending: dict[int, Command] = {}
-_finished: OrderedDict[int, Command] = OrderedDict()
-_KEEP_FINISHED = 10_000
+_KEEP_FINISHED = 10_000  # finished commands a device remembers by id (status and error)
 
 
 class Status(StrEnum):
@@ -37,13 +45,25 @@ class Status(StrEnum):
         return self.value
 
 
-class Command:
-    """Handle of asynchronous GPU work. ``poll()``/``status``/``done()`` never block;
-    ``wait()`` does; ``await cmd`` suspends only the awaiting task."""
+def check_timeout(timeout, argument: str = "timeout") -> None:
+    """None, or a finite non-negative number of seconds."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not math.isfinite(timeout) or timeout < 0:
+        raise ArgumentError(f"{argument}: expected a finite non-negative number of seconds or "
+                            f"None, got {timeout!r}")
 
-    def __init__(self, label: str, buffers=(), result=None):
+
+class Command:
+    """Handle of asynchronous GPU work on one device. ``poll()``/``status``/``done()`` never
+    block; ``wait()`` does; ``await cmd`` suspends only the awaiting task. The result (an
+    output buffer, an array) lives as long as the Command object."""
+
+    def __init__(self, label: str, device: Device, buffers=(), result=None):
         self.id = next(_ids)
         self.label = label
+        self.device = device
         self._fence: _queue.Fence | None = None
         self._error: BaseException | None = None
         self._buffers = [b for b in buffers if b is not None]
@@ -52,9 +72,16 @@ class Command:
         self._lock = threading.Lock()
         self._done = False
         self._done_event: threading.Event | None = None  # made only for a blocking wait
-        for b in self._buffers:
-            b._retain()
-        _pending[self.id] = self  # one dict operation: atomic, no lock
+        held = []
+        try:
+            for b in self._buffers:  # hold first, then check (a free() racing this defers)
+                b._pin(f"{label}: buffer")
+                held.append(b)
+        except BaseException:
+            for b in held:
+                b._release()
+            raise
+        device.commands[self.id] = self  # one dict operation: atomic, no lock
 
     def __repr__(self) -> str:
         return f"<wgc.Command {self.id} {self.label!r} {self.status.value}>"
@@ -66,7 +93,7 @@ class Command:
             return Status.FAILED
         f = self._fence
         if f is None:
-            return Status.PENDING
+            return Status.COMPLETED if self._done else Status.PENDING
         if f.event.is_set():
             return Status.FAILED if f.error is not None else Status.COMPLETED
         return Status.RUNNING
@@ -84,13 +111,24 @@ class Command:
         f = self._fence
         return f.error if f is not None and f.event.is_set() else None
 
-    # -- wiring ------------------------------------------------------------------------------
+    @property
+    def output(self):
+        """The buffer the command writes (known when it is submitted; its contents are
+        ready once the command completed), or None. Never waits."""
+        return self._result if isinstance(self._result, Buffer) else None
+
+    # -- its own transitions (only the submit path and its host work call these) -------------
     def _attach(self, fence: _queue.Fence) -> None:
         self._fence = fence
         fence.add_callback(self._on_fence)
 
     def _fail(self, error: BaseException) -> None:
         self._error = error
+        self._finish()
+
+    def _complete(self, result) -> None:
+        """Host work after the GPU (a readback) delivered ``result``."""
+        self._result = result
         self._finish()
 
     def _on_fence(self, fence) -> None:
@@ -107,30 +145,32 @@ class Command:
             buffers, self._buffers = self._buffers, []
         for b in buffers:
             b._release()
-        # finished before it leaves pending, so lookup() always finds it in one of the two
-        _finished[self.id] = self
-        _pending.pop(self.id, None)
-        if len(_finished) > _KEEP_FINISHED:
-            with _registry_lock:
-                while len(_finished) > _KEEP_FINISHED:
-                    _finished.popitem(last=False)
+        # remembered by id, weakly: a finished command keeps its result only while the user
+        # keeps the Command (a table of results kept every output=None buffer alive)
+        dev = self.device
+        dev.finished[self.id] = _Record(self)
+        dev.commands.pop(self.id, None)
+        if len(dev.finished) > _KEEP_FINISHED:
+            with dev._lock:
+                while len(dev.finished) > _KEEP_FINISHED:
+                    dev.finished.popitem(last=False)
         for fn in callbacks:
-            _queue._safe_call(fn, self)
+            _queue.safe_call(fn, self)
 
     def add_done_callback(self, fn) -> None:
-        """Call ``fn(command)`` once the command completes or fails. It runs on
-        wgcompute's fence thread (or at once if already done): keep it short."""
+        """Call ``fn(command)`` once the command completes or fails. It runs on the thread
+        that saw the GPU finish (or at once if already done): keep it short."""
         if not callable(fn):
             raise ArgumentError(f"fn: expected a callable, got {type(fn).__name__}")
         with self._lock:
             if not self._done:
                 self._callbacks.append(fn)
                 return
-        _queue._safe_call(fn, self)
+        _queue.safe_call(fn, self)
 
     def _wait_done(self, timeout: float | None) -> bool:
-        """Block until ``_finish`` ran (a command not yet handed to the queue has no fence
-        to poll); threading.Event costs 2.6 µs to create, so it is made only here."""
+        """Block until ``_finish`` ran (a command not yet handed to the queue has no fence to
+        poll); threading.Event costs 2.6 us to create, so it is made only here."""
         with self._lock:
             if self._done:
                 return True
@@ -143,9 +183,7 @@ class Command:
     def wait(self, timeout: float | None = None):
         """Block until done and return the command's result (its output buffer, if any).
         Raises CommandFailedError (with ``cause``) if it failed, TimeoutError on timeout."""
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-            raise ArgumentError(f"timeout: expected a non-negative number of seconds or None, "
-                                f"got {timeout!r}")
+        check_timeout(timeout)
         if self._done and self._error is None:
             f = self._fence
             if f is None or f.error is None:
@@ -156,9 +194,15 @@ class Command:
                 if not self._wait_done(timeout):
                     raise WgTimeoutError(f"{self!r} did not start within {timeout} s")
                 f = self._fence
-            if f is not None and not _queue.wait(f, timeout):
-                raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
-            self._finish()
+            if f is not None:
+                try:
+                    finished = _queue.wait(f, timeout)
+                except WgComputeError as e:  # the device died while waiting
+                    self._fail(e)
+                    finished = True
+                if not finished:
+                    raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
+                self._finish()
         err = self.error
         if err is not None:
             raise CommandFailedError(f"command {self.id} ({self.label}) failed: {err}", err)
@@ -180,14 +224,75 @@ class Command:
         return self.wait()
 
 
-def lookup(cmd) -> Command:
+class HostCommand(Command):
+    """A Command completed by host work after the GPU (copying a readback out of mapped
+    staging), not at a queue fence. Its result is set by that work."""
+
+    def __init__(self, label: str, device: Device, buffers=()):
+        super().__init__(label, device, buffers)
+        self._started = False
+
+    @property
+    def status(self) -> Status:
+        if self._error is not None:
+            return Status.FAILED
+        if self._done:
+            return Status.COMPLETED
+        return Status.RUNNING if self._started else Status.PENDING
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def wait(self, timeout: float | None = None):
+        check_timeout(timeout)
+        if not self._wait_done(timeout):
+            raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
+        if self._error is not None:
+            raise CommandFailedError(f"command {self.id} ({self.label}) failed: {self._error}",
+                                     self._error)
+        return self._result
+
+
+class _Record:
+    """What a device remembers of a finished command: its status and error, and the Command
+    itself only while something else keeps it."""
+
+    __slots__ = ("id", "label", "status", "error", "_ref")
+
+    def __init__(self, cmd: Command):
+        self.id = cmd.id
+        self.label = cmd.label
+        self.status = cmd.status
+        self.error = cmd.error
+        self._ref = weakref.ref(cmd)
+
+    def command(self):
+        return self._ref()
+
+    def wait(self, timeout=None):
+        check_timeout(timeout)
+        if self.error is not None:
+            raise CommandFailedError(f"command {self.id} ({self.label}) failed: {self.error}",
+                                     self.error)
+        return None  # its result went with the Command object
+
+
+def lookup(cmd):
+    """A Command, or the record of a finished one whose object is gone, by object or id."""
     if isinstance(cmd, Command):
         return cmd
     if isinstance(cmd, int) and not isinstance(cmd, bool):
-        c = _pending.get(cmd) or _finished.get(cmd)
-        if c is None:
-            raise ArgumentError(f"cmd: no command with id {cmd} (unknown, or finished long ago)")
-        return c
+        for dev in open_devices():
+            c = dev.commands.get(cmd)
+            if c is not None:
+                return c
+            rec = dev.finished.get(cmd)
+            if rec is not None:
+                c = rec.command()
+                return c if c is not None else rec
+        raise ArgumentError(f"cmd: no command with id {cmd} (unknown, finished long ago, or "
+                            f"its device was closed)")
     raise ArgumentError(f"cmd: expected a Command or its integer id, got {type(cmd).__name__}")
 
 
@@ -197,42 +302,115 @@ def poll(cmd) -> Status:
 
 
 def wait(cmd, timeout: float | None = None):
-    """Block until the command is done; returns its result (see Command.wait)."""
+    """Block until the command is done; returns its result (see Command.wait; by id, a
+    finished command whose object is gone returns None, or raises its failure)."""
     return lookup(cmd).wait(timeout)
 
 
-# -- binding cache: a second identical call creates no GPU object --------------------------
+# -- the one submit path -----------------------------------------------------------------------
+
+def submit_work(label: str, device: Device, record, buffers=(), result=None,
+                full: bool = False) -> Command:
+    """Hold ``buffers``, record with ``record(encoder)``, submit once and return the Command
+    whose fence the GPU completes. Errors the GPU reports (validation, out of memory, a lost
+    device) fail the command instead of raising; wgcompute's own errors raise. ``full``:
+    wgpu-py's encoder (render passes, textures, timestamps) instead of the compute-and-copy one
+    of the hot paths."""
+    return submit_command(Command(label, device, buffers, result), record, full)
+
+
+def submit_command(cmd: Command, record, full: bool = False) -> Command:
+    """Record and submit the work of ``cmd`` (made earlier, e.g. when a stream was given the
+    work): the one submit path of every kind of work."""
+    device = cmd.device
+    label = cmd.label
+    try:
+        device.check()
+        enc = device.gpu_device.create_command_encoder() if full else device.link.encoder()
+        record(enc)
+        fence = device.submitter.submit([enc.finish()])
+    except WgComputeError as e:
+        cmd._fail(e)
+        raise
+    except Exception as e:  # validation error, out of memory, device lost
+        cmd._fail(device.wrap(e, label) if not device.alive or "lost" in str(e).lower()
+                  else e)
+        return cmd
+    cmd._attach(fence)
+    return cmd
+
+
+def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -> None:
+    """Record with ``record(encoder)``, or one compute pass of native ``calls``, submit and
+    wait: the synchronous path of run_kernel and Pipeline.run, with no Command and no
+    poll-thread wake-up. The buffers are held meanwhile (a free() from another thread is
+    deferred). A failure raises CommandFailedError carrying the cause; a lost device raises
+    DeviceLostError."""
+    held = []
+    try:
+        for b in buffers:  # hold first, then check (a free() racing this defers)
+            b._pin(f"{label}: buffer")
+            held.append(b)
+        try:
+            if calls:
+                cb = device.link.one_pass(calls)
+            else:
+                enc = device.link.encoder()
+                if record is not None:
+                    record(enc)
+                cb = enc.finish()
+        except WgComputeError:
+            raise
+        except Exception as e:  # validation error, out of memory
+            if not device.alive or "lost" in str(e).lower():
+                raise device.wrap(e, label) from e
+            raise CommandFailedError(f"{label} failed: {e}", e) from e
+        error = device.submitter.submit_and_wait(cb)
+        if error is not None:
+            if not device.alive:
+                raise device.wrap(error, label) from error
+            raise CommandFailedError(f"{label} failed: {error}", error)
+    finally:
+        for b in held:
+            b._release()
+
+
+# -- binding cache: a second identical call creates no GPU object ------------------------------
 
 _BIND_CACHE_SIZE = 256
-_bind_cache: OrderedDict = OrderedDict()
-_bind_lock = threading.Lock()
 
 
 def _freeze(v):
     if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+        items = list(v.items())
+        if any(not isinstance(k, str) for k, _ in items):
+            raise ArgumentError(f"params: keys must be str, got "
+                                f"{[k for k, _ in items if not isinstance(k, str)][0]!r}")
+        return tuple(sorted((k, _freeze(x)) for k, x in items))
     if isinstance(v, (list, tuple)):
         return tuple(_freeze(x) for x in v)
     return v
 
 
 def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
-    """bind(), cached by kernel, buffer identities and params."""
+    """bind(), cached per device by kernel, buffer identities and params."""
     try:
+        device = output._dev
         key = (kernel.name, id(kernel), tuple([b._id for b in inputs]), output._id,
                _freeze(params) if params else ())
+        cache = device.binds
         # Reads take no lock (OrderedDict's get and move_to_end are atomic); a writer may
         # evict the key in between, which only makes it less recently used.
-        d = _bind_cache.get(key)  # hashes the key: unhashable params raise here
+        d = cache.get(key)  # hashes the key: unhashable params raise here
         if d is not None:
             try:
-                _bind_cache.move_to_end(key)
+                cache.move_to_end(key)
             except KeyError:
                 pass
     except (AttributeError, TypeError):
         return bind(kernel, inputs, output, params)
     if d is not None:
-        freed = output._freed
+        freed = output._freed or not device.alive
         for b in inputs:
             freed = freed or b._freed
         if freed:  # the messages are formatted only when needed
@@ -241,16 +419,16 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
             output._check(f"{kernel.name}: output")
         return d
     d = bind(kernel, inputs, output, params)
-    with _bind_lock:
-        _bind_cache[key] = d
-        while len(_bind_cache) > _BIND_CACHE_SIZE:
-            _bind_cache.popitem(last=False)
+    with device.binds_lock:
+        cache[key] = d
+        while len(cache) > _BIND_CACHE_SIZE:
+            cache.popitem(last=False)
     return d
 
 
 def prepare_output(kernel: Kernel, inputs, output, params=None):
-    """The output buffer: the given one, or a new one shaped by the kernel from the
-    inputs and params (e.g. resize's size, a reduction's axis)."""
+    """The output buffer: the given one, or a new one shaped by the kernel from the inputs and
+    params (e.g. resize's size, a reduction's axis), on the inputs' device."""
     if output is not None:
         return output
     if not isinstance(inputs, (list, tuple)):
@@ -261,28 +439,14 @@ def prepare_output(kernel: Kernel, inputs, output, params=None):
     if len(inputs) != len(kernel.inputs):
         raise ArgumentError(f"{kernel.name}: takes {len(kernel.inputs)} input(s), got "
                             f"{len(inputs)}")
+    device = same_device(kernel.name, [(f"input {n!r}", b)
+                                       for n, b in zip(kernel.inputs, inputs)])
+    if params is not None and isinstance(params, dict):
+        _freeze(params)  # non-str keys are refused here, before any kernel looks
     resolved = kernel.resolve_params(params, DTYPES[inputs[0].dtype]) if inputs else \
         dict(params or {})
     shape, dtype = kernel.output_spec(list(inputs), resolved)
-    return empty(shape, dtype, label=f"{kernel.name}-out")
-
-
-def _encode_and_submit(label: str, record, cmd: Command, full: bool = False) -> Command:
-    """Record with ``record(encoder)``, submit once, attach the fence; GPU errors fail the
-    command instead of raising. ``full``: wgpu-py's encoder (render passes, textures), not
-    the compute-and-copy one of the hot paths."""
-    try:
-        enc = get_device().gpu_device.create_command_encoder() if full else Encoder()
-        record(enc)
-        fence = _queue.submit([enc.finish()])
-    except WgComputeError as e:
-        cmd._fail(e)
-        raise
-    except Exception as e:  # validation error, out of memory, device lost
-        cmd._fail(e)
-        return cmd
-    cmd._attach(fence)
-    return cmd
+    return empty(shape, dtype, label=f"{kernel.name}-out", device=device)
 
 
 def _bound_run(kernel, inputs, output, params):
@@ -291,98 +455,81 @@ def _bound_run(kernel, inputs, output, params):
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
                             f"{type(inputs).__name__}")
+    if params is not None and isinstance(params, dict):
+        _freeze(params)
     output = prepare_output(k, inputs, output, params)
     return k, output, bound(k, list(inputs), output, params)
 
 
-def kernel_command(kernel, inputs, output=None, params=None):
-    """Check and bind one kernel run: (kernel name, its Command, record(encoder)). The
-    caller submits ``record`` with ``_encode_and_submit`` now or later (streams)."""
+def kernel_work(kernel, inputs, output=None, params=None):
+    """Check and bind one kernel run: (kernel name, device, buffers, output, record(encoder))
+    for ``submit_work`` now or later (streams)."""
     k, output, d = _bound_run(kernel, inputs, output, params)
-    cmd = Command(k.name, list(inputs) + [output], output)
+    calls = d.raw_calls()
 
-    def record(enc):  # enc: an _encode.Encoder (_encode_and_submit without full)
-        if d.launches:
-            enc.record(d)
+    def record(enc):
+        if calls:
+            enc.record_calls(calls)
 
-    return k.name, cmd, record
+    return k.name, d.device, list(inputs) + [output], output, record
 
 
 def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
     """Submit one kernel and return its Command at once (result: the output buffer)."""
-    name, cmd, record = kernel_command(kernel, inputs, output, params)
-    return _encode_and_submit(name, record, cmd)
+    name, device, buffers, output, record = kernel_work(kernel, inputs, output, params)
+    return submit_work(name, device, record, buffers, output)
 
 
 def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:
     """Run a named kernel and return when its output is ready (returns the output).
 
-    The same as ``run_kernel_async(...).wait()`` without the Command: no handle outlives
-    the call, so none is built (a few µs of a tiny kernel's round trip)."""
+    The same as ``run_kernel_async(...).wait()`` without the Command: no handle outlives the
+    call, so none is built (a few us of a tiny kernel's round trip)."""
     k, output, d = _bound_run(kernel, inputs, output, params)
-    run_blocking(f"run_kernel {k.name}", [*inputs, output], calls=d.raw_calls())
+    run_blocking(f"run_kernel {k.name}", d.device, [*inputs, output], calls=d.raw_calls())
     return output
 
 
-def run_blocking(label: str, buffers, record=None, calls=None) -> None:
-    """Record with ``record(encoder)``, or one compute pass of raw ``calls`` (see
-    ``_encode.record_calls``), submit and wait: the synchronous path of run_kernel and
-    Pipeline.run, with no Command and no poll-thread wake-up. The buffers are held meanwhile
-    (a free() from another thread is deferred, as for Commands). A failure raises
-    CommandFailedError carrying the cause."""
-    for b in buffers:
-        b._retain()
-    try:
-        try:
-            if calls:
-                cb = encode_one_pass(calls)
-            else:
-                enc = Encoder()
-                if record is not None:
-                    record(enc)
-                cb = enc.finish()
-        except WgComputeError:
-            raise
-        except Exception as e:  # validation error, out of memory
-            raise CommandFailedError(f"{label} failed: {e}", e) from e
-        error = _queue.submitter().submit_and_wait(cb)
-        if error is not None:  # device lost
-            raise CommandFailedError(f"{label} failed: {error}", error)
-    finally:
-        for b in buffers:
-            b._release()
-
+# -- copies and barriers -----------------------------------------------------------------------
 
 # From this size on a GPU a copy runs as the "copy" kernel (16-byte words): on an H200 the
-# encoder's copy_buffer_to_buffer reached 844 GB/s where a shader copy reaches ~4,000. On
-# CPU adapters (lavapipe) the encoder's copy is a memcpy and 6x faster than the shader.
+# encoder's copy_buffer_to_buffer reached 844 GB/s where a shader copy reaches ~4,000. On CPU
+# adapters (lavapipe) the encoder's copy is a memcpy and 6x faster than the shader.
 SHADER_COPY_MIN = 1 << 20
 SHADER_COPY_GPU_ONLY = True
 
 
 def copy_dispatch(src: Buffer, dst: Buffer) -> Dispatch | None:
     """The bound copy kernel for a large copy on a GPU, None otherwise (encoder copy)."""
-    if src.nbytes < SHADER_COPY_MIN or (SHADER_COPY_GPU_ONLY and not get_device().is_gpu):
+    if src.nbytes < SHADER_COPY_MIN or (SHADER_COPY_GPU_ONLY and not src.device.is_gpu):
         return None
     return bound(registry.get("copy"), [src], dst, None)
 
 
-def encode_copy(enc, src: Buffer, dst: Buffer, d: Dispatch | None) -> None:
+def copy_calls(src: Buffer, dst: Buffer, d: Dispatch | None):
+    """A copy as recording steps: native dispatch calls (shader copy), or (src, dst, bytes)."""
     if d is not None:
-        cpass = enc.begin_compute_pass()
-        d.encode(cpass)
-        cpass.end()
-    elif src.nbytes:
-        enc.copy_buffer_to_buffer(src.gpu_buffer, 0, dst.gpu_buffer, 0,
-                                  (src.nbytes + 3) // 4 * 4)
+        return d.raw_calls()
+    n = (src.nbytes + 3) // 4 * 4
+    return (src, dst, n) if n else None
+
+
+def record_copy(enc, step) -> None:
+    if step is None:
+        return
+    if type(step) is list:
+        enc.record_calls(step)
+    else:
+        src, dst, n = step
+        enc.copy(src.gpu_buffer, 0, dst.gpu_buffer, 0, n)
 
 
 def copy_buffer_async(src: Buffer, dst: Buffer) -> Command:
     """Copy ``src`` into ``dst`` (same dtype and element count); returns a Command."""
     check_copy(src, dst)
-    d = copy_dispatch(src, dst)
-    cmd = Command("copy_buffer", [src, dst], dst)
-    return _encode_and_submit("copy_buffer", lambda enc: encode_copy(enc, src, dst, d), cmd)
+    step = copy_calls(src, dst, copy_dispatch(src, dst))
+    return submit_work("copy_buffer", src.device, lambda enc: record_copy(enc, step),
+                       [src, dst], dst)
 
 
 def check_copy(src, dst, where: str = "copy_buffer") -> None:
@@ -395,19 +542,20 @@ def check_copy(src, dst, where: str = "copy_buffer") -> None:
     if src.size != dst.size:
         raise ShapeError(f"{where}: source {src.shape} has {src.size} elements, destination "
                          f"{dst.shape} has {dst.size}")
+    same_device(where, [("source", src), ("destination", dst)])
 
 
-def barrier_async() -> Command:
-    """A command that completes once everything submitted before it has completed."""
-    cmd = Command("barrier")
-    return _encode_and_submit("barrier", lambda enc: None, cmd)
+def barrier_async(device: Device | None = None) -> Command:
+    """A command that completes once everything submitted before it (on the device) has."""
+    dev = device if device is not None else current_device()
+    return submit_work("barrier", dev, lambda enc: None)
 
 
 _SPEC_KEYS = {"op", "kernel", "inputs", "output", "params"}
 
 
 def submit(spec: dict) -> Command:
-    """Submit a command given as a dict: ``{"op": "run_kernel", "kernel": ..., "inputs": [...],
+    """Submit a command map: ``{"op": "run_kernel", "kernel": ..., "inputs": [...],
     "output": buf, "params": {...}}``; op may also be "copy_buffer" (inputs=[src],
     output=dst) or "barrier". Returns a Command at once."""
     if not isinstance(spec, dict):
@@ -431,3 +579,96 @@ def submit(spec: dict) -> Command:
     if op == "barrier":
         return barrier_async()
     raise ArgumentError(f"spec: op {op!r} is not one of run_kernel, copy_buffer, barrier")
+
+
+# -- asynchronous transfers --------------------------------------------------------------------
+
+def start_read(buf: Buffer, cmd: HostCommand) -> None:
+    """Queue the GPU copies of ``buf`` into staging now (so the read sees exactly what was
+    submitted before it) and finish ``cmd`` with the array on the device's readback thread."""
+    dev = buf.device
+    nbytes = buf.nbytes
+    try:
+        out = np.empty(buf.shape, dtype=buf._dt.numpy)
+    except MemoryError as e:
+        raise DeviceError(f"buf: no host memory for the {nbytes} bytes of {buf!r}") from e
+    if nbytes == 0:
+        cmd._started = True
+        cmd._complete(out)
+        return
+    read = transfers.Readback(dev, buf._gpu, 0, nbytes)  # buf is held by cmd
+    cmd._started = True
+
+    def finish():
+        try:
+            read.finish(out.reshape(-1).view(np.uint8))
+        except BaseException as e:
+            cmd._fail(e if isinstance(e, WgComputeError) else
+                      DeviceError(f"reading {buf!r} back failed: {e}"))
+            return
+        cmd._complete(out)
+
+    dev.workers.readback().submit(finish)
+
+
+def read_async(buf: Buffer) -> HostCommand:
+    """Start reading ``buf`` back; returns a Command whose result is the numpy array.
+
+    The read sees every command submitted before this call and none submitted after it."""
+    check_buffer(buf, "buf")
+    cmd = HostCommand("read_async", buf.device, [buf])
+    try:
+        start_read(buf, cmd)
+    except BaseException as e:
+        cmd._fail(e)
+        raise
+    return cmd
+
+
+def write_async(buf: Buffer, data) -> Command:
+    """Replace ``buf``'s contents with ``data``; returns a Command done once the GPU copy is.
+
+    The host copy into staging happens in this call (so ``data`` may be reused as soon as it
+    returns and later commands see the new contents); only the GPU copy is asynchronous. For
+    a copy off the calling thread, use a Stream."""
+    check_buffer(buf, "buf")
+    arr = _to_array(data, buf._dt, "data")
+    if arr.size != buf.size:
+        raise ShapeError(f"data: has {arr.size} elements, buffer {buf.shape} holds {buf.size}")
+    return write_command(buf, arr, "write_async")
+
+
+def write_command(buf: Buffer, arr: np.ndarray, label: str) -> Command:
+    """Upload ``arr`` (already converted, same element count) into ``buf``: the Command
+    completes at the last chunk's fence."""
+    cmd = Command(label, buf.device, [buf], buf)
+    upload_into(cmd, buf, arr)
+    return cmd
+
+
+def upload_into(cmd: Command, buf: Buffer, arr: np.ndarray) -> None:
+    """Copy ``arr`` into ``buf`` now (host copy in this thread, GPU copy queued) as the work of
+    ``cmd``, which completes at the last chunk's fence (or fails with the error, raised)."""
+    try:
+        fence = transfers.upload(buf.device, buf._gpu, 0, arr) if arr.size else None
+    except BaseException as e:
+        cmd._fail(e)
+        raise
+    cmd._attach(fence if fence is not None else _queue.Fence.completed())
+
+
+def abandon(cmd: Command, error: BaseException) -> None:
+    """``cmd`` cannot be submitted (its stream failed before the GPU): it fails with
+    ``error`` and lets go of its buffers."""
+    if not cmd.done():
+        cmd._fail(error)
+
+
+def follow(cmd: Command, inner: Command) -> None:
+    """``cmd`` completes (or fails) when ``inner`` does, with ``inner``'s result."""
+    cmd._result = inner._result
+    if inner._fence is not None:
+        cmd._attach(inner._fence)
+    else:
+        inner.add_done_callback(lambda c: cmd._fail(c.error) if c.error is not None
+                                else cmd._complete(c._result))

@@ -54,7 +54,13 @@ class BufferFreedError(WgComputeError):
 
 
 class DeviceError(WgComputeError):
-    """No usable adapter, the device was lost, or the GPU refused an operation."""
+    """No usable adapter, the device was lost or closed, or the GPU refused an operation."""
+
+
+class DeviceLostError(DeviceError):
+    """The device was lost (driver reset, ``destroy()``): its pending commands failed with
+    this error and its objects can no longer be used. Other devices keep working; the default
+    device is opened afresh on next use."""
 
 
 class CommandFailedError(WgComputeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _staging
+from . import transfers
 from .buffer import Buffer, check_buffer, empty
 from .commands import run_kernel
 from .dtypes import DTYPES
@@ -79,7 +79,11 @@ def read_element(buf: Buffer, index: int):
     at = index * dt.itemsize
     alloc = max(16, -(-buf.nbytes // 16) * 16)
     start = min(at // 4 * 4, alloc - 16)  # copies move whole 4-byte words
-    raw = _staging.download(buf.gpu_buffer, start, 16)
+    buf._pin()
+    try:
+        raw = transfers.download(buf.device, buf._gpu, start, 16)
+    finally:
+        buf._release()
     return raw[at - start:at - start + dt.itemsize].view(dt.numpy)[0]
 
 

@@ -1,18 +1,27 @@
-"""Pipelines: many stages (kernels, copies, barriers) validated when added and recorded
-into ONE command encoder and ONE submit; built once, run many times with no new GPU objects."""
+"""Pipelines: many stages (kernels, copies, barriers) on one device, validated when added and
+recorded into ONE command encoder and ONE submit; built once, run many times with no new GPU
+objects."""
 
 from __future__ import annotations
 
 import numpy as np
 import wgpu
 
-from . import _queue, _staging
-from ._encode import Encoder
-from .buffer import Buffer, check_buffer
-from .commands import Command, check_copy, copy_dispatch, prepare_output, run_blocking
-from .device import get_device
-from .errors import ArgumentError, PipelineError, WgComputeError
+from . import transfers
+from .buffer import Buffer, check_buffer, empty
+from .commands import (
+    Command,
+    check_copy,
+    copy_calls,
+    copy_dispatch,
+    prepare_output,
+    record_copy,
+    run_blocking,
+    submit_work,
+)
+from .errors import ArgumentError, DeviceError, PipelineError, WgComputeError
 from .kernels import Dispatch, bind, registry
+from .runtime import Device, resolve
 
 _OPS = ("run_kernel", "copy_buffer", "barrier")
 _STAGE_KEYS = {"op", "kernel", "inputs", "output", "params"}
@@ -35,10 +44,13 @@ class Pipeline:
 
     ``run()`` records every stage into one command encoder, submits once and waits;
     ``submit()`` does the same and returns a Command at once. Stages are validated when
-    added; bind groups and params buffers are created then, once."""
+    added; bind groups and params buffers are created then, once. A pipeline and its buffers
+    live on one device (``device``: the current one when it was made)."""
 
-    def __init__(self, label: str = "pipeline"):
+    def __init__(self, label: str = "pipeline", device: Device | None = None):
         self.label = label
+        self.device = resolve(device)
+        self.device.adopt(self)
         self._stages: list[_Stage] = []
         self._freed = False
         self._query = None  # (query_set, resolve buffer, capacity) for profile=True
@@ -48,6 +60,8 @@ class Pipeline:
     def __repr__(self) -> str:
         names = " | ".join(s.name for s in self._stages)
         state = " freed" if self._freed else ""
+        if not self.device.alive:
+            state += f" ({self.device.state} device)"
         return f"<wgc.Pipeline {self.label!r} {len(self._stages)} stage(s): {names}{state}>"
 
     def __len__(self) -> int:
@@ -65,6 +79,7 @@ class Pipeline:
     def _check_open(self) -> None:
         if self._freed:
             raise PipelineError(f"{self!r} was freed")
+        self.device.check("pipeline")
 
     def add(self, stage: dict | None = None, **kwargs) -> Pipeline:
         """Validate and append a stage; returns the pipeline for chaining.
@@ -93,6 +108,13 @@ class Pipeline:
         self._plan = self._buffer_list = None
         return self
 
+    def _on_device(self, named) -> None:
+        for name, b in named:
+            if isinstance(b, Buffer) and b._dev is not self.device:
+                raise DeviceError(f"{name} is on {b._dev.label}, but the pipeline is on "
+                                  f"{self.device.label} (copy with buf.to(device), or make the "
+                                  f"pipeline with device=)")
+
     def _build(self, spec: dict) -> _Stage:
         extra = set(spec) - _STAGE_KEYS
         if extra:
@@ -107,6 +129,8 @@ class Pipeline:
         inputs = spec.get("inputs") or []
         if not isinstance(inputs, (list, tuple)):
             raise ArgumentError(f"inputs must be a list of buffers, got {type(inputs).__name__}")
+        self._on_device([(f"inputs[{i}]", b) for i, b in enumerate(inputs)] +
+                        [("output", spec.get("output"))])
         if op == "copy_buffer":
             if len(inputs) != 1:
                 raise ArgumentError("copy_buffer needs inputs=[source]")
@@ -117,6 +141,9 @@ class Pipeline:
         if "kernel" not in spec:
             raise ArgumentError("run_kernel needs a 'kernel'")
         kernel = registry.get(spec["kernel"])
+        if not inputs and spec.get("output") is None:
+            raise ArgumentError(f"{kernel.name} has no input to derive an output from; pass "
+                                f"output=")
         output = prepare_output(kernel, inputs, spec.get("output"), spec.get("params"))
         spec["output"] = output
         d = bind(kernel, list(inputs), output, spec.get("params"))
@@ -167,15 +194,12 @@ class Pipeline:
                         raise PipelineError(str(e)) from e
 
     def encode(self, encoder, profile_query=None) -> None:
-        """Record every stage into ``encoder``: consecutive kernels share one compute pass
-        (WebGPU orders dispatches inside a pass); a copy or barrier ends the pass."""
-        if profile_query is None and isinstance(encoder, Encoder):
+        """Record every stage into ``encoder`` (the device's own, or wgpu-py's for surfaces and
+        profiling): consecutive kernels share one compute pass (WebGPU orders dispatches
+        inside a pass); a copy or barrier ends the pass."""
+        if profile_query is None and hasattr(encoder, "record_calls"):
             for step in self._recording():
-                if type(step) is list:
-                    encoder.record_calls(step)
-                else:
-                    src, dst, n = step
-                    encoder.copy_buffer_to_buffer(src.gpu_buffer, 0, dst.gpu_buffer, 0, n)
+                record_copy(encoder, step)
             return
         cpass = None
         for i, s in enumerate(self._stages):
@@ -219,9 +243,9 @@ class Pipeline:
                     continue
                 calls = None  # a copy or a barrier ends the pass
                 if s.op == "copy_buffer":
-                    n = (s.inputs[0].nbytes + 3) // 4 * 4
-                    if n:
-                        plan.append((s.inputs[0], s.output, n))
+                    step = copy_calls(s.inputs[0], s.output, None)
+                    if step is not None:
+                        plan.append(step)
             self._plan = plan = [step for step in plan if type(step) is not list or step]
         return plan
 
@@ -229,16 +253,7 @@ class Pipeline:
         """Record all stages into one command buffer, submit once, return the Command."""
         self._check_open()
         self._check_buffers()
-        cmd = Command(self.label, self._buffers(), None)
-        try:
-            enc = Encoder()
-            self.encode(enc)
-            fence = _queue.submit([enc.finish()])
-        except Exception as e:  # validation error, out of memory, device lost
-            cmd._fail(e)
-            return cmd
-        cmd._attach(fence)
-        return cmd
+        return submit_work(self.label, self.device, self.encode, self._buffers())
 
     def run(self, profile: bool = False):
         """Run every stage (one submit) and wait. With ``profile=True`` (needs the adapter's
@@ -247,13 +262,13 @@ class Pipeline:
             return self._run_profiled()
         self._check_open()
         self._check_buffers()
-        run_blocking(f"pipeline {self.label!r}", self._buffers(), self.encode)
+        run_blocking(f"pipeline {self.label!r}", self.device, self._buffers(), self.encode)
         return None
 
     def _run_profiled(self) -> list[float | None]:
         self._check_open()
         self._check_buffers()
-        dev = get_device()
+        dev = self.device
         if not dev.has("timestamp-query"):
             raise ArgumentError(f"profile: {dev.name} lacks the 'timestamp-query' feature")
         n = len(self._stages)
@@ -263,18 +278,18 @@ class Pipeline:
         if self._query is None or self._query[2] < count:
             qs = dev.gpu_device.create_query_set(label=f"{self.label}-timestamps",
                                                  type=wgpu.QueryType.timestamp, count=count)
-            resolve = dev.gpu_device.create_buffer(
+            rbuf = dev.gpu_device.create_buffer(
                 label=f"{self.label}-timestamps", size=8 * count,
                 usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-            self._query = (qs, resolve, count)
-        qs, resolve, _ = self._query
-        cmd = Command(self.label, self._buffers(), None)
-        enc = dev.gpu_device.create_command_encoder()
-        self.encode(enc, profile_query=qs)
-        enc.resolve_query_set(qs, 0, count, resolve, 0)
-        cmd._attach(_queue.submit([enc.finish()]))
-        cmd.wait()
-        ticks = _staging.download(resolve, 0, 8 * count).view(np.uint64)
+            self._query = (qs, rbuf, count)
+        qs, resolve_buf, _ = self._query
+
+        def record(enc):
+            self.encode(enc, profile_query=qs)
+            enc.resolve_query_set(qs, 0, count, resolve_buf, 0)
+
+        submit_work(self.label, dev, record, self._buffers(), full=True).wait()
+        ticks = transfers.download(dev, resolve_buf, 0, 8 * count).view(np.uint64)
         out = []
         for i, s in enumerate(self._stages):
             if s.dispatch is None:
@@ -287,17 +302,47 @@ class Pipeline:
     def free(self) -> None:
         """Drop the stages' bind groups and params buffers (buffers stay the caller's)."""
         self._stages = []
+        self._plan = self._buffer_list = None
         self._freed = True
         if self._query is not None:
-            self._query[1].destroy()
+            try:
+                self._query[1].destroy()
+            except Exception:  # noqa: BLE001 - the device is gone
+                pass
             self._query = None
 
+    close = free  # what the device calls when it closes
 
-def pipeline(label: str = "pipeline") -> Pipeline:
-    """A new, empty pipeline."""
+    def clone(self, device: Device) -> Pipeline:
+        """The same stages on ``device``: every buffer the stages use is copied there (blocks:
+        their contents travel through host memory), in the stages' order. stream_map prepares a
+        Pipeline this way for each device it is given."""
+        self._check_open()
+        out = Pipeline(self.label, device)
+        mapping: dict[int, Buffer] = {}
+
+        def moved(b):
+            if b is None:
+                return None
+            if id(b) not in mapping:
+                mapping[id(b)] = b.to(device) if b.nbytes else empty(b.shape, b.dtype,
+                                                                     b.label, device=device)
+            return mapping[id(b)]
+
+        for st in self._stages:
+            spec = dict(st.spec)
+            spec["inputs"] = [moved(b) for b in st.inputs]
+            if st.output is not None:
+                spec["output"] = moved(st.output)
+            out.add(spec)
+        return out
+
+
+def pipeline(label: str = "pipeline", device: Device | None = None) -> Pipeline:
+    """A new, empty pipeline on ``device`` (default: the current device)."""
     if not isinstance(label, str):
         raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
-    return Pipeline(label)
+    return Pipeline(label, device)
 
 
 def _check_pipeline(p) -> Pipeline:

@@ -1,6 +1,6 @@
 """Loads .wgsl sources shipped in the wheel and renders their ${NAME} templates with
-string.Template.substitute, which fails loudly on a missing key; creates shader modules,
-with or without naga's runtime checks."""
+string.Template.substitute, which fails loudly on a missing key; creates shader modules on a
+device, with or without naga's runtime checks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import functools
 import os
 from importlib import resources
 from string import Template
-
-from wgpu.backends.wgpu_native._api import GPUShaderModule, libf
-from wgpu.backends.wgpu_native._ffi import ffi, lib
 
 from .errors import KernelNotFoundError
 
@@ -41,28 +38,10 @@ def checks_forced() -> bool:
     return os.environ.get("WGCOMPUTE_SHADER_CHECKS", "").strip() not in ("", "0")
 
 
-def create_module(dev, label: str, code: str, checked: bool):
-    """A compute shader module from WGSL. ``checked=False`` compiles it without naga's runtime
-    checks: no index clamping of workgroup and local arrays, no bounding counter in every
-    loop. Only for shaders that never index out of range and whose loops all end; the
-    built-in kernels are written and tested that way. Raises wgpu's error on invalid WGSL."""
-    if checked or checks_forced():
-        return dev.create_shader_module(label=label, code=code)
-    src = ffi.new("WGPUShaderSourceWGSL *")
-    text = code.encode("utf-8")
-    keep = ffi.new("char[]", text)
-    src.chain.next = ffi.NULL
-    src.chain.sType = lib.WGPUSType_ShaderSourceWGSL
-    src.code.data = keep
-    src.code.length = len(text)
-    name = label.encode("utf-8")
-    keep_label = ffi.new("char[]", name)
-    desc = ffi.new("WGPUShaderModuleDescriptor *")
-    desc.nextInChain = ffi.cast("WGPUChainedStruct *", src)
-    desc.label.data = keep_label
-    desc.label.length = len(name)
-    handle = libf.wgpuDeviceCreateShaderModuleTrusted(dev._internal, desc,
-                                                      lib.WGPUShaderRuntimeChecks_None)
-    if handle == ffi.NULL:
-        raise RuntimeError(f"shader module {label!r} could not be created")
-    return GPUShaderModule(label, handle, dev)
+def create_module(device, label: str, code: str, checked: bool):
+    """A compute shader module from WGSL on ``device`` (a wgc.Device). ``checked=False``
+    compiles it without naga's runtime checks: no index clamping of workgroup and local
+    arrays, no bounding counter in every loop. Only for shaders that never index out of range
+    and whose loops all end; the built-in kernels are written and tested that way. Raises
+    wgpu's error on invalid WGSL."""
+    return device.link.shader_module(label, code, checked or checks_forced())

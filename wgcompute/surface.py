@@ -1,5 +1,6 @@
-"""Surfaces: show GPU buffers in a glfw window or an offscreen canvas on wgcompute's own device,
-with no trip through the CPU. The only module that imports rendercanvas (and glfw), lazily."""
+"""Surfaces: show GPU buffers in a glfw window or an offscreen canvas on the device that holds
+them, with no trip through the CPU. The only module that imports rendercanvas (and glfw),
+lazily."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
-from . import _queue, shaders
+from . import _native, shaders
 from .buffer import Buffer, check_buffer, empty, from_numpy
-from .commands import Command, _encode_and_submit, bound, prepare_output
-from .device import get_device
+from .commands import Command, bound, prepare_output, submit_work
 from .errors import (
     ArgumentError,
+    DeviceError,
     DtypeError,
     ShaderCompileError,
     ShapeError,
@@ -28,6 +29,7 @@ from .errors import (
 from .kernels import Kernel, Launch, PipelineKey, registry
 from .kernels.base import fold_grid
 from .pipeline import Pipeline
+from .runtime import Device, resolve
 
 # Non-sRGB formats first: the bytes of an RGBA8 buffer must reach the screen unchanged (an
 # sRGB target would re-encode them). The preferred format is the last resort.
@@ -111,18 +113,18 @@ class PresentKey:
     formats: tuple[str, ...]
 
 
-_present_cache: dict[PresentKey, tuple] = {}
 _present_lock = threading.Lock()
 
 
-def _present_pipeline(formats: tuple[str, ...]):
-    """(render pipeline, bind-group layout) drawing the frame into one target per format."""
+def _present_pipeline(device: Device, formats: tuple[str, ...]):
+    """(render pipeline, bind-group layout) drawing the frame into one target per format,
+    made once per device (kept in the device's caches)."""
     key = PresentKey(formats)
     with _present_lock:
-        hit = _present_cache.get(key)
+        hit = device.extras.get(key)
         if hit is not None:
             return hit
-        dev = get_device().gpu_device
+        dev = device.gpu_device
         outputs = "\n".join(f"    @location({i}) c{i}: vec4<f32>," for i in range(len(formats)))
         assign = "\n".join(f"    o.c{i} = c;" for i in range(len(formats)))
         source = shaders.render(shaders.load("present.wgsl"),
@@ -145,7 +147,7 @@ def _present_pipeline(formats: tuple[str, ...]):
                           "targets": [{"format": f} for f in formats]})
         except Exception as e:
             raise ShaderCompileError(label, source, str(e)) from e
-        _present_cache[key] = (pipeline, bgl)
+        device.extras[key] = (pipeline, bgl)
         return pipeline, bgl
 
 
@@ -159,11 +161,11 @@ class Surface:
     reads back what the last ``present`` drew. Compute and surface share one device, so
     a kernel's output reaches the screen without leaving the GPU. ``close()`` (or leaving
     a ``with`` block) waits for this surface's own GPU work, then releases the canvas
-    context and the canvas; the device is process-wide and stays."""
+    context and the canvas; the device stays (it closes the surface when it closes)."""
 
     def __init__(self, width: int, height: int, title: str = "wgcompute",
-                 offscreen: bool | None = None):
-        self._device = get_device()
+                 offscreen: bool | None = None, device: Device | None = None):
+        self._device = resolve(device)
         self._offscreen = (not has_display()) if offscreen is None else bool(offscreen)
         self._closed = False
         self._lock = threading.RLock()
@@ -174,7 +176,7 @@ class Surface:
         self._uniform_values = None
         self._shown = None  # window: a copy of what the last present drew, for snapshot()
         self._presented = False
-        self._last_fence: _queue.Fence | None = None
+        self._last_cmd: Command | None = None
         self._draw_error: BaseException | None = None
         self._canvas = self._make_canvas(int(width), int(height), title)
         try:
@@ -187,6 +189,7 @@ class Surface:
         self._uniform = self._device.gpu_device.create_buffer(
             label="surface-present-params", size=16,
             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        self._device.adopt(self)
         self._canvas.add_event_handler(self._on_event, *_EVENT_TYPES)
         self._canvas.request_draw(self._noop_draw if self._offscreen else self._draw)
         if not self._offscreen:
@@ -267,6 +270,10 @@ class Surface:
         return self._format
 
     @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
     def frame_shape(self) -> tuple[int, int] | None:
         """(height, width) of the image the surface shows (scaled to its size), or None."""
         return self._frame.shape if self._frame is not None else None
@@ -290,7 +297,8 @@ class Surface:
         if h * w * 4 > limit:
             raise ShapeError(f"surface: an image of {h}x{w} pixels needs {h * w * 4} bytes of "
                              f"frame; this adapter binds at most {limit} ({self._device.name})")
-        old, self._frame = self._frame, empty((h, w), "u32", label="surface-frame")
+        old, self._frame = self._frame, empty((h, w), "u32", label="surface-frame",
+                                              device=self._device)
         if old is not None:
             old.free()  # deferred by the buffer itself while a command still uses it
         return self._frame
@@ -324,11 +332,11 @@ class Surface:
         with self._lock:
             if isinstance(data, Buffer):
                 check_buffer(data, "data")
+                self._same_device(data, "data")
                 h, w, _ = image_layout(data.shape, data.dtype, "data")
                 frame = self._frame_for(h, w)
                 record = self._recorder(data, frame)
-                cmd = Command("surface-set-pixels", [data, frame], None)
-                return _encode_and_submit("surface-set-pixels", record, cmd, full=True)
+                return self._submit("surface-set-pixels", record, [data, frame])
             if not isinstance(data, np.ndarray):
                 raise ArgumentError(f"data: expected a numpy array or a wgc.Buffer, got "
                                     f"{type(data).__name__}")
@@ -344,16 +352,27 @@ class Surface:
                 words = np.ascontiguousarray(data).reshape(h, w * 4).view("<u4")
                 self._frame_for(h, w).write(words)
                 return None
-            tmp = from_numpy(np.ascontiguousarray(data), label="surface-pixels")
+            tmp = from_numpy(np.ascontiguousarray(data), label="surface-pixels",
+                             device=self._device)
             try:
                 return self.set_pixels(tmp)
             finally:
                 tmp.free()  # deferred until the conversion has run
 
+    def _same_device(self, buf: Buffer, argument: str) -> None:
+        if buf._dev is not self._device:
+            raise DeviceError(f"{argument}: {buf!r} is on {buf._dev.label}, the surface on "
+                              f"{self._device.label} (copy with buf.to(device))")
+
+    def _submit(self, label: str, record, buffers, result=None) -> Command:
+        cmd = submit_work(label, self._device, record, buffers, result, full=True)
+        self._last_cmd = cmd
+        return cmd
+
     # -- presenting ----------------------------------------------------------------------------
     def _bind(self, frame: Buffer):
         if self._bound_frame_id != frame._id:
-            _, bgl = _present_pipeline(self._target_formats())
+            _, bgl = _present_pipeline(self._device, self._target_formats())
             self._bind_group = self._device.gpu_device.create_bind_group(
                 label="surface-present", layout=bgl, entries=[
                     {"binding": 0, "resource": {"buffer": frame.gpu_buffer}},
@@ -375,7 +394,7 @@ class Surface:
         if values != self._uniform_values:
             self._device.queue.write_buffer(self._uniform, 0, np.array(values, "<u4"))
             self._uniform_values = values
-        pipeline, _ = _present_pipeline(self._target_formats())
+        pipeline, _ = _present_pipeline(self._device, self._target_formats())
         bind_group = self._bind(frame)
         targets = [texture] + ([shown] if shown is not None else [])
 
@@ -388,10 +407,7 @@ class Surface:
             rp.draw(3)
             rp.end()
 
-        cmd = Command("surface-present", [frame], None)
-        _encode_and_submit("surface-present", record, cmd, full=True)
-        if cmd._fence is not None:
-            self._last_fence = cmd._fence
+        cmd = self._submit("surface-present", record, [frame])
         if cmd.error is not None:
             raise SurfaceError(f"present: the GPU refused the present pass: {cmd.error}") \
                 from cmd.error
@@ -453,7 +469,7 @@ class Surface:
         tex = self._shown
         w, h = tex.size[0], tex.size[1]
         stride = (w * 4 + 255) // 256 * 256  # WebGPU: bytes_per_row is a multiple of 256
-        tmp = empty((h, stride), "u8", label="surface-snapshot")
+        tmp = empty((h, stride), "u8", label="surface-snapshot", device=self._device)
         try:
             def record(enc):
                 enc.copy_texture_to_buffer(
@@ -461,8 +477,7 @@ class Surface:
                     {"buffer": tmp.gpu_buffer, "offset": 0, "bytes_per_row": stride,
                      "rows_per_image": h}, (w, h, 1))
 
-            _encode_and_submit("surface-snapshot", record, Command("surface-snapshot", [tmp]),
-                               full=True)
+            self._submit("surface-snapshot", record, [tmp])
             rows = tmp.to_numpy()
         finally:
             tmp.free()
@@ -473,8 +488,7 @@ class Surface:
         self._events.append(dict(event))
 
     def _pump(self) -> None:
-        # rendercanvas' own per-frame hook: polls glfw, emits resize, flushes queued events
-        self._canvas._process_events()
+        _native.process_canvas_events(self._canvas)
 
     def poll_events(self) -> list[dict]:
         """Process window events now and return those since the last call (rendercanvas
@@ -494,7 +508,7 @@ class Surface:
 
     def resize(self, width: int, height: int) -> None:
         """Resize the surface (a window asks the window system; offscreen is immediate)."""
-        width, height = _check_size(width, height, "resize")
+        width, height = _check_size(width, height, "resize", self._device)
         self._check_open("resize")
         if self._offscreen:
             self._canvas.set_physical_size(width, height)
@@ -505,8 +519,14 @@ class Surface:
 
     def wait_idle(self, timeout: float | None = _CLOSE_WAIT_S) -> bool:
         """Block until this surface's last submitted GPU work is done (True if it is)."""
-        fence = self._last_fence
-        return True if fence is None else _queue.wait(fence, timeout)
+        cmd = self._last_cmd
+        if cmd is None or cmd.done():
+            return True
+        try:
+            cmd.wait(timeout)
+        except WgComputeError as e:
+            return not isinstance(e, TimeoutError)
+        return True
 
     def close(self) -> None:
         """Release the canvas context, then the canvas (a window closes). Waits (at most
@@ -516,7 +536,8 @@ class Surface:
             if self._closed:
                 return
             self._closed = True
-            self.wait_idle()
+            if self._device.alive:
+                self.wait_idle()
             try:
                 self._canvas.remove_event_handler(self._on_event, *_EVENT_TYPES)
             except Exception:  # the canvas closed itself (window closed by the user)
@@ -533,7 +554,10 @@ class Surface:
                 self._frame.free()
                 self._frame = None
             self._bind_group = None
-            self._uniform.destroy()
+            try:
+                self._uniform.destroy()
+            except Exception:  # noqa: BLE001 - the device is gone
+                pass
 
     def __enter__(self) -> Surface:
         return self
@@ -550,8 +574,8 @@ class Surface:
 
 # -- the functional API ----------------------------------------------------------------------
 
-def _check_size(width, height, where: str) -> tuple[int, int]:
-    limit = get_device().gpu_device.limits["max-texture-dimension-2d"]
+def _check_size(width, height, where: str, device: Device) -> tuple[int, int]:
+    limit = device.gpu_device.limits["max-texture-dimension-2d"]
     for name, v in (("width", width), ("height", height)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= limit:
             raise ArgumentError(f"{where}: {name} must be an int from 1 to {limit}, got {v!r}")
@@ -559,15 +583,16 @@ def _check_size(width, height, where: str) -> tuple[int, int]:
 
 
 def create_surface(width: int, height: int, title: str = "wgcompute",
-                   offscreen: bool | None = None) -> Surface:
-    """A new Surface: a glfw window, or an offscreen canvas when there is no display or
-    ``offscreen=True``."""
-    width, height = _check_size(width, height, "create_surface")
+                   offscreen: bool | None = None, device: Device | None = None) -> Surface:
+    """A new Surface on ``device`` (default: the current device): a glfw window, or an
+    offscreen canvas when there is no display or ``offscreen=True``."""
+    dev = resolve(device)
+    width, height = _check_size(width, height, "create_surface", dev)
     if not isinstance(title, str):
         raise ArgumentError(f"title: expected a str, got {type(title).__name__}")
     if offscreen is not None and not isinstance(offscreen, bool):
         raise ArgumentError(f"offscreen: expected True, False or None, got {offscreen!r}")
-    return Surface(width, height, title, offscreen)
+    return Surface(width, height, title, offscreen, dev)
 
 
 def check_surface(surface, argument: str = "surface") -> Surface:
@@ -609,6 +634,9 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
                                     "output; pass output=")
             output = outs[-1]
         check_buffer(output, "output")
+        if pipe.device is not surface.device:
+            raise DeviceError(f"run_to_surface: the pipeline is on {pipe.device.label}, the "
+                              f"surface on {surface.device.label}")
         label = f"{pipe.label}->surface"
         buffers = pipe.buffers()
         record_work = pipe.encode
@@ -621,6 +649,7 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
                                 f"{type(inputs).__name__}")
         output = prepare_output(k, list(inputs), output, params)
         d = bound(k, list(inputs), output, params)
+        surface._same_device(output, "output")
         label = f"{k.name}->surface"
         buffers = list(inputs)
 
@@ -639,8 +668,7 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
             record_work(enc)
             record_show(enc)
 
-        cmd = Command(label, buffers + [output, frame], output)
-        _encode_and_submit(label, record, cmd, full=True)
+        cmd = surface._submit(label, record, buffers + [output, frame], output)
         if present:
             surface.present()
     return cmd

@@ -4,7 +4,7 @@ stage after another, with blocking calls. Total = N x (sum of the stages)."""
 from _common import FMA, PARAMS, check, make_batch, now, parse_args, report, warm_up
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 
 def main():

@@ -5,7 +5,7 @@ upload, and an upload waits until the compute that last read its buffer was subm
 from _common import FMA, PARAMS, check, make_batch, now, parse_args, report, warm_up
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 
 def main():

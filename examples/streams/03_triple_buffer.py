@@ -6,7 +6,7 @@ slot is refilled only after the batch that used it three steps ago moved on."""
 from _common import FMA, PARAMS, check, make_batch, now, parse_args, report, warm_up
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 SLOTS = 3
 

@@ -7,7 +7,7 @@ import numpy as np
 from _common import now, parse_args, report
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 FEATURES = 32
 LR = 0.2

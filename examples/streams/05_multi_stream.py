@@ -5,7 +5,7 @@ another, so their host copies and submissions interleave freely."""
 from _common import FMA, PARAMS, check, make_batch, now, parse_args, report, warm_up
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 STREAMS = 4
 

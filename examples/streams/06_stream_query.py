@@ -6,7 +6,7 @@ import numpy as np
 from _common import FMA, PARAMS, check, make_batch, now, parse_args, report, warm_up
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 
 def main():

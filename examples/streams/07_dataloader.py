@@ -7,7 +7,7 @@ import time
 from _common import FMA, PARAMS, check, make_batch, now, parse_args, register_fma, report
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 LOAD_SECONDS = 0.01  # per batch: a slow disk
 

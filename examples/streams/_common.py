@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 import wgcompute as wgc
-from wgcompute.streams import Timeline
+from wgcompute import Timeline
 
 FMA = "example_fma64"
 FMA_A, FMA_B = 0.999, 0.001

@@ -1,7 +1,7 @@
 """Kernels: the spec machinery (base), the registry of named kernels, and the built-ins."""
 
 from . import registry
-from .base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey, bind, stats
+from .base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey, bind
 from .builtin import builtin_kernels
 from .image import image_kernels
 from .registry import get, names, register_kernel
@@ -12,4 +12,4 @@ for _k in image_kernels():
     registry.add(_k)
 
 __all__ = ["Dispatch", "Kernel", "Launch", "Meta", "Param", "PipelineKey", "bind", "get",
-           "names", "register_kernel", "registry", "stats"]
+           "names", "register_kernel", "registry"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import struct
-import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +13,7 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from .._encode import record_calls
 from ..buffer import Buffer, check_buffer, empty, from_numpy
-from ..device import Device, get_device
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
 from ..errors import (
@@ -27,6 +24,7 @@ from ..errors import (
     ShapeError,
     UnsupportedDtypeError,
 )
+from ..runtime import Device, current_device
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
@@ -80,13 +78,9 @@ class Compiled:
     source: str
 
 
-_cache: dict[PipelineKey, Compiled] = {}
-_cache_lock = threading.Lock()
-stats = {"pipelines_created": 0, "bind_groups_created": 0, "uniform_buffers_created": 0}
-
-
-def pipeline_cache_size() -> int:
-    return len(_cache)
+def pipeline_cache_size(device: Device) -> int:
+    """Compiled pipelines cached on ``device``."""
+    return len(device.pipelines)
 
 
 class Kernel:
@@ -187,14 +181,16 @@ class Kernel:
         return self.inputs + ((self.output,) if self.output else ())
 
     def compiled(self, key: PipelineKey, device: Device) -> Compiled:
-        c = _cache.get(key)
+        """The pipeline for ``key`` on ``device``, compiled once per device."""
+        cache = device.pipelines
+        c = cache.get(key)
         if c is not None:
             return c
-        with _cache_lock:
-            c = _cache.get(key)
+        with device.pipelines_lock:
+            c = cache.get(key)
             if c is None:
                 c = self._compile(key, device)
-                _cache[key] = c
+                cache[key] = c
             return c
 
     def _compile(self, key: PipelineKey, device: Device) -> Compiled:
@@ -208,9 +204,12 @@ class Kernel:
         source, fields = self.render(key)
         label = f"{self.name}[{','.join(key.dtypes)}]"
         dev = device.gpu_device
+        device.check()
         try:
-            module = shaders.create_module(dev, label, source, self.checked)
+            module = shaders.create_module(device, label, source, self.checked)
         except Exception as e:
+            if not device.alive or "lost" in str(e).lower():
+                raise device.wrap(e, f"compiling {label}") from e
             raise ShaderCompileError(label, source, str(e)) from e
         entries = []
         n_storage = len(self.storage_bindings())
@@ -227,8 +226,10 @@ class Kernel:
             pipeline = dev.create_compute_pipeline(
                 label=label, layout=layout, compute={"module": module, "entry_point": "main"})
         except Exception as e:
+            if not device.alive or "lost" in str(e).lower():
+                raise device.wrap(e, f"compiling {label}") from e
             raise ShaderCompileError(label, source, str(e)) from e
-        stats["pipelines_created"] += 1
+        device.stats["pipelines_created"] += 1
         return Compiled(key, pipeline, bgl, tuple(fields), source)
 
 
@@ -273,6 +274,7 @@ class Meta:
 
     shape: tuple
     dtype: str
+    device: Any = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -284,7 +286,7 @@ class Meta:
 
     @classmethod
     def of(cls, b: Buffer) -> Meta:
-        return cls(b.shape, str(b.dtype))
+        return cls(b.shape, str(b.dtype), b._dev)
 
 
 @dataclass
@@ -302,26 +304,22 @@ class Dispatch:
     launches: list = field(default_factory=list)
     bind_groups: list = field(default_factory=list)
     uniform: Any = None
-    _raw: Any = None  # [(pipeline, bind group, x, y, z)] handles, made on first use
+    device: Device = None
+    _raw: Any = None  # the launches as the device's native calls, made on first use
 
     def encode(self, cpass) -> None:
-        """Record the launches into a compute pass, through wgpu-native directly: wgpu-py's
-        wrappers cost about 2 µs a call (argument conversion, error capture), which was
-        most of a small pipeline stage's host time. Encoding errors still surface at the
-        pass's end() or the encoder's finish() (wgpu-core records them)."""
-        self.encode_raw(cpass._internal)
-
-    def encode_raw(self, pid) -> None:
-        """``encode`` into a compute pass given by its wgpu-native handle."""
-        record_calls(pid, self.raw_calls())
+        """Record the launches into a wgpu-py compute pass (profiled pipelines, surfaces)."""
+        self.device.link.record_wgpu_pass(cpass, self.raw_calls())
 
     def raw_calls(self) -> list:
-        """Each launch as (pipeline, bind group, x, y, z) wgpu-native handles and counts, for
-        ``record_calls``. The Dispatch keeps the objects behind the handles alive."""
+        """Each launch as the device's native (pipeline, bind group, x, y, z) call, for its
+        encoders' ``record_calls``: wgpu-py's wrappers cost ~2 us a call, most of a small
+        pipeline stage's host time. The Dispatch keeps the objects behind them alive."""
         raw = self._raw
         if raw is None:
-            pipeline = self.compiled.pipeline._internal
-            raw = self._raw = [(pipeline, bg._internal, *la.workgroups)
+            call = self.device.link.call
+            pipeline = self.compiled.pipeline
+            raw = self._raw = [call(pipeline, bg, *la.workgroups)
                                for la, bg in zip(self.launches, self.bind_groups)
                                if all(la.workgroups)]
         return raw
@@ -331,15 +329,16 @@ class Dispatch:
         merged = dict(self.params)
         merged.update(params)
         new = self.kernel.resolve_params(merged, dt)
-        launches = self.kernel.launches(self.inputs, self.output, new, get_device())
+        launches = self.kernel.launches(self.inputs, self.output, new, self.device)
         if [la.workgroups for la in launches] != [la.workgroups for la in self.launches]:
             raise ArgumentError(f"{self.kernel.name}: these params change the grid; build a "
                                 f"new stage instead")
         self.params = new
         self.launches = launches
         self._raw = None
-        if self.compiled.uniform_fields:
-            get_device().queue.write_buffer(self.uniform, 0, self._uniform_bytes())
+        if self.compiled.uniform_fields and self.uniform is not None:
+            self.device.check()
+            self.device.queue.write_buffer(self.uniform, 0, self._uniform_bytes())
 
     def _uniform_bytes(self) -> bytes:
         fields = self.compiled.uniform_fields
@@ -361,9 +360,6 @@ class MultiDispatch(Dispatch):
     def encode(self, cpass) -> None:
         for part in self.parts:
             part.encode(cpass)
-
-    def encode_raw(self, pid) -> None:
-        record_calls(pid, self.raw_calls())
 
     def raw_calls(self) -> list:
         return [call for part in self.parts for call in part.raw_calls()]
@@ -400,10 +396,11 @@ def _free_all(buffers) -> None:
 
 
 def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
-                 plan) -> MultiDispatch:
+                 plan, device: Device) -> MultiDispatch:
     temp_specs, steps = plan
-    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}") if isinstance(spec, np.ndarray)
-             else empty(*_temp_spec(spec), label=f"{kernel.name}-tmp{i}")
+    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}", device=device)
+             if isinstance(spec, np.ndarray)
+             else empty(*_temp_spec(spec), label=f"{kernel.name}-tmp{i}", device=device)
              for i, spec in enumerate(temp_specs)]
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
@@ -414,12 +411,26 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
         weakref.finalize(b, _free_all, temps)
     return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
                          [launch for part in parts for launch in part.launches],
-                         parts=parts, temps=temps)
+                         device=device, parts=parts, temps=temps)
+
+
+def same_device(kernel_name: str, named_buffers) -> Device:
+    """The one device of ``named_buffers`` ((argument name, Buffer) pairs); a buffer on another
+    device is a DeviceError naming it (copy across with ``buf.to(device)``)."""
+    device = None
+    first = None
+    for name, b in named_buffers:
+        if device is None:
+            device, first = b._dev, name
+        elif b._dev is not device:
+            raise DeviceError(f"{kernel_name}: {name} is on {b._dev.label} but {first} is on "
+                              f"{device.label}; a kernel runs on one device (copy with "
+                              f"buf.to(device))")
+    return device
 
 
 def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
-    """Validate and bind: everything a dispatch needs, created once."""
-    device = get_device()
+    """Validate and bind: everything a dispatch needs, created once, on the buffers' device."""
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{kernel.name}: inputs must be a list of buffers, got "
                             f"{type(inputs).__name__}")
@@ -430,6 +441,13 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         check_buffer(b, f"{kernel.name}: input {name!r}")
     if kernel.output is not None:
         check_buffer(output, f"{kernel.name}: output")
+    named = [(f"input {n!r}", b) for n, b in zip(kernel.inputs, inputs)]
+    if output is not None:
+        named.append(("output", output))
+    device = same_device(kernel.name, named)
+    if device is None:
+        device = current_device()
+    if kernel.output is not None:
         if output.dtype not in kernel.dtypes:
             raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
                              f"one of {', '.join(kernel.dtypes)}")
@@ -443,20 +461,24 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     kernel.check(list(inputs), output, resolved)
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
-        return _bind_passes(kernel, list(inputs), output, resolved, plan)
+        return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
     key = kernel.key(list(inputs), output, resolved)
     compiled = kernel.compiled(key, device)
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
-                 Meta.of(output) if output is not None else None, resolved, compiled, launches)
+                 Meta.of(output) if output is not None else None, resolved, compiled, launches,
+                 device=device)
     storage = list(inputs) + ([output] if output is not None else [])
     _check_binding_sizes(kernel, storage, launches, device)
     dev = device.gpu_device
     if compiled.uniform_fields and launches:
-        d.uniform = dev.create_buffer_with_data(
-            label=f"{kernel.name}-params", data=d._uniform_bytes(),
-            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        stats["uniform_buffers_created"] += 1
+        try:
+            d.uniform = dev.create_buffer_with_data(
+                label=f"{kernel.name}-params", data=d._uniform_bytes(),
+                usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        except Exception as e:
+            raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
+        device.stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
     for i, launch in enumerate(launches):
         entries = []
@@ -474,9 +496,9 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
                                        entries=entries)
         except Exception as e:  # what the checks above did not foresee: wrap, never leak
-            raise DeviceError(f"{kernel.name}: the GPU refused to bind its buffers: {e}") from e
+            raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
         d.bind_groups.append(bg)
-        stats["bind_groups_created"] += 1
+        device.stats["bind_groups_created"] += 1
     return d
 
 

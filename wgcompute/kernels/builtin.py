@@ -10,9 +10,9 @@ import numpy as np
 
 from .. import shaders
 from ..buffer import _ALIGN
-from ..device import Device
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
+from ..runtime import Device
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 from .cast import cast_kernels
 from .layout import (

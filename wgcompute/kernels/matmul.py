@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 
 from .. import autotune, shaders
-from ..device import Device, get_device
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
+from ..runtime import Device
 from .base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 from .layout import (
     MAX_DIMS,
@@ -265,9 +265,9 @@ def _cooperative_matrix_config(device: Device, dtype: str):
     return None
 
 
-def cooperative_matrix_listed() -> bool:
+def cooperative_matrix_listed(device: Device) -> bool:
     """True if the adapter lists cooperative-matrix (even though it cannot be enabled)."""
-    return "cooperative-matrix" in set(get_device().adapter.features)
+    return "cooperative-matrix" in set(device.adapter.features)
 
 
 def _check_precision(value, dt: str) -> str:
@@ -387,7 +387,13 @@ class Matmul(BuiltinKernel):
         if output.shape != want:
             raise ShapeError(f"matmul: out is {output.shape}, expected {want} for a {a.shape} "
                              f"· b {b.shape}")
-        limit = get_device().limit("max-storage-buffer-binding-size")
+        device = output.device
+        cfg = params.get("_config")
+        if cfg is not None and not cfg.fits(device, elem_bytes(output.dtype,
+                                                               params["precision"])):
+            raise ArgumentError(f"matmul: tile config {cfg.name} does not fit this adapter's "
+                                f"limits ({device.name})")
+        limit = device.limit("max-storage-buffer-binding-size")
         for nm, x in (("a", a), ("b", b), ("out", output)):
             if x.nbytes > limit:
                 raise ShapeError(f"matmul: {nm} {x.shape} is {x.nbytes} bytes; this adapter "
@@ -411,9 +417,6 @@ class Matmul(BuiltinKernel):
             if not isinstance(cfg, TileConfig):
                 raise ArgumentError(f"matmul: param '_config' must be a TileConfig, got "
                                     f"{type(cfg).__name__}")
-            if not cfg.fits(get_device(), elem_bytes(dt.name, precision)):
-                raise ArgumentError(f"matmul: tile config {cfg.name} does not fit this "
-                                    f"adapter's limits")
             if cfg.split > 1 and not (dt.name == "f32" or
                                       (dt.name == "f16" and precision == "f32")):
                 raise ArgumentError(f"matmul: split-K config {cfg.name} needs f32 sums (f32, "
@@ -442,9 +445,8 @@ class Matmul(BuiltinKernel):
         return [c for c in CANDIDATES
                 if c.fits(device, size) and (c.split == 1 or dtype in ("f32", "f16"))]
 
-    def config_for(self, m: int, n: int, k: int, dtype: str,
+    def config_for(self, m: int, n: int, k: int, dtype: str, device: Device,
                    precision: str = "f32") -> TileConfig:
-        device = get_device()
         coop = _cooperative_matrix_config(device, dtype)
         if coop is not None:  # pragma: no cover - no adapter can enable it with wgpu 0.32
             return coop
@@ -459,8 +461,8 @@ class Matmul(BuiltinKernel):
         names = [c.name for c in fits if c.name in wanted] or [c.name for c in fits]
         problem = f"matmul {dtype}{' mixed' if mixed else ''} {cls} r{_TUNE_REVISION}"
         chosen = TileConfig.parse(autotune.choose(
-            problem, names, default,
-            lambda name: _measure(self, TileConfig.parse(name), dtype, cls, precision)))
+            device, problem, names, default,
+            lambda name: _measure(self, TileConfig.parse(name), dtype, cls, device, precision)))
         if (chosen.split > 1 and dtype == "f16"
                 and m * n * 4 > device.limit("max-storage-buffer-binding-size")):
             # its f32 temporary (Matmul.passes) would not bind: the class's one-pass default
@@ -473,7 +475,7 @@ class Matmul(BuiltinKernel):
         m, k, n = sh.m, sh.k, sh.n
         precision = params.get("precision", "f32")
         cfg = params.get("_config")
-        cfg = cfg or self.config_for(m, n, k, output.dtype, precision)
+        cfg = cfg or self.config_for(m, n, k, output.dtype, output.device, precision)
         # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
         # The key's dtype is a's and b's: an f16 split-K step writes f32 bits, as f32 does.
         consts = (("config", cfg.name), ("precision", precision),
@@ -493,15 +495,15 @@ class Matmul(BuiltinKernel):
         m, k, n = sh.m, sh.k, sh.n
         if output.size == 0 or params["precision"] != "f32":
             return None
-        cfg = params.get("_config") or self.config_for(m, n, k, "f16", "f32")
+        cfg = params.get("_config") or self.config_for(m, n, k, "f16", output.device, "f32")
         if cfg.split == 1:
             return None
-        if output.size * 4 > get_device().limit("max-storage-buffer-binding-size"):
+        limit = output.device.limit("max-storage-buffer-binding-size")
+        if output.size * 4 > limit:
             if "_config" in params:
                 raise ShapeError(f"matmul: split-K config {cfg.name} needs an f32 temporary "
                                  f"of {output.size * 4} bytes for out {output.shape}; this "
-                                 f"adapter binds at most "
-                                 f"{get_device().limit('max-storage-buffer-binding-size')}")
+                                 f"adapter binds at most {limit}")
             return None  # tuned choice: one pass with the class's default tile instead
         first = {"precision": "f32", "_config": cfg, "_f32_out": True}
         return [(output.shape, "f32")], [(self, ["in0", "in1"], "tmp0", first),
@@ -827,7 +829,7 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
     return src, fields
 
 
-def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str,
+def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Device,
              precision: str = "f32") -> float:
     """Seconds of one matmul of the class's tuning shape with ``cfg`` (median of 3 after a
     warm-up; GPU wall time of submit + wait, with several matmuls in one pass)."""
@@ -838,20 +840,18 @@ def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str,
     from .base import bind
 
     m, n, k = _TUNE_SHAPES[cls]
-    a, b, out = empty((m, k), dtype, "autotune-a"), empty((k, n), dtype, "autotune-b"), \
-        empty((m, n), dtype, "autotune-out")
+    a, b, out = (empty((m, k), dtype, "autotune-a", device=device),
+                 empty((k, n), dtype, "autotune-b", device=device),
+                 empty((m, n), dtype, "autotune-out", device=device))
     try:
         d = bind(kernel, [a, b], out, {"_config": cfg, "precision": precision})
-        dev = get_device().gpu_device
+        calls = d.raw_calls() * 3
         times = []
         for rep in range(4):
-            enc = dev.create_command_encoder(label=f"autotune {cfg.name}")
-            cpass = enc.begin_compute_pass(label=f"autotune {cfg.name}")
-            for _ in range(3):
-                d.encode(cpass)
-            cpass.end()
+            enc = device.link.encoder()
+            enc.record_calls(calls)
             t0 = time.perf_counter()
-            _queue.wait(_queue.submit([enc.finish()]))
+            _queue.wait(device.submitter.submit([enc.finish()]))
             if rep:
                 times.append((time.perf_counter() - t0) / 3)
         return float(np.median(times))

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from .. import shaders
 from ..buffer import _ALIGN
-from ..device import Device, get_device
 from ..dtypes import DTYPES, DType
 from ..errors import ArgumentError, DtypeError, ShapeError
+from ..runtime import Device
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 from .layout import contiguous_strides
 
@@ -234,7 +234,7 @@ class Reduce(BuiltinKernel):
             raise ShapeError(f"{self.name}: x {x.shape} has no elements along axis="
                              f"{params.get('axis')!r}; the {self.name} of nothing is "
                              f"undefined (numpy raises too)")
-        _binding_check(self.name, x, get_device())
+        _binding_check(self.name, x, x.device)
 
     # -- plan ---------------------------------------------------------------------------------
     def _mode(self, x, params, device: Device):
@@ -293,7 +293,7 @@ class Reduce(BuiltinKernel):
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
-        mode, _, vec, sub = self._mode(x, params, get_device())
+        mode, _, vec, sub = self._mode(x, params, x.device)
         return PipelineKey(self.name, (x.dtype, output.dtype),
                            (("mode", mode), ("vec", vec), ("subgroup", sub)))
 
@@ -381,7 +381,7 @@ class ReduceStep(BuiltinKernel):
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
         wide = self.parent.acc(x.dtype) in ("f64", "i64")
-        sub = (use_subgroups and get_device().has("subgroup") and not wide
+        sub = (use_subgroups and x.device.has("subgroup") and not wide
                and self.step not in ("cols", "colpart"))
         return PipelineKey(self.name, (x.dtype, output.dtype),
                            (("mode", self.step), ("vec", self._vec(x, params)),
@@ -669,7 +669,7 @@ class Softmax(BuiltinKernel):
         if x.shape != output.shape:
             raise ShapeError(f"softmax: x is {x.shape} and out is {output.shape}; shapes must "
                              f"match")
-        _binding_check(self.name, x, get_device())
+        _binding_check(self.name, x, x.device)
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
@@ -677,7 +677,7 @@ class Softmax(BuiltinKernel):
         # whole vec4 rows (or one row, whose ragged end is masked): vector loads and stores
         vec = how == "all" or x.shape[-1] % 4 == 0
         return PipelineKey(self.name, (output.dtype,),
-                           (("subgroup", use_subgroups and get_device().has("subgroup")),
+                           (("subgroup", use_subgroups and x.device.has("subgroup")),
                             ("vec", vec)))
 
     def render(self, key: PipelineKey):

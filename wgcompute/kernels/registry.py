@@ -9,11 +9,10 @@ import threading
 import numpy as np
 
 from .. import shaders
-from ..device import get_device
 from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentError, KernelNotFoundError
-from . import base
+from ..runtime import Device, current_device, open_devices
 from .base import REQUIRED, Kernel, Launch, Param, PipelineKey, fold_grid
 
 _kernels: dict[str, Kernel] = {}
@@ -28,18 +27,22 @@ def _check_free(name: str, replace: bool) -> None:
                             f"(pass replace=True to redefine it)")
 
 
-def add(kernel: Kernel, replace: bool = False, compiled=None) -> Kernel:
-    """Register ``kernel``. Replacing drops the old kernel's cached pipelines (they are keyed
-    by name, and would otherwise keep running the old shader); ``compiled`` goes into the cache."""
+def add(kernel: Kernel, replace: bool = False, compiled=None,
+        device: Device | None = None) -> Kernel:
+    """Register ``kernel``. Replacing drops the old kernel's cached pipelines on every device
+    (they are keyed by name, and would otherwise keep running the old shader); ``compiled``
+    goes into ``device``'s cache."""
     with _lock:
         _check_free(kernel.name, replace)
         _aliases.pop(kernel.name, None)
         _kernels[kernel.name] = kernel
-        with base._cache_lock:
-            for key in [k for k in base._cache if k.kernel == kernel.name]:
-                del base._cache[key]
-            if compiled is not None:
-                base._cache[compiled.key] = compiled
+        for dev in open_devices():
+            with dev.pipelines_lock:
+                for key in [k for k in dev.pipelines if k.kernel == kernel.name]:
+                    del dev.pipelines[key]
+        if compiled is not None and device is not None:
+            with device.pipelines_lock:
+                device.pipelines[compiled.key] = compiled
     return kernel
 
 
@@ -197,5 +200,6 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
                      tuple(params.items()), workgroup_size, dts, grid, checked)
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
-    compiled = k._compile(PipelineKey(name, (dts[0],), ()), get_device())
-    return add(k, replace=replace, compiled=compiled)
+    device = current_device()
+    compiled = k._compile(PipelineKey(name, (dts[0],), ()), device)
+    return add(k, replace=replace, compiled=compiled, device=device)

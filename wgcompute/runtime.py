@@ -1,0 +1,570 @@
+"""Devices: one ``Device`` per logical GPU device owns everything wgcompute keeps for it (adapter,
+limits, submitter and fences, commands, pipeline and bind caches, staging pools, host threads,
+autotune choices), can be closed, and survives as an object when the GPU is lost. Also the
+adapter choice, the process default device and ``use_device`` (a context variable)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import contextvars
+import os
+import sys
+import tempfile
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import wgpu
+
+from . import _native
+from ._pools import StagingPools, Workers
+from ._queue import LOSS, Submitter, wait
+from ._version import __version__
+from .errors import ArgumentError, DeviceError, DeviceLostError
+
+# Features wgcompute turns on when the adapter has them.
+WANTED_FEATURES = (
+    "shader-f16",
+    "shader-f64",
+    "shader-int64",
+    "subgroup",
+    "timestamp-query",
+    "timestamp-query-inside-encoders",
+    "timestamp-query-inside-passes",
+)
+# Limits raised to the adapter's maximum (WebGPU's defaults are far below real hardware).
+WANTED_LIMITS = (
+    "max-buffer-size",
+    "max-storage-buffer-binding-size",
+    "max-compute-workgroup-storage-size",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x",
+    "max-compute-workgroup-size-y",
+    "max-compute-workgroup-size-z",
+    "max-storage-buffers-per-shader-stage",
+    "max-bind-groups",
+)
+# What WGCOMPUTE_BACKEND and device(backend=) accept, and wgpu's name for each.
+BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "d3d12": "D3D12", "gl": "OpenGL",
+            "opengl": "OpenGL"}
+_GPU_TYPES = ("DiscreteGPU", "IntegratedGPU", "VirtualGPU")
+_CLOSE_WAIT_S = 30.0
+
+
+def _is_gpu(info) -> bool:
+    if info["adapter_type"] not in _GPU_TYPES:
+        return False
+    name = info["device"].lower()
+    return not any(s in name for s in ("llvmpipe", "lavapipe", "swiftshader", "software"))
+
+
+def _vendor(info) -> str:
+    return info.get("vendor") or {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel",
+                                  0x106B: "Apple", 0x10005: "Mesa"}.get(
+        info.get("vendor_id", 0), hex(info.get("vendor_id", 0)))
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """One adapter wgpu finds: what ``wgc.devices()`` lists and ``wgc.device(i)`` opens."""
+
+    index: int
+    name: str
+    backend: str
+    adapter_type: str
+    gpu: bool
+    driver: str
+    vendor: str
+
+    def __str__(self) -> str:
+        kind = "GPU" if self.gpu else "CPU"
+        return f"[{self.index}] {self.name} ({self.backend}, {self.adapter_type}, {kind})"
+
+
+def _summary(i: int, adapter) -> AdapterInfo:
+    info = adapter.info
+    return AdapterInfo(i, info["device"], info["backend_type"], info["adapter_type"],
+                       _is_gpu(info), info.get("description", ""), _vendor(info))
+
+
+def _headless_runtime_dir() -> None:
+    """Linux without a desktop session has no XDG_RUNTIME_DIR, and the Vulkan drivers'
+    Wayland probe then prints "error: XDG_RUNTIME_DIR is invalid or not set in the
+    environment." for every adapter it looks at. There is no display to reach anyway: give
+    this process a private directory (owned by this user, mode 0700) before wgpu starts."""
+    if not sys.platform.startswith("linux"):
+        return
+    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+        return  # set by a session (the probe only asks for an absolute path)
+    path = os.path.join(tempfile.gettempdir(), f"wgcompute-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            path = tempfile.mkdtemp(prefix="wgcompute-runtime-")  # someone else's: our own
+    except OSError:
+        path = tempfile.mkdtemp(prefix="wgcompute-runtime-")
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
+def devices() -> list[AdapterInfo]:
+    """Every adapter wgpu finds on this machine, in the order ``device(index)`` uses."""
+    _headless_runtime_dir()
+    return [_summary(i, a) for i, a in enumerate(wgpu.gpu.enumerate_adapters_sync())]
+
+
+def adapters() -> list[dict]:
+    """``devices()`` as dicts (name, backend, adapter_type, gpu, driver)."""
+    return [{"name": a.name, "backend": a.backend, "adapter_type": a.adapter_type,
+             "gpu": a.gpu, "driver": a.driver} for a in devices()]
+
+
+def _backend_name(backend, argument: str) -> str | None:
+    if backend is None or backend == "":
+        return None
+    if not isinstance(backend, str) or backend.strip().lower() not in BACKENDS:
+        raise ArgumentError(f"{argument}: expected one of {', '.join(BACKENDS)}, got "
+                            f"{backend!r}")
+    return BACKENDS[backend.strip().lower()]
+
+
+def _rank(adapter) -> tuple:
+    """Prefer a real GPU, then Vulkan/Metal/D3D12 over GL."""
+    return (not _is_gpu(adapter.info), adapter.info["backend_type"] == "OpenGL")
+
+
+def _listing(found) -> str:
+    return "; ".join(str(_summary(i, a)) for i, a in enumerate(found)) or "none"
+
+
+def _no_adapter(detail: str) -> DeviceError:
+    return DeviceError(f"no WebGPU adapter found ({detail}). On Debian/Ubuntu install a "
+                       f"Vulkan driver, e.g. `apt-get install mesa-vulkan-drivers` (lavapipe, "
+                       f"runs on the CPU).")
+
+
+def _find_adapter(which, backend: str | None, argument: str):
+    """The adapter ``which`` names (index, name substring, AdapterInfo) on ``backend``."""
+    _headless_runtime_dir()
+    try:
+        found = wgpu.gpu.enumerate_adapters_sync()
+    except Exception as e:
+        raise _no_adapter(str(e)) from e
+    if isinstance(which, AdapterInfo):
+        which = which.index
+    if isinstance(which, bool):
+        raise ArgumentError(f"{argument}: expected an adapter index, a name or None, got "
+                            f"{which!r}")
+    if isinstance(which, int):
+        if not 0 <= which < len(found):
+            raise ArgumentError(f"{argument}: adapter index {which} out of range; adapters: "
+                                f"{_listing(found)}")
+        adapter = found[which]
+        if backend is not None and adapter.info["backend_type"] != backend:
+            raise ArgumentError(f"{argument}: adapter {which} is {adapter.info['device']} on "
+                                f"{adapter.info['backend_type']}, not {backend}")
+        return adapter
+    if which is not None and not isinstance(which, str):
+        raise ArgumentError(f"{argument}: expected an adapter index, a name or None, got "
+                            f"{type(which).__name__}")
+    name = (which or "").strip().lower()
+    chosen = [a for a in found
+              if (backend is None or a.info["backend_type"] == backend)
+              and (not name or name in a.info["device"].lower())]
+    if not chosen:
+        raise DeviceError(f"no adapter matches {argument}={which!r}"
+                          f"{f' on {backend}' if backend else ''}; adapters: {_listing(found)}")
+    chosen.sort(key=_rank)
+    return chosen[0]
+
+
+def _default_adapter():
+    """The adapter of the default device: WGCOMPUTE_ADAPTER (a substring of the name) and
+    WGCOMPUTE_BACKEND when set, else the high-performance one."""
+    want_name = os.environ.get("WGCOMPUTE_ADAPTER", "").strip()
+    want_backend = _backend_name(os.environ.get("WGCOMPUTE_BACKEND", "").strip(),
+                                 "WGCOMPUTE_BACKEND")
+    if want_name or want_backend:
+        try:
+            return _find_adapter(want_name or None, want_backend, "WGCOMPUTE_ADAPTER")
+        except DeviceError as e:
+            raise DeviceError(f"{e} (WGCOMPUTE_ADAPTER={want_name!r}, WGCOMPUTE_BACKEND="
+                              f"{os.environ.get('WGCOMPUTE_BACKEND', '')!r})") from None
+    _headless_runtime_dir()
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except Exception as e:  # wgpu raises RuntimeError when nothing is found
+        raise _no_adapter(str(e)) from e
+    if adapter is None:
+        raise _no_adapter("request_adapter returned nothing")
+    return adapter
+
+
+def _request(adapter, label: str):
+    features = [f for f in WANTED_FEATURES if f in adapter.features]
+    limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+    try:
+        return adapter.request_device_sync(label=label, required_features=features,
+                                           required_limits=limits)
+    except Exception as e:
+        raise DeviceError(f"adapter {adapter.info['device']!r} refused a device: {e}") from e
+
+
+# -- the Device --------------------------------------------------------------------------------
+
+_open: dict[int, Device] = {}  # id -> every open Device (closed and lost ones leave)
+_open_lock = threading.Lock()
+_ordinals = iter(range(1 << 62))
+
+
+class Device:
+    """A logical GPU device and everything wgcompute keeps for it.
+
+    Open one with ``wgc.device(...)`` (or adopt one with ``Device.from_wgpu``); the default
+    device is opened on first use. Buffers, commands, pipelines, streams and surfaces belong
+    to one device. ``close()`` (or leaving a ``with`` block) waits for the device's work,
+    releases every GPU object and stops its threads. A lost device fails its pending
+    commands with DeviceLostError; its objects then raise it."""
+
+    def __init__(self, adapter, gpu_device, *, owned: bool = True):
+        self.ordinal = next(_ordinals)
+        self.adapter = adapter
+        self.gpu_device = gpu_device
+        self.features = frozenset(gpu_device.features)
+        self.limits = dict(gpu_device.limits)
+        self.name = adapter.info["device"]
+        self.backend = adapter.info["backend_type"]
+        self.is_gpu = _is_gpu(adapter.info)
+        self._owned = owned
+        self.label = f"device {self.ordinal} ({self.name}, {self.backend})"
+        self.link = _native.link(gpu_device)
+        self.submitter = Submitter(self.link, self.label)
+        self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label)
+        self.workers = Workers(self.label)
+        # What the upper layers cache for this device (they fill these):
+        self.pipelines: dict = {}  # PipelineKey -> compiled pipeline (kernels)
+        self.pipelines_lock = threading.Lock()
+        self.binds: OrderedDict = OrderedDict()  # bound kernel runs (commands)
+        self.binds_lock = threading.Lock()
+        self.commands: dict = {}  # id -> pending Command
+        self.finished: OrderedDict = OrderedDict()  # id -> finished command's record
+        self.extras: dict = {}  # other per-device caches (present pipelines, ...)
+        self.autotune: dict = {}  # problem -> the tile configuration chosen on this device
+        self.stats = {"pipelines_created": 0, "bind_groups_created": 0,
+                      "uniform_buffers_created": 0}
+        self.alive = True  # False once lost or closed: every object of it then refuses work
+        self.dead: DeviceError | None = None
+        self.closed = False
+        self.submitter.probe = self._probe
+        self._buffers: weakref.WeakSet = weakref.WeakSet()  # live Buffers (close frees them)
+        self._closables: weakref.WeakSet = weakref.WeakSet()  # streams, maps, pipelines...
+        self._lock = threading.RLock()
+        with _open_lock:
+            _open[id(self)] = self
+
+    @classmethod
+    def from_wgpu(cls, gpu_device, adapter=None) -> Device:
+        """Adopt a wgpu GPUDevice that a user or pygfx already has: wgcompute computes on it
+        beside them. close() releases wgcompute's objects but leaves the device itself to its
+        owner. (wgcompute's poll policy replaces wgpu-py's blocking poll thread function.)"""
+        if not isinstance(gpu_device, wgpu.GPUDevice):
+            raise ArgumentError(f"gpu_device: expected a wgpu.GPUDevice, got "
+                                f"{type(gpu_device).__name__}")
+        adapter = adapter if adapter is not None else gpu_device.adapter
+        return cls(adapter, gpu_device, owned=False)
+
+    # -- what it is ------------------------------------------------------------------------------
+    @property
+    def queue(self):
+        return self.gpu_device.queue
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    def limit(self, name: str) -> int:
+        return int(self.limits[name])
+
+    def info(self) -> dict:
+        """name, vendor, backend, adapter_type, gpu, driver, versions, native calls, features,
+        limits."""
+        info = self.adapter.info
+        return {
+            "name": info["device"],
+            "vendor": _vendor(info),
+            "backend": info["backend_type"],
+            "adapter_type": info["adapter_type"],
+            "gpu": self.is_gpu,
+            "driver": info.get("description", ""),
+            "version": __version__,
+            "wgpu_version": wgpu.__version__,
+            "native": _native.MODE,
+            "native_note": _native.NOTE,
+            "state": self.state,
+            "features": sorted(self.features),
+            "limits": dict(self.limits),
+        }
+
+    @property
+    def state(self) -> str:
+        """"open", "lost" or "closed"."""
+        if self.closed:
+            return "closed"
+        return "open" if self.alive else "lost"
+
+    def __repr__(self) -> str:
+        state = "" if self.alive else f" {self.state}"
+        return f"<wgc.Device {self.ordinal} {self.name!r} {self.backend}{state}>"
+
+    # -- liveness --------------------------------------------------------------------------------
+    def check(self, argument: str = "device") -> None:
+        """Raise DeviceLostError / DeviceError if this device can no longer be used. Probes
+        the device if wgpu reported a loss since the last check."""
+        if self.submitter.seen_epoch != LOSS.epoch:
+            self._probe()
+        if not self.alive:
+            raise type(self.dead)(f"{argument}: {self.dead}")
+
+    def _probe(self) -> None:
+        """Find out whether this device is the one wgpu reported lost (a 4-byte buffer cannot
+        be made on a lost device)."""
+        self.submitter.seen_epoch = LOSS.epoch
+        if not self.alive:
+            return
+        try:
+            self.gpu_device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_DST).destroy()
+        except Exception as e:
+            if _native.is_lost_error(e):
+                self.mark_lost(str(e).strip().splitlines()[-1])
+
+    def mark_lost(self, reason: str) -> None:
+        """The GPU is gone: fail every pending command with DeviceLostError, refuse later work
+        on this device's objects; the default device is opened afresh on next use."""
+        with self._lock:
+            if not self.alive:
+                return
+            self.alive = False
+            self.dead = DeviceLostError(
+                f"{self.label} was lost ({reason}); its buffers, pipelines and streams can no "
+                f"longer be used: open a new device (the default one reopens by itself)")
+        self.submitter.kill(self.dead)
+        _forget(self)
+        self._drop_caches()
+
+    def wrap(self, error: BaseException, what: str) -> DeviceError:
+        """A native error raised while doing ``what`` on this device, as a WgComputeError:
+        DeviceLostError if the device turns out to be lost."""
+        if self.alive and _native.is_lost_error(error):
+            self.mark_lost(str(error).strip().splitlines()[-1])
+        if not self.alive:
+            return type(self.dead)(f"{what}: {self.dead}")
+        return DeviceError(f"{what} on {self.label}: {error}")
+
+    # -- ownership ---------------------------------------------------------------------------------
+    def adopt(self, obj) -> None:
+        """Close ``obj`` (``obj.close()``) when this device closes: streams, stream maps,
+        pipelines, surfaces register themselves."""
+        self._closables.add(obj)
+
+    def track(self, buf) -> None:
+        self._buffers.add(buf)
+
+    def live_buffers(self) -> int:
+        return sum(1 for b in list(self._buffers) if not b.freed)
+
+    def _drop_caches(self) -> None:
+        with self.pipelines_lock:
+            self.pipelines.clear()
+        with self.binds_lock:
+            self.binds.clear()
+        self.extras.clear()
+
+    def close(self, timeout: float | None = _CLOSE_WAIT_S) -> None:
+        """Wait (at most ``timeout`` s) for the device's submitted work, close its streams,
+        stream maps, pipelines and surfaces, free its buffers and staging, stop its threads and
+        release the wgpu device (unless adopted with from_wgpu). Using its objects afterwards
+        raises DeviceError. Closing twice is harmless."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        for obj in list(self._closables):
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - a broken stream must not keep the device open
+                pass
+        self._wait_idle(timeout)
+        was_alive = self.alive
+        if was_alive:
+            self.alive = False
+            self.dead = DeviceError(f"{self.label} is closed")
+        self.submitter.kill(self.dead)
+        _forget(self)
+        self.staging.close()
+        self.workers.close()
+        for b in list(self._buffers):
+            b._device_closed()
+        self._drop_caches()
+        self.commands.clear()
+        self.finished.clear()
+        if hasattr(self.link, "close"):
+            self.link.close()
+        if self._owned and was_alive:
+            try:
+                self.gpu_device.destroy()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    def _wait_idle(self, timeout) -> None:
+        sub = self.submitter
+        with sub._lock:
+            last = sub._pending[-1] if sub._pending else None
+        if last is not None and self.alive:
+            try:
+                wait(last, timeout)
+            except DeviceError:
+                pass
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _forget(dev: Device) -> None:
+    """``dev`` is lost or closed: it leaves the open devices, and stops being the default."""
+    global _default
+    with _open_lock:
+        _open.pop(id(dev), None)
+        if _default is dev:
+            _default = None
+
+
+def _on_lost_reported(_message: str) -> None:
+    # Runs inside wgpu's lost callback (maybe inside wgpuDeviceDestroy): no wgpu call here,
+    # only a note that each device checks (probes) at its next use or while a caller waits.
+    LOSS.epoch += 1
+
+
+_native.on_device_lost(_on_lost_reported)
+
+
+# -- opening devices ---------------------------------------------------------------------------
+
+def device(which=None, *, backend: str | None = None) -> Device:
+    """Open a new logical device on an adapter: ``device()`` the default choice,
+    ``device(0)`` by index in ``devices()``, ``device("H200")`` by a substring of its name,
+    ``device(backend="vulkan")`` the best adapter of that backend (vulkan, metal, d3d12, gl).
+    Close it when done (``close()`` or ``with``)."""
+    backend = _backend_name(backend, "backend")
+    adapter = _default_adapter() if which is None and backend is None else \
+        _find_adapter(which, backend, "which")
+    return Device(adapter, _request(adapter, "wgcompute"))
+
+
+_default: Device | None = None
+_default_lock = threading.RLock()
+_current: contextvars.ContextVar[Device | None] = contextvars.ContextVar(
+    "wgcompute_device", default=None)
+
+
+def default_device() -> Device:
+    """The process default device, opened on first use (again after it was lost or closed):
+    the adapter WGCOMPUTE_ADAPTER / WGCOMPUTE_BACKEND name, else the high-performance one."""
+    global _default
+    dev = _default
+    if dev is not None:
+        return dev
+    with _default_lock:
+        if _default is None:
+            adapter = _default_adapter()
+            _default = Device(adapter, _request(adapter, "wgcompute"))
+        return _default
+
+
+def default_opened() -> bool:
+    return _default is not None
+
+
+def set_default_device(dev: Device) -> None:
+    """Make ``dev`` the process default device (a worker process pinned to one GPU)."""
+    global _default
+    check_device(dev, "dev").check("dev")
+    with _default_lock:
+        _default = dev
+
+
+def current_device() -> Device:
+    """The device in effect: the innermost ``use_device`` block's, else the default."""
+    dev = _current.get()
+    if dev is not None:
+        return dev
+    dev = _default
+    return dev if dev is not None else default_device()
+
+
+@contextlib.contextmanager
+def use_device(dev: Device):
+    """``with wgc.use_device(d):`` creates buffers, pipelines and streams on ``d`` in this
+    block (a context variable: threads and asyncio tasks each see their own)."""
+    check_device(dev, "dev").check("dev")
+    token = _current.set(dev)
+    try:
+        yield dev
+    finally:
+        _current.reset(token)
+
+
+def check_device(dev, argument: str = "device") -> Device:
+    if not isinstance(dev, Device):
+        raise ArgumentError(f"{argument}: expected a wgc.Device (wgc.device(...)), got "
+                            f"{type(dev).__name__}")
+    return dev
+
+
+def resolve(device, argument: str = "device") -> Device:
+    """``device`` if given (checked), else the current device."""
+    if device is None:
+        return current_device()
+    dev = check_device(device, argument)
+    if not dev.alive:
+        dev.check(argument)
+    return dev
+
+
+def open_devices() -> list[Device]:
+    return list(_open.values())
+
+
+def device_info() -> dict:
+    """The current device's info(): name, vendor, backend, adapter_type, gpu, versions,
+    features, limits."""
+    return current_device().info()
+
+
+def is_gpu() -> bool:
+    """True only when the current device is a real GPU (not lavapipe or another CPU adapter)."""
+    return current_device().is_gpu
+
+
+def version() -> str:
+    return __version__
+
+
+@atexit.register
+def _shutdown() -> None:
+    """At interpreter exit, stop every device's streams and threads before Python tears the
+    modules down (a stream thread still calling wgpu-native then crashed the process)."""
+    for dev in list(_open.values()):
+        for obj in list(dev._closables):
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - exiting
+                pass
+        try:
+            dev.staging.close()
+            dev.workers.close()
+        except Exception:  # noqa: BLE001 - exiting
+            pass

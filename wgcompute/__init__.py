@@ -223,7 +223,7 @@ def _reduce(name: str, x: Buffer, axis, out: Buffer | None, keepdims: bool = Fal
     params = {"axis": axis, "keepdims": keepdims}
     if out is None:
         shape, dt = _registry.get(name).output_spec([x], params)
-        out = empty(shape, dt, label=f"{name}-out")
+        out = empty(shape, dt, label=f"{name}-out", device=x.device)
     return run_kernel(name, [x], out, params)
 
 

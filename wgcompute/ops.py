@@ -41,7 +41,7 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
     where = f"astype({target.name!r})"
     check_options(src, target.name, rounding, casting, where)
     if out is None:
-        out = empty(x.shape, target, label="astype-out")
+        out = empty(x.shape, target, label="astype-out", device=x.device)
     else:
         check_buffer(out, "out")
         if out.dtype != target.name:
@@ -55,9 +55,9 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
         exact_by_type(src, target.name) and rounding is None)
     if not needs_check or x.size == 0:
         return run_kernel("astype", [x], out, params)
-    flag = empty((1,), "u32", label="astype-check")
+    flag = empty((1,), "u32", label="astype-check", device=x.device)
     try:
-        p = Pipeline()
+        p = Pipeline("astype", device=x.device)
         p.add(kernel="fill", inputs=[], output=flag, params={"value": _NONE})
         p.add(kernel=ASTYPE_CHECK, inputs=[x], output=flag,
               params={"target": target.name, "rounding": rounding})
@@ -115,7 +115,7 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     perm = normalize_permutation(axes, a.ndim, "transpose")
     shape = tuple(a.shape[d] for d in perm)
     if out is None:
-        out = empty(shape, a.dtype, label="transpose-out")
+        out = empty(shape, a.dtype, label="transpose-out", device=a.device)
     if a.ndim == 2 and perm == (1, 0) and a.dtype != "u8":
         return run_kernel("transpose", [a], out)
     check_buffer(out, "out")

@@ -39,6 +39,9 @@ PUBLIC = set(wgc.__all__)
 ALLOWED_LAZY_UP = {
     ("wgcompute.buffer", "wgcompute.commands"):
         "Buffer.read_async/write_async are methods for convenience; commands does the work",
+    ("wgcompute.buffer", "wgcompute.ops"):
+        "Buffer's operators, views, indexing and astype are methods, as numpy's; ops runs the "
+        "kernels",
 }
 
 # Third-party modules only some of the package may import, and how.

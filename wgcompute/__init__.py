@@ -31,6 +31,7 @@ from .errors import (
     DeviceError,
     DeviceLostError,
     DtypeError,
+    IndexingError,
     KernelNotFoundError,
     PipelineError,
     ShaderCompileError,
@@ -67,7 +68,8 @@ __all__ = [
     "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
-    "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",
+    "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "IndexingError",
+    "DeviceError",
     "DeviceLostError", "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
     # devices
     "Device", "AdapterInfo", "devices", "device", "use_device", "set_default_device",

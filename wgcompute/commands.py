@@ -26,7 +26,7 @@ from .errors import (
 )
 from .errors import TimeoutError as WgTimeoutError
 from .kernels import Dispatch, Kernel, bind, registry
-from .kernels.base import same_device
+from .kernels.base import MultiDispatch, same_device
 from .runtime import Device, current_device, open_devices
 
 _ids = itertools.count(1)
@@ -396,7 +396,9 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     """bind(), cached per device by kernel, buffer identities and params."""
     try:
         device = output._dev
-        key = (kernel.name, id(kernel), tuple([b._id for b in inputs]), output._id,
+        # _key is the buffer's id, or for pooled memory (memory serial, shape, dtype): a
+        # result reusing pooled memory finds the run bound to it
+        key = (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
                _freeze(params) if params else ())
         cache = device.binds
         # Reads take no lock (OrderedDict's get and move_to_end are atomic); a writer may
@@ -419,6 +421,9 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
             output._check(f"{kernel.name}: output")
         return d
     d = bind(kernel, inputs, output, params)
+    if isinstance(d, MultiDispatch) and (type(output._key) is tuple or any(
+            type(b._key) is tuple for b in inputs)):
+        return d  # its temporaries go with these Buffer objects, which others' keys outlive
     with device.binds_lock:
         cache[key] = d
         while len(cache) > _BIND_CACHE_SIZE:

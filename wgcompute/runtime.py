@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import wgpu
 
 from . import _native
-from ._pools import StagingPools, Workers
+from ._pools import MemoryPool, StagingPools, Workers
 from ._queue import LOSS, Submitter, wait
 from ._version import __version__
 from .errors import ArgumentError, DeviceError, DeviceLostError
@@ -243,6 +243,9 @@ class Device:
         self.submitter = Submitter(self.link, self.label)
         self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label)
         self.workers = Workers(self.label)
+        # freed array results (operators' outputs) kept for reuse by size class
+        self.memory_pool = MemoryPool(gpu_device, self.label)
+        self.memory_pool.on_release = self._forget_binds
         # What the upper layers cache for this device (they fill these):
         self.pipelines: dict = {}  # PipelineKey -> compiled pipeline (kernels)
         self.pipelines_lock = threading.Lock()
@@ -373,6 +376,15 @@ class Device:
     def live_buffers(self) -> int:
         return sum(1 for b in list(self._buffers) if not b.freed)
 
+    def release_memory_pool(self) -> int:
+        """Give back the GPU memory this device keeps for reuse by array results (freed
+        results of operators such as ``a + b``); returns the bytes released."""
+        return self.memory_pool.release()
+
+    def _forget_binds(self) -> None:
+        with self.binds_lock:
+            self.binds.clear()
+
     def _drop_caches(self) -> None:
         with self.pipelines_lock:
             self.pipelines.clear()
@@ -405,6 +417,7 @@ class Device:
         self.workers.close()
         for b in list(self._buffers):
             b._device_closed()
+        self.memory_pool.close()
         self._drop_caches()
         self.commands.clear()
         self.finished.clear()

@@ -13,7 +13,7 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from ..buffer import Buffer, check_buffer, empty, from_numpy
+from ..buffer import Buffer, BufferView, check_buffer, empty, from_numpy
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
 from ..errors import (
@@ -414,6 +414,57 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
                          device=device, parts=parts, temps=temps)
 
 
+def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params,
+                   device: Device) -> MultiDispatch:
+    """The kernel over views that cannot be bound where they lie (their offset is not a
+    multiple of min-storage-buffer-offset-alignment): each is first copied on the GPU into
+    a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
+    from .layout import contiguous_strides
+    from .registry import get as kernel_named
+
+    copy = kernel_named("strided_copy")
+    temps, steps, refs = [], [], []
+    for i, b in enumerate(inputs):
+        if b._bindable():
+            refs.append(f"in{i}")
+            continue
+        item = b._dt.itemsize
+        alias = _alias(b._base, b)
+        t = len(temps)
+        temps.append(empty(b.shape, b._dt, label=f"{kernel.name}-view{i}", device=device))
+        steps.append((copy, [alias], temps[t], {"strides": contiguous_strides(b.shape),
+                                               "offset": b._offset // item}))
+        refs.append(temps[t])
+    env = {f"in{i}": b for i, b in enumerate(inputs)}
+    args = [env[r] if isinstance(r, str) else r for r in refs]
+    parts = [bind(k, ins, out, p) for k, ins, out, p in steps]
+    parts.append(bind(kernel, args, output, params))
+    for b in list(inputs) + ([output] if output is not None else []):
+        weakref.finalize(b, _free_all, temps)
+    resolved = parts[-1].params
+    return GatheredDispatch(kernel, [Meta.of(b) for b in inputs],
+                            Meta.of(output) if output is not None else None, resolved, None,
+                            [launch for part in parts for launch in part.launches],
+                            device=device, parts=parts, temps=temps)
+
+
+@dataclass
+class GatheredDispatch(MultiDispatch):
+    """A kernel bound after copies of its unaligned view inputs (``_bind_gathered``): the
+    copies do not depend on params, so new params go to the kernel's own part."""
+
+    def set_params(self, **params) -> None:
+        self.parts[-1].set_params(**params)
+        self.params = self.parts[-1].params
+        self.launches = [launch for part in self.parts for launch in part.launches]
+
+
+def _alias(root: Buffer, view: Buffer) -> Buffer:
+    """All of ``root``'s memory seen as elements of ``view``'s dtype, from byte 0 (so it
+    binds anywhere)."""
+    return BufferView(root, (root.nbytes // view._dt.itemsize,), 0, view._dt)
+
+
 def same_device(kernel_name: str, named_buffers) -> Device:
     """The one device of ``named_buffers`` ((argument name, Buffer) pairs); a buffer on another
     device is a DeviceError naming it (copy across with ``buf.to(device)``)."""
@@ -456,9 +507,16 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
                 raise ArgumentError(
                     f"{kernel.name}: output is also input {name!r}; WebGPU cannot bind one "
                     f"buffer as read-only and read-write in one dispatch (use another output)")
+    if output is not None and output._base is not None:
+        raise ArgumentError(
+            f"{kernel.name}: output {output!r} is part of another buffer's memory; kernels "
+            f"write whole words past a result's last element, so they write into buffers of "
+            f"their own (write the result there, then copy)")
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
+    if not all(b._bindable() for b in inputs):
+        return _bind_gathered(kernel, list(inputs), output, params, device)
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
         return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
@@ -480,13 +538,17 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
         device.stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
+    names = kernel.storage_bindings()
+    where = [b._binding(f"{kernel.name}: {names[j]!r}") for j, b in enumerate(storage)]
     for i, launch in enumerate(launches):
         entries = []
         for j, b in enumerate(storage):
-            res = {"buffer": b.gpu_buffer}
-            if launch.ranges is not None:
-                off, size = launch.ranges[j]
-                res = {"buffer": b.gpu_buffer, "offset": off, "size": size}
+            gpu, base = where[j]
+            # the data's own bytes, not the whole allocation: a view lies inside its base's,
+            # a pooled result's may be larger
+            off, size = launch.ranges[j] if launch.ranges is not None else (0,
+                                                                            b._bound_bytes())
+            res = {"buffer": gpu, "offset": base + off, "size": size}
             entries.append({"binding": j, "resource": res})
         if compiled.uniform_fields:
             entries.append({"binding": n_storage, "resource": {
@@ -509,7 +571,7 @@ def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> N
     names = kernel.storage_bindings()
     for launch in launches:
         for j, b in enumerate(storage):
-            size = launch.ranges[j][1] if launch.ranges is not None else b.gpu_buffer.size
+            size = launch.ranges[j][1] if launch.ranges is not None else b._bound_bytes()
             if size > limit:
                 raise ShapeError(
                     f"{kernel.name}: {names[j]!r} {b.shape} {b.dtype} binds {size} bytes; "

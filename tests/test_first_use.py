@@ -94,6 +94,12 @@ def python_blocks(path: Path) -> str:
     return "\n".join(re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), re.S))
 
 
+def test_the_numpy_guide_is_in_the_site():
+    assert (ROOT / "docs" / "guide" / "numpy.md").exists()
+    assert "guide/numpy.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert python_blocks(ROOT / "docs" / "guide" / "numpy.md").count("assert") >= 10
+
+
 def test_guides_and_the_api_page_cover_reductions_softmax_transpose_fill():
     guides = "\n".join(python_blocks(p) for p in (ROOT / "docs" / "guide").glob("*.md"))
     for call in ("wgc.sum(", "wgc.max(", "wgc.mean(", "wgc.argmax(", "wgc.softmax(",

@@ -5,7 +5,7 @@ saves; broadcasting and batched matmul beside their plain forms (GPU time); an u
 view; torch / CuPy operators when importable. Wall times are of the user's call (median),
 launched as the docs tell users to.
 
-    python -m benchmarks.bench_arrays [--small] [--json PATH]
+    python -m benchmarks.bench_arrays [--small] [--n ELEMENTS] [--json PATH]
 
 --small: 4M elements (lavapipe finishes in about a minute); default 64M. With $OUT set the
 JSON also goes to $OUT/bench_arrays.json."""
@@ -36,12 +36,13 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--n", type=int, default=None, help="elements (a multiple of 1024)")
     args = ap.parse_args(argv)
 
     import wgcompute as wgc
     from wgcompute.kernels import bind, get
 
-    n = (4 << 20) if args.small else (64 << 20)
+    n = args.n or ((4 << 20) if args.small else (64 << 20))
     repeat = args.repeat or (5 if args.small else 20)
     dev = wgc.current_device()
     res = Results("wgcompute arrays" + (" (--small)" if args.small else ""),

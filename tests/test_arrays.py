@@ -466,3 +466,28 @@ def test_a_closed_device_releases_its_pool():
     assert d.memory_pool.held > 0
     d.close()
     assert d.memory_pool.held == 0
+
+
+def test_views_in_transfers_and_copies():
+    x = wgc.from_numpy(np.arange(10, dtype=np.float32))
+    v = x[2:7]
+    np.testing.assert_array_equal(v.read_async().wait(), np.arange(2, 7, dtype=np.float32))
+    v.write_async([9.0] * 5).wait()
+    assert x.tolist() == [0.0, 1.0] + [9.0] * 5 + [7.0, 8.0, 9.0]
+    u = wgc.buffer([1, 2, 3, 4, 5], dtype="u8")
+    with pytest.raises(wgc.ArgumentError, match="inside a 4-byte word"):
+        u[1:].read_async()
+    with pytest.raises(wgc.ArgumentError, match="is a view; copies move whole buffers"):
+        wgc.submit({"op": "copy_buffer", "inputs": [v], "output": wgc.empty((5,))})
+    with pytest.raises(wgc.PipelineError, match="is a view"):
+        wgc.pipeline().add(op="copy_buffer", inputs=[wgc.empty((5,))], output=v)
+    with pytest.raises(wgc.PipelineError, match="part of another buffer's memory"):
+        wgc.pipeline().add(kernel="relu", inputs=[wgc.empty((5,))], output=v)
+    out = wgc.empty((5,))
+    p = wgc.pipeline().add(kernel="scale", inputs=[x[5:]], output=out,
+                           params={"scalar": 2.0})
+    p.run()  # a view as a stage's input (unaligned: gathered inside the same pass)
+    assert out.tolist() == [18.0, 18.0, 14.0, 16.0, 18.0]
+    p.set_params(0, scalar=3.0)
+    p.run()
+    assert out.tolist() == [27.0, 27.0, 21.0, 24.0, 27.0]

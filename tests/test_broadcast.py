@@ -15,6 +15,9 @@ PAIRS = [
     ((1, 3), (3,)), ((0, 3), (3,)), ((3,), (0, 1)), ((4, 1, 1), (1, 5, 6)), ((9,), (1,)),
     ((2, 3, 4, 5), (3, 1, 5)), ((257,), (1,)), ((7, 1), (1, 9)), ((3, 1, 7), (1, 6, 1)),
     ((2, 1, 3, 1, 5), (1, 4, 1, 6, 1)),
+    # rows a multiple of 4 long: four elements per item, as vec4 (2- and 4-byte dtypes)
+    ((5, 8), (8,)), ((5, 8), (5, 1)), ((2, 3, 8), (3, 8)), ((6, 4), (1, 4)),
+    ((3, 1, 12), (1, 2, 12)), ((4,), (2, 1, 4)),
 ]
 
 
@@ -100,6 +103,9 @@ def test_launches_split_over_the_binding_limit(dt, rng, monkeypatch):
         wgc.add(wgc.from_numpy(a), wgc.from_numpy(make(dt, (4, 1, 2051), rng)))
     got = wgc.multiply(wgc.from_numpy(c), wgc.from_numpy(b)).to_numpy()
     check(got, reference("multiply", c, b), dt, "multiply")
+    r, row = make(dt, (5, 2048), rng), make(dt, (2048,), rng)  # the vec4 rows, in launches
+    got = wgc.sub(wgc.from_numpy(r), wgc.from_numpy(row)).to_numpy()
+    check(got, reference("sub", r, row), dt, "sub")
 
 
 def test_broadcast_past_the_real_binding_limit():
@@ -143,6 +149,19 @@ def test_errors_name_the_shapes():
     # unary kernels do not broadcast
     with pytest.raises(wgc.ShapeError, match="no broadcasting"):
         wgc.scale(wgc.empty((4,)), 2.0, wgc.empty((3, 4)))
+
+
+def test_rows_of_four_take_vec4_items():
+    from wgcompute.kernels import registry
+
+    k = registry.get("elementwise_add")
+    x, out = wgc.empty((3, 8)), wgc.empty((3, 8))
+    assert dict(k.key([x, wgc.empty((8,))], out, {}).constants)["vec4"] == (1,)
+    assert dict(k.key([x, wgc.empty((3, 1))], out, {}).constants)["vec4"] == (0,)
+    assert "vec4" not in dict(k.key([wgc.empty((3, 6)), wgc.empty((6,))], wgc.empty((3, 6)),
+                                    {}).constants)
+    assert "vec4" not in dict(k.key([wgc.empty((3, 8), "f64"), wgc.empty((8,), "f64")],
+                                    wgc.empty((3, 8), "f64"), {}).constants)
 
 
 def test_pipelines_are_shared_across_shapes_of_one_pattern():

@@ -64,6 +64,23 @@ def same_shapes(kernel: Kernel, inputs, output) -> None:
                              f"{output.dtype}; dtypes must match")
 
 
+def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
+    """The strided operands' steps along the row (1 or 0, in order) when the broadcast
+    path can take four elements of a row at a time as vec4; None when it cannot (u8 and
+    8-byte dtypes, rows not a multiple of 4, an operand stepping otherwise)."""
+    if dt.packed or dt.itemsize not in (2, 4) or not sizes or sizes[-1] % 4:
+        return None
+    inner = []
+    for steps, offset in strided.values():
+        if steps[-1] not in (0, 1):
+            return None
+        # a vec4 load needs its four elements on a vec4 boundary; a repeated one does not
+        if steps[-1] == 1 and (offset % 4 or any(st % 4 for st in steps[:-1])):
+            return None
+        inner.append(steps[-1])
+    return tuple(inner)
+
+
 def _broadcasts_to(shape, target) -> bool:
     """Whether numpy would broadcast ``shape`` to exactly ``target`` (an output)."""
     try:
@@ -105,6 +122,7 @@ class Elementwise(BuiltinKernel):
 
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
+    vec4_rows = True  # the broadcast path may take rows four elements at a time
 
     def __init__(self, name: str, arity: int, expr: str, dtypes=ALL, param: Param | None = None,
                  int_expr: str | None = None, description: str = ""):
@@ -169,9 +187,12 @@ class Elementwise(BuiltinKernel):
         # the operands of the output's size share its memory layout: the vectorized path
         if all(b.size == output.size for b in inputs):
             return PipelineKey(self.name, (output.dtype,), ())
-        full, sizes, _ = self._plan(inputs, output, params)
-        return PipelineKey(self.name, (output.dtype,),
-                           (("broadcast", len(sizes)), ("full", full)))
+        full, sizes, strided = self._plan(inputs, output, params)
+        consts = (("broadcast", len(sizes)), ("full", full))
+        inner = _vec4_inner(DTYPES[output.dtype], sizes, strided) if self.vec4_rows else None
+        if inner is not None:
+            consts += (("vec4", inner),)
+        return PipelineKey(self.name, (output.dtype,), consts)
 
     def _render_broadcast(self, key: PipelineKey):
         dt = DTYPES[key.dtypes[0]]
@@ -183,6 +204,9 @@ class Elementwise(BuiltinKernel):
                  for i, n in enumerate(self.inputs)]
         lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
                      f"out: array<{t}>;")
+        vec4 = consts.get("vec4")
+        if vec4 is not None:
+            return self._render_vec4(key, dt, ndim, full, strided, vec4)
         index = index_wgsl(ndim, strided)
         if dt.packed:
             args = []
@@ -220,6 +244,45 @@ class Elementwise(BuiltinKernel):
         })
         return src, fields
 
+    def _render_vec4(self, key, dt, ndim, full, strided, inner):
+        """Four elements of one row per item (the innermost coalesced size is a multiple
+        of 4): the index is computed once per item, and operands load as vec4 (the output's
+        size, or stepping by one along the row) or as one element repeated (broadcast
+        along it); the op runs on vectors, as on the equal-shape path."""
+        t = dt.wgsl
+        v = f"vec4<{t}>"
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{v}>;")
+        steps = dict(zip(strided, inner))
+        args = []
+        for n, f in zip(self.inputs, full):
+            if f:
+                args.append(f"{n}[i]")
+            elif steps[n]:
+                args.append(f"{n}[i_{n} / 4u]")
+            else:
+                args.append(f"{v}({n}[i_{n} / 4u][i_{n} % 4u])")
+        item = (f"let g = p.start + i * 4u;\n{index_wgsl(ndim, strided)}\n"
+                f"out[i] = op({', '.join(args)});")
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
+        expr = self.expr if dt.is_float else self.int_expr
+        src = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": v,
+            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
+            "EXPR": expr.replace("V(", f"{v}(").replace("T(", f"{t}("),
+            "ITEM": item.replace("\n", "\n        "),
+        })
+        return src, fields
+
     def _broadcast_launches(self, inputs, output, params, device):
         total = output.size
         if total == 0:
@@ -233,7 +296,8 @@ class Elementwise(BuiltinKernel):
                                  f"broadcast, so it is bound whole, and it is larger than "
                                  f"this adapter's max-storage-buffer-binding-size "
                                  f"({max_bind} bytes)")
-        per_item = 4 if dt.packed else 1
+        vec4 = self.vec4_rows and _vec4_inner(dt, sizes, strided) is not None
+        per_item = 4 if dt.packed or vec4 else 1
         # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets
         # that are multiples of 256 (the largest min-storage-buffer-offset-alignment)
         chunk = max(1024, (max_bind // dt.itemsize) // 1024 * 1024)
@@ -415,6 +479,8 @@ def _check_offset(value) -> str | None:
 class StridedCopy(Elementwise):
     """out[i0, i1, ...] = a[offset + i0·strides[0] + i1·strides[1] + ...]: a transposed,
     sliced, reversed or broadcast copy of ``a`` into a contiguous ``out``, for every dtype."""
+
+    vec4_rows = False  # its strides are the caller's: one element at a time
 
     def __init__(self):
         super().__init__("strided_copy", 1, "x", ALL, description=(

@@ -34,14 +34,16 @@ def _arith(op: str, dt: DType) -> str:
         if dt.is_float:
             return "return floor(x / y);"
         lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", "var q = x / y;"]
-        if signed:  # WGSL truncates; numpy floors
-            lines += [f"if (x % y != {w}(0) && ((x < {w}(0)) != (y < {w}(0)))) {{",
+        if signed:  # WGSL truncates; numpy floors. No `%` of a negative value: NVIDIA's
+            # Vulkan driver took it of the unsigned bit pattern (docs/architecture.md)
+            lines += [f"if (x - q * y != {w}(0) && ((x < {w}(0)) != (y < {w}(0)))) {{",
                       f"    q = q - {w}(1);", "}"]
         return "\n    ".join(lines + ["return q;"])
     if op == "mod":
         if dt.is_float:  # the sign of the divisor, as numpy's remainder
             return "return x - y * floor(x / y);"
-        lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", "var r = x % y;"]
+        rem = "x - (x / y) * y" if signed else "x % y"  # (no signed `%`: see floordiv)
+        lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", f"var r = {rem};"]
         if signed:
             lines += [f"if (r != {w}(0) && ((r < {w}(0)) != (y < {w}(0)))) {{",
                       "    r = r + y;", "}"]
@@ -71,7 +73,7 @@ def _arith(op: str, dt: DType) -> str:
             lines += [f"if (y < {w}(0)) {{",
                       f"    if (x == {w}(1)) {{ return {w}(1); }}",
                       f"    if (x == {w}(-1)) {{ return select({w}(1), {w}(-1), "
-                      f"(y % {w}(2)) != {w}(0)); }}",
+                      f"(y & {w}(1)) != {w}(0)); }}",
                       f"    return {w}(0);", "}"]
         lines += [f"var r = {w}(1);", "var b = x;", "var e = y;",
                   "loop {", f"    if (e == {w}(0)) {{ break; }}",

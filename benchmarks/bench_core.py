@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, max_rel_err, wall_time
+from benchmarks.harness import Results, env_info, gpu_device, max_rel_err, wall_time
 
 ADD = """
 @group(0) @binding(0) var<storage, read> a: array<f32>;
@@ -74,9 +74,8 @@ def main(argv=None) -> int:
     repeat = 3 if args.small else args.repeat
 
     import wgcompute as wgc
-    from wgcompute import current_device as get_device
 
-    dev = get_device().gpu_device
+    dev = gpu_device()
     res = Results("core engine vs raw wgpu-py (time per call, Python overhead included)")
     rng = np.random.default_rng(0)
 

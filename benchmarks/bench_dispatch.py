@@ -1,5 +1,6 @@
 """Dispatch overhead, side by side in one run: the round trip of a tiny kernel
-(submit → completed), a 100-stage pipeline of small kernels (µs per stage), and how long
+(submit → completed), a 100-stage pipeline of small kernels (µs per stage), a small add as a
+user writes it (blocking, queued, and `a + b` where the operator exists), and how long
 submit() takes to return. wgcompute vs raw wgpu-py written the obvious way, vs torch/cupy
 when importable.
 
@@ -14,7 +15,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, peers, wall_time
+from benchmarks.harness import Results, env_info, gpu_device, peers, queued_wall, wall_time
 
 N_TINY = 256
 STAGES = 100
@@ -94,7 +95,6 @@ def main(argv=None) -> int:
     repeat = 50 if args.small else args.repeat
 
     import wgcompute as wgc
-    from wgcompute import current_device as get_device
 
     res = Results("dispatch overhead (µs; lower is better)")
     x = np.arange(N_TINY, dtype=np.float32)
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     t = median_us(lambda: wgc.submit({"op": "run_kernel", "kernel": "elementwise_add",
                                       "inputs": [a, b], "output": out}).wait(), repeat)
     res.add("tiny kernel round trip", "wgcompute", t * 1e-6, note="submit + wait")
-    raw = RawWgpu(get_device().gpu_device, N_TINY)
+    raw = RawWgpu(gpu_device(), N_TINY)
     t = median_us(raw.tiny, repeat)
     res.add("tiny kernel round trip", "raw wgpu-py", t * 1e-6, note="read_buffer fence")
 
@@ -128,6 +128,26 @@ def main(argv=None) -> int:
         per_stage = [statistics.median(p.run(profile=True)) for _ in range(5)]
         res.add("100-stage pipeline, per stage", "wgcompute", statistics.median(per_stage)
                 * 1e-3, timing="gpu-timestamp", note="GPU time of one stage, own pass")
+
+    # 2b. a small add as a user writes it: blocking call, queued calls, and the `a + b`
+    #     operator where this version has one (feature-detected: the same code runs on both)
+    per = "small add (256 f32), per op"
+    t = median_us(lambda: wgc.add(a, b, out), repeat)
+    res.add(per, "wgcompute", t * 1e-6, note="wgc.add(a, b, out), blocking")
+    t = queued_wall(lambda: wgc.run_kernel_async("elementwise_add", [a, b], out), count=100,
+                    repeat=max(3, repeat // 50))
+    res.add(per, "wgcompute", t, note="100 × run_kernel_async, one wait")
+    if hasattr(type(a), "__add__"):
+        def operator_loop():
+            c = None
+            for _ in range(100):
+                c = a + b
+            np.asarray(c.to_numpy())  # the program's next read waits for the last one
+
+        t = wall_time(operator_loop, warmup=2, repeat=max(3, repeat // 50)) / 100
+        res.add(per, "wgcompute", t, note="100 × (a + b), then one read")
+    else:
+        print(f"  {per}: this wgcompute has no `a + b` operator; row left out")
 
     # 3. how long submit() takes to return (never waits for the GPU)
     cmds = []

@@ -4,6 +4,7 @@ grayscale pipeline, and one 5×5 gaussian (sigma 1.5, clamp) on a 4096×4096 f32
 Peers: OpenCV and scipy.ndimage on this CPU; on a CUDA GPU also torch (conv2d) and CuPy
 (cupyx.scipy.ndimage) when importable. wgcompute is timed with GPU timestamps where the
 adapter has them (wall time otherwise); torch/CuPy with CUDA events; CPU peers by wall time.
+Beside each GPU time, the wall clock of a user's loop (ten launches queued, one wait).
 
     python -m benchmarks.bench_image [--size 4096] [--repeat 5] [--json PATH]
 """
@@ -19,11 +20,14 @@ from benchmarks.harness import (
     GPU_TS,
     WALL,
     Results,
+    bound,
     cuda_time,
     env_info,
     gpu_time,
     max_rel_err,
+    peer_wall,
     peers,
+    queued_wall,
     wall_time,
 )
 
@@ -32,20 +36,25 @@ G5_RADIUS = 2  # the single gaussian: 5×5 taps
 BT601 = np.array([0.299, 0.587, 0.114])
 
 
+STAGES = (("gaussian_blur", {"radius": RADIUS, "sigma": SIGMA}),
+          ("sharpen", {"amount": AMOUNT, "radius": RADIUS, "sigma": SIGMA}),
+          ("grayscale", {}))
+
+
 def _wgc_stages(img_u8):
-    """Bound dispatches of the pipeline on an RGBA8 image (what one submit records)."""
+    """Bound dispatches of the pipeline on an RGBA8 image (what one submit records; None
+    where this wgcompute version exposes none), its buffers, and the same work as a
+    wgc.pipeline (the user's way to launch it)."""
     import wgcompute as wgc
-    from wgcompute.kernels import bind
 
     src = wgc.image.from_numpy(img_u8)
-    a = wgc.empty(src.shape, "u8")
-    b = wgc.empty(src.shape, "u8")
-    c = wgc.empty(src.shape, "u8")
-    ds = [bind(wgc.kernel_info("gaussian_blur"), [src], a, {"radius": RADIUS, "sigma": SIGMA}),
-          bind(wgc.kernel_info("sharpen"), [a], b,
-               {"amount": AMOUNT, "radius": RADIUS, "sigma": SIGMA}),
-          bind(wgc.kernel_info("grayscale"), [b], c, {})]
-    return ds, (src, a, b, c)
+    bufs = [src] + [wgc.empty(src.shape, "u8") for _ in STAGES]
+    p = wgc.pipeline("bench-image")
+    ds = []
+    for i, (name, params) in enumerate(STAGES):
+        p.add(kernel=name, inputs=[bufs[i]], output=bufs[i + 1], params=params)
+        ds.append(bound(name, [bufs[i]], bufs[i + 1], params))
+    return (None if None in ds else ds), tuple(bufs), p
 
 
 def _record(ds):
@@ -62,12 +71,16 @@ def bench_pipeline(res: Results, n: int, repeat: int, rows: list) -> None:
     mpix = n * n / 1e6
     case = f"{n}x{n} RGBA8 blur → sharpen → gray"
 
-    ds, bufs = _wgc_stages(img)
+    ds, bufs, pipe = _wgc_stages(img)
     # (the 5.5x slower runs once blamed on idle clocks here came from CUDA being initialized
     # after the device: harness.env_info now looks for the peers first)
-    t, how = gpu_time(None, record_pass=_record(ds), warmup=10, repeat=repeat)
+    wall = queued_wall(pipe.submit)
+    if ds is not None:
+        t, how = gpu_time(None, record_pass=_record(ds), warmup=10, repeat=repeat)
+    else:
+        t, how = wall, WALL
     ours = bufs[-1].to_numpy()[..., 0].astype(np.float64)
-    rows.append((case, "wgcompute", t, how, None))
+    rows.append((case, "wgcompute", t, how, None, wall))
 
     try:
         import cv2
@@ -82,7 +95,7 @@ def bench_pipeline(res: Results, n: int, repeat: int, rows: list) -> None:
 
         t = wall_time(cv, warmup=1, repeat=repeat)
         err = np.abs(cv().astype(np.float64) - ours).max()
-        rows.append((case, f"opencv {cv2.__version__} (CPU)", t, WALL, err))
+        rows.append((case, f"opencv {cv2.__version__} (CPU)", t, WALL, err, None))
     except ImportError:
         print("  opencv: not installed, skipped", file=sys.stderr)
 
@@ -97,7 +110,7 @@ def bench_pipeline(res: Results, n: int, repeat: int, rows: list) -> None:
         return np.rint(sharp @ BT601.astype(np.float32) * 255)
 
     t = wall_time(sp, warmup=0, repeat=max(1, repeat // 3))
-    rows.append((case, "scipy.ndimage (CPU, f32)", t, WALL, np.abs(sp() - ours).max()))
+    rows.append((case, "scipy.ndimage (CPU, f32)", t, WALL, np.abs(sp() - ours).max(), None))
 
     torch = peers().get("torch")
     if torch is not None:
@@ -123,41 +136,49 @@ def bench_pipeline(res: Results, n: int, repeat: int, rows: list) -> None:
 
         t = cuda_time(torch, th, repeat=repeat)
         err = np.abs(th()[0].cpu().numpy().astype(np.float64) - ours).max()
-        rows.append((case, f"torch {torch.__version__} conv2d", t, "cuda-event", err))
-    for case_, impl, t, how, err in rows:
+        rows.append((case, f"torch {torch.__version__} conv2d", t, "cuda-event", err,
+                     peer_wall(torch, th)))
+    for case_, impl, t, how, err, wall in rows:
         if case_ == case:
-            res.add(case, impl, t, timing=how, note=f"{mpix / t:,.0f} Mpix/s",
-                    max_rel_err=None if err is None else err / 255)
+            res.add(case, impl, t, timing=how, note=_mpix(mpix, t, wall),
+                    max_rel_err=None if err is None else err / 255, wall=wall)
+
+
+def _mpix(mpix: float, t: float, wall) -> str:
+    return f"{mpix / t:,.0f} Mpix/s" + (f", user loop {mpix / wall:,.0f}" if wall else "")
 
 
 def bench_gauss5(res: Results, n: int, repeat: int, rows: list) -> None:
     from scipy import ndimage
 
     import wgcompute as wgc
-    from wgcompute.kernels import bind
 
     rng = np.random.default_rng(1)
     x = rng.random((n, n), dtype=np.float32)
     case = f"{n}x{n} f32 gaussian 5x5 sigma {SIGMA} clamp"
     mpix = n * n / 1e6
     src, out = wgc.from_numpy(x), wgc.empty(x.shape, "f32")
-    d = bind(wgc.kernel_info("gaussian_blur"), [src], out,
-             {"radius": G5_RADIUS, "sigma": SIGMA, "mode": "clamp"})
-    t, how = gpu_time(None, record_pass=d.encode, warmup=2, repeat=repeat)
+    params = {"radius": G5_RADIUS, "sigma": SIGMA, "mode": "clamp"}
+    wall = queued_wall(lambda: wgc.run_kernel_async("gaussian_blur", [src], out, params))
+    d = bound("gaussian_blur", [src], out, params)
+    if d is not None:
+        t, how = gpu_time(None, record_pass=d.encode, warmup=2, repeat=repeat)
+    else:
+        t, how = wall, WALL
     ref = ndimage.gaussian_filter(x.astype(np.float64), SIGMA, radius=G5_RADIUS,
                                   mode="nearest")
-    here = [(case, "wgcompute", t, how, max_rel_err(out.to_numpy(), ref))]
+    here = [(case, "wgcompute", t, how, max_rel_err(out.to_numpy(), ref), wall)]
     try:
         import cv2
 
         cv = lambda: cv2.GaussianBlur(x, (5, 5), SIGMA, borderType=cv2.BORDER_REPLICATE)
         here.append((case, f"opencv {cv2.__version__} (CPU)", wall_time(cv, 1, repeat), WALL,
-                     max_rel_err(cv(), ref)))
+                     max_rel_err(cv(), ref), None))
     except ImportError:
         pass
     sp = lambda: ndimage.gaussian_filter(x, SIGMA, radius=G5_RADIUS, mode="nearest")
     here.append((case, "scipy.ndimage (CPU)", wall_time(sp, 0, max(1, repeat // 2)), WALL,
-                 max_rel_err(sp(), ref)))
+                 max_rel_err(sp(), ref), None))
     p = peers()
     if "torch" in p:
         torch = p["torch"]
@@ -170,7 +191,8 @@ def bench_gauss5(res: Results, n: int, repeat: int, rows: list) -> None:
         k2 = (g[:, None] * g[None, :])[None, None]
         th = lambda: F.conv2d(F.pad(xt, (G5_RADIUS,) * 4, mode="replicate"), k2)
         here.append((case, f"torch {torch.__version__} conv2d", cuda_time(torch, th,
-                     repeat=repeat), "cuda-event", max_rel_err(th()[0, 0].cpu().numpy(), ref)))
+                     repeat=repeat), "cuda-event", max_rel_err(th()[0, 0].cpu().numpy(), ref),
+                     peer_wall(torch, th)))
     if "cupy" in p:
         cp = p["cupy"]
         from cupyx.scipy import ndimage as cnd
@@ -178,9 +200,10 @@ def bench_gauss5(res: Results, n: int, repeat: int, rows: list) -> None:
         xc = cp.asarray(x)
         cf = lambda: cnd.gaussian_filter(xc, SIGMA, truncate=G5_RADIUS / SIGMA, mode="nearest")
         here.append((case, f"cupy {cp.__version__} ndimage", cuda_time(cp, cf, repeat=repeat),
-                     "cuda-event", max_rel_err(cp.asnumpy(cf()), ref)))
-    for case_, impl, t, how, err in here:
-        res.add(case_, impl, t, timing=how, note=f"{mpix / t:,.0f} Mpix/s", max_rel_err=err)
+                     "cuda-event", max_rel_err(cp.asnumpy(cf()), ref), peer_wall(cp, cf)))
+    for case_, impl, t, how, err, wall in here:
+        res.add(case_, impl, t, timing=how, note=_mpix(mpix, t, wall), max_rel_err=err,
+                wall=wall)
     rows.extend(here)
 
 
@@ -188,8 +211,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=4096, help="image side (4096)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--small", action="store_true", help="512x512 images (lavapipe)")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
+    if args.small:
+        args.size = min(args.size, 512)
     env = env_info()
     print(f"device: {env['device']} ({env['backend']}), peers: {env['peers'] or 'none'}")
     res = Results("image kernels (Mpix/s; 'wgcompute at' = wgcompute's speed vs that row)")

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, peers
+from benchmarks.harness import Results, env_info, gpu_device, peers
 
 A, B = 0.999, 0.001
 FMA_WGSL = """
@@ -78,32 +78,61 @@ def max_err(results, batches) -> float:
 
 # -- wgcompute --------------------------------------------------------------------------------
 
-def gpu_queue_time(wgc, inp, out) -> float:
+def gpu_queue_time(wgc, inp, out) -> float | None:
     """Seconds of one batch's GPU work as stream_map submits it, host copies excluded:
-    staging -> input copy, the kernel, output -> staging copy, in one submission."""
-    from wgcompute import transfers
-    from wgcompute._queue import wait as wgc_wait
+    staging -> input copy, the kernel, output -> staging copy, in one submission. None
+    where this wgcompute version lacks the internals it uses (the bound is then left out)."""
     from wgcompute.commands import bound
     from wgcompute.kernels import registry
 
-    dev = inp.device
-    up = transfers.UploadStage(dev, inp.nbytes)
-    padded = up.fill(np.zeros(inp.size, np.float32))  # a copy source must be unmapped
-    down = transfers.DownloadStage(dev, out.nbytes)
-    calls = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B}).raw_calls()
+    d = bound(registry.get(KERNEL), [inp], out, {"a": A, "b": B})
+    if getattr(inp, "device", None) is not None:  # the per-device runtime
+        from wgcompute import transfers
+        from wgcompute._queue import wait
 
-    def batch():
-        enc = dev.link.encoder()
-        up.record(enc, inp.gpu_buffer, padded)
-        enc.record_calls(calls)
-        down.record(enc, out.gpu_buffer)
-        wgc_wait(dev.submitter.submit([enc.finish()]))
+        dev = inp.device
+        up = transfers.UploadStage(dev, inp.nbytes)
+        padded = up.fill(np.zeros(inp.size, np.float32))  # a copy source must be unmapped
+        down = transfers.DownloadStage(dev, out.nbytes)
+        calls = d.raw_calls()
 
+        def batch():
+            enc = dev.link.encoder()
+            up.record(enc, inp.gpu_buffer, padded)
+            enc.record_calls(calls)
+            down.record(enc, out.gpu_buffer)
+            wait(dev.submitter.submit([enc.finish()]))
+
+        def release():
+            up.release(False)
+            down.release()
+    else:  # wgcompute 0.1's module-level staging and queue
+        try:
+            from wgcompute._encode import Encoder
+
+            from wgcompute import _queue, _staging
+        except ImportError:
+            return None
+        up = _staging.up_pool.acquire(inp.nbytes)
+        _staging.unmap(up)  # pool buffers come mapped for writing; a copy source must not be
+        down = _staging.down_pool.acquire(out.nbytes)
+
+        def batch():
+            enc = Encoder()
+            enc.copy_buffer_to_buffer(up, 0, inp.gpu_buffer, 0, inp.nbytes)
+            cpass = enc.begin_compute_pass()
+            d.encode(cpass)
+            cpass.end()
+            enc.copy_buffer_to_buffer(out.gpu_buffer, 0, down, 0, out.nbytes)
+            _queue.wait(_queue.submit([enc.finish()]))
+
+        def release():
+            up.destroy()
+            down.destroy()
     try:
         t, _ = timed(batch, 5)
     finally:
-        up.release(False)
-        down.release()
+        release()
     return t
 
 
@@ -290,8 +319,6 @@ def main(argv=None) -> Results:
     if args.small:
         args.batches, args.size, args.repeat = 8, 1 << 20, 2
     import wgcompute as wgc
-    from wgcompute import current_device as get_device
-    from wgcompute import transfers
 
     n, count = args.size, args.batches
     rng = np.random.default_rng(0)
@@ -316,11 +343,22 @@ def main(argv=None) -> Results:
     # worked (a new array's page faults are not on its path): the same download, into
     # touched memory, is the stage's time
     touched = np.ones(n, np.float32).view(np.uint8)
-    t_down, _ = timed(lambda: transfers.download(out.device, out.gpu_buffer, 0, out.nbytes,
-                                                 touched), 5)
+    try:
+        from wgcompute import transfers
+
+        t_down, _ = timed(lambda: transfers.download(out.device, out.gpu_buffer, 0, out.nbytes,
+                                                     touched), 5)
+    except ImportError:
+        try:  # wgcompute 0.1
+            from wgcompute import _staging
+
+            t_down, _ = timed(lambda: _staging.download(out.gpu_buffer, 0, out.nbytes,
+                                                        touched), 5)
+        except (ImportError, AttributeError):  # another version: the public download instead
+            t_down = t_new
     bound = count * max(t_up, t_gpu, t_down)
     t_queue = gpu_queue_time(wgc, inp, out)
-    queue_bound = count * max(t_up, t_down, t_queue)
+    queue_bound = count * max(t_up, t_down, t_queue or 0.0)
 
     t_seq, r = timed(lambda: wgc_sequential(wgc, batches, inp, out), args.repeat)
     res.add(case, "wgcompute sequential", t_seq, nbytes=moved, max_rel_err=max_err(r, batches),
@@ -336,7 +374,7 @@ def main(argv=None) -> Results:
             nbytes=moved, max_rel_err=max_err(r, batches),
             note="each result dropped after use (first and last kept for the error check)")
 
-    raw = Raw(get_device().gpu_device, n, 3)
+    raw = Raw(gpu_device(), n, 3)
     t, r = timed(lambda: raw.sequential(batches), args.repeat)
     res.add(case, "raw wgpu-py sequential", t, nbytes=moved, max_rel_err=max_err(r, batches),
             note="write_buffer, submit, read_buffer")
@@ -358,11 +396,12 @@ def main(argv=None) -> Results:
           f"new array: {t_new * 1e3:.2f} ms)")
     print(f"N × max(stage) bound: {bound * 1e3:.1f} ms; N × sum(stages): "
           f"{count * (t_up + t_gpu + t_down) * 1e3:.1f} ms")
-    print(f"GPU queue per batch (copy in + kernel + copy out, one submission): "
-          f"{t_queue * 1e3:.2f} ms; WebGPU has one queue, so the GPU parts of all stages run "
-          f"one after another: N × max(upload, GPU queue, download) = "
-          f"{queue_bound * 1e3:.1f} ms; depth 3 is {100 * (times[3] / queue_bound - 1):+.0f}% "
-          f"from it")
+    if t_queue is not None:
+        print(f"GPU queue per batch (copy in + kernel + copy out, one submission): "
+              f"{t_queue * 1e3:.2f} ms; WebGPU has one queue, so the GPU parts of all stages "
+              f"run one after another: N × max(upload, GPU queue, download) = "
+              f"{queue_bound * 1e3:.1f} ms; depth 3 is "
+              f"{100 * (times[3] / queue_bound - 1):+.0f}% from it")
     print(f"triple buffering (stream_map depth=3): {times[3] * 1e3:.1f} ms = "
           f"{t_seq / times[3]:.2f}× the sequential baseline, "
           f"{100 * (times[3] / bound - 1):+.0f}% from the bound "

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info, peers, wall_time
+from benchmarks.harness import Results, env_info, gpu_device, peers, wall_time
 
 CHUNK = 64 << 20
 
@@ -111,9 +111,8 @@ def main(argv=None) -> Results:
     import wgpu
 
     import wgcompute as wgc
-    from wgcompute import current_device as get_device
 
-    dev = get_device().gpu_device
+    dev = gpu_device()
     nbytes = args.mb << 20
     host = np.random.default_rng(0).standard_normal(nbytes // 4).astype(np.float32)
     res = Results(f"transfers: {args.mb} MB from/into numpy, 4 KB read round trip")

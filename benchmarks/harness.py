@@ -1,5 +1,7 @@
 """Benchmark harness: warm-up then median of N, GPU kernel time from timestamp queries where the
-adapter has them (wall time otherwise), peers (torch/cupy) only if importable, markdown + JSON.
+adapter has them (wall time otherwise), and beside it the wall clock a user's loop gets
+(``queued_wall``: launches queued with the asynchronous API, one wait at the end; the goals are
+judged on it); peers (torch/cupy) only if importable, timed both ways; markdown + JSON.
 
 Use it from any benchmark script::
 
@@ -11,7 +13,9 @@ Use it from any benchmark script::
 
 Rows of one case are compared against the case's ``reference`` implementation (default
 "wgcompute"): the "wgcompute at" column is the wgcompute throughput as a percentage of that
-row's, so "95%" next to torch means wgcompute reached 95% of torch's bandwidth."""
+row's, so "95%" next to torch means wgcompute reached 95% of torch's bandwidth. It compares
+wall clocks of a user's loop where both rows have one (``Row.wall``, or a row timed by wall
+clock), the primary times (``seconds``, whose kind the timing column names) otherwise."""
 
 from __future__ import annotations
 
@@ -69,10 +73,96 @@ _ts_cache: dict = {}
 
 
 def _device():
-    import wgcompute as wgc  # noqa: F401  (creates the device on first use)
-    from wgcompute import current_device as get_device
+    """The wgcompute device in effect: ``wgc.current_device()`` where the Device API exists,
+    the process-wide device of older versions otherwise (benchmarks run on both)."""
+    import wgcompute as wgc
+
+    current = getattr(wgc, "current_device", None)
+    if current is not None:
+        return current()
+    from wgcompute.device import get_device
 
     return get_device()
+
+
+def gpu_device():
+    """The wgpu GPUDevice under wgcompute (for the raw wgpu-py comparisons)."""
+    return _device().gpu_device
+
+
+def binding_limit() -> int:
+    return int(_device().limit("max-storage-buffer-binding-size"))
+
+
+def bound(kernel: str, inputs, output, params=None):
+    """The Dispatch wgcompute records for a kernel launch (for its GPU time), or None where
+    this wgcompute version does not expose one (then only wall clock is measured)."""
+    try:
+        from wgcompute.kernels import bind, get
+
+        return bind(get(kernel), list(inputs), output, params)
+    except (ImportError, TypeError, AttributeError):
+        return None
+
+
+def queued_wall(launch, count: int = 10, warmup: int = 1, repeat: int = 3) -> float:
+    """Median wall seconds per launch of a user's loop: ``count`` calls of ``launch()`` (each
+    returns something with ``wait()``: a wgcompute Command) and one wait for the last."""
+    for _ in range(warmup):
+        launch().wait()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        last = None
+        for _ in range(count):
+            last = launch()
+        last.wait()
+        times.append((time.perf_counter() - t0) / count)
+    return statistics.median(times)
+
+
+class _RawWait:
+    def __init__(self, dev):
+        self.dev = dev
+
+    def wait(self):
+        _sync(self.dev)
+
+
+def raw_launcher(record_pass, dev=None):
+    """``launch()`` for raw wgpu-py work written the obvious way: one encoder, one compute
+    pass recorded by ``record_pass`` and one submit per launch; its wait() is a read_buffer
+    of a small buffer (what a raw program does to wait)."""
+    dev = dev or gpu_device()
+    waiter = _RawWait(dev)
+
+    def launch():
+        enc = dev.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        record_pass(cpass)
+        cpass.end()
+        dev.queue.submit([enc.finish()])
+        return waiter
+
+    return launch
+
+
+def peer_wall(mod, fn, count: int = 10, warmup: int = 1, repeat: int = 3) -> float:
+    """torch / CuPy as a user's loop: ``count`` calls of ``fn()``, one synchronize."""
+    sync = mod.cuda.synchronize if mod.__name__ == "torch" else \
+        (lambda: mod.cuda.Device().synchronize())
+
+    class _W:
+        def wait(self):
+            sync()
+
+    w = _W()
+
+    def launch():
+        fn()
+        return w
+
+    return queued_wall(launch, count, warmup, repeat)
 
 
 def timestamp_mode() -> str | None:
@@ -169,8 +259,11 @@ def _sync(dev) -> None:
 
 def peers() -> dict:
     """GPU peers that are importable here and see a GPU: {"torch": torch, "cupy": cupy}.
-    Neither is a dependency; a missing one is simply left out."""
+    Neither is a dependency; a missing one is simply left out, and WGCOMPUTE_BENCH_PEERS=0
+    leaves both out (runs that compare wgcompute with itself)."""
     out = {}
+    if os.environ.get("WGCOMPUTE_BENCH_PEERS", "").strip() == "0":
+        return out
     try:
         torch = importlib.import_module("torch")
         if torch.cuda.is_available():
@@ -226,6 +319,7 @@ class Row:
     group: str = ""  # plot series: cases with the same group are one line
     max_rel_err: float | None = None
     note: str = ""
+    wall: float | None = None  # seconds per launch of a user's loop (queued, one wait)
 
     @property
     def gbps(self) -> float | None:
@@ -234,6 +328,27 @@ class Row:
     @property
     def tflops(self) -> float | None:
         return self.flops / self.seconds / 1e12 if self.flops and self.seconds > 0 else None
+
+    def wall_seconds(self) -> float | None:
+        """Wall clock of a user's loop: ``wall`` where measured, ``seconds`` when that is
+        already wall time (CPU peers, host-side cases), else None."""
+        if self.wall:
+            return self.wall
+        return self.seconds if self.timing == WALL else None
+
+    @property
+    def user_seconds(self) -> float:
+        """What the goals are judged on: the user loop's wall time where measured."""
+        return self.wall_seconds() or self.seconds
+
+    def wall_rate(self) -> str:
+        if not self.wall:
+            return ""
+        if self.flops:
+            return f"{self.flops / self.wall / 1e12:,.2f} TFLOP/s"
+        if self.nbytes:
+            return f"{self.nbytes / self.wall / 1e9:,.1f} GB/s"
+        return ""
 
 
 @dataclass
@@ -260,21 +375,26 @@ class Results:
                    None)
         if ref is None or ref.seconds <= 0:
             return None
+        a, b = row.wall_seconds(), ref.wall_seconds()
+        if a and b:  # the goals are judged on the user loop's wall clock
+            return a / b
         return row.seconds / ref.seconds
 
     def markdown(self) -> str:
         lines = [f"### {self.title}", "",
-                 f"| case | impl | time | GB/s | TFLOP/s | {self.reference} at | "
-                 f"max rel err | timing |",
-                 "|---|---|---:|---:|---:|---:|---:|---|"]
+                 f"| case | impl | time | GB/s | TFLOP/s | timing | wall, user loop | "
+                 f"wall rate | {self.reference} at | max rel err |",
+                 "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"]
         for case in self.cases():
             for r in (x for x in self.rows if x.case == case):
                 ratio = self.ratio(r)
                 lines.append("| " + " | ".join([
                     case, r.impl + (f" ({r.note})" if r.note else ""), _fmt_time(r.seconds),
-                    _fmt(r.gbps, 1), _fmt(r.tflops, 2),
+                    _fmt(r.gbps, 1), _fmt(r.tflops, 2), r.timing,
+                    _fmt_time(r.wall) if r.wall else ("=" if r.timing == WALL else ""),
+                    r.wall_rate(),
                     "" if ratio is None or r.impl == self.reference else f"{100 * ratio:.0f}%",
-                    "" if r.max_rel_err is None else f"{r.max_rel_err:.1e}", r.timing]) + " |")
+                    "" if r.max_rel_err is None else f"{r.max_rel_err:.1e}"]) + " |")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -282,6 +402,7 @@ class Results:
         for r in self.rows:
             d = asdict(r)
             d["gbps"], d["tflops"], d["reference_ratio"] = r.gbps, r.tflops, self.ratio(r)
+            d["user_seconds"] = r.user_seconds
             rows.append(d)
         return {"title": self.title, "reference": self.reference, "env": env_info(),
                 "rows": rows}

@@ -287,7 +287,7 @@ def test_reshape_and_view_share_memory(rng):
     assert x.view("f64").shape == (2, 3, 2)
     wgc.fill(x, 7.0)  # writing the base shows through every view
     assert r.to_numpy().tolist() == [[7.0] * 4] * 6
-    with pytest.raises(wgc.ShapeError, match="holds 24 elements"):
+    with pytest.raises(wgc.ShapeError, match=r"holds 25 elements and \(2, 3, 4\) holds 24"):
         x.reshape(5, 5)
     with pytest.raises(wgc.ShapeError, match="only one dimension can be -1"):
         x.reshape(-1, -1)

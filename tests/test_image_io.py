@@ -120,3 +120,22 @@ def test_apply_sizes_outputs_and_takes_extra_inputs(rng):
     assert np.array_equal(out.to_numpy()[..., :3], 255 - u[..., :3])
     with pytest.raises(wgc.KernelNotFoundError, match="invert"):
         wgc.image.apply("invrt", img)
+
+
+# -- GIF: pillow gives every GIF a frame axis ------------------------------------------------
+def test_single_frame_gif_loads(tmp_path, rng):
+    rgb = rng.integers(0, 256, (9, 7, 3), dtype=np.uint8)
+    path = tmp_path / "one.gif"
+    Image.fromarray(rgb).save(path)  # quantized to a palette: compare with PIL's own decode
+    want = np.asarray(Image.open(path).convert("RGBA"))
+    buf = wgc.image.load(path)
+    assert buf.shape == (9, 7, 4)
+    assert np.array_equal(wgc.image.to_numpy(buf), want)
+
+
+def test_animated_gif_is_refused_with_the_frame_count(tmp_path, rng):
+    frames = [Image.fromarray(rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)) for _ in range(3)]
+    path = tmp_path / "anim.gif"
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=50, loop=0)
+    with pytest.raises(wgc.ShapeError, match=r"path: .*anim\.gif.* animation of 3 frames"):
+        wgc.image.load(path)

@@ -14,9 +14,11 @@ PKG = Path(wgc.__file__).resolve().parent
 # module (or package prefix) -> layer. A new module must be placed here: the test says so.
 LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
+    "wgcompute._args": 0,  # argument checks shared by commands and streams (timeouts)
     "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
     "wgcompute._queue": 2,  # fences and the submitter of one device
     "wgcompute._pools": 2,  # a device's staging pools and host threads
+    "wgcompute.clocks": 2,  # the GPU's clocks (NVML) and holding them up (a CUDA context)
     "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
     "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
     "wgcompute.buffer": 5,
@@ -171,3 +173,110 @@ def test_the_allowed_lazy_imports_still_exist():
             if lazy and (me, target) in ALLOWED_LAZY_UP:
                 found.add((me, target))
     assert found == set(ALLOWED_LAZY_UP)
+
+
+# -- the wall around wgpu's internals -------------------------------------------------------------
+# Only wgcompute._native may touch wgpu-native's C API, wgpu-py's private attributes or
+# rendercanvas's privates: a wgpu upgrade then breaks one package, which falls back to the
+# public API by itself.
+WALL = "wgcompute._native"
+PRIVATE_MODULES = ("wgpu.backends", "wgpu._classes", "wgpu._coreutils", "wgpu._async")
+PRIVATE_ATTRS = {"_internal", "_poller", "_poll_func", "_process_events", "_ffi",
+                 "_map_state", "_device_lost_callback", "_libf"}
+PRIVATE_NAMES = {"ffi", "lib", "libf"}  # as names bound by an import from wgpu.backends
+
+
+def _private_uses(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith(PRIVATE_MODULES):
+                    yield node.lineno, f"import {a.name}"
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.startswith(PRIVATE_MODULES):
+                yield node.lineno, f"from {node.module} import ..."
+        elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_ATTRS:
+            yield node.lineno, f".{node.attr}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[module_name(p) for p in SOURCES])
+def test_wgpu_internals_only_behind_the_wall(path):
+    me = module_name(path)
+    if me == WALL or me.startswith(WALL + "."):
+        return
+    found = list(_private_uses(path))
+    assert not found, (f"{me} reaches into wgpu/rendercanvas internals (only {WALL} may): "
+                       + "; ".join(f"line {n}: {what}" for n, what in found))
+
+
+def test_the_wall_test_would_catch_a_leak(tmp_path):
+    leak = tmp_path / "leak.py"
+    leak.write_text("from wgpu.backends.wgpu_native._ffi import lib\n"
+                    "def f(buf):\n    return buf._internal\n")
+    assert [w for _, w in _private_uses(leak)] == [
+        "from wgpu.backends.wgpu_native._ffi import ...", "._internal"]
+
+
+# -- no import circles ----------------------------------------------------------------------------
+
+def _graph(include_lazy: bool) -> dict[str, set[str]]:
+    modules = known_modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for path in SOURCES:
+        me = module_name(path)
+        for target, _line, lazy, _names in imports_with_names(path):
+            if lazy and not include_lazy:
+                continue
+            while target not in modules and "." in target:
+                target = target.rpartition(".")[0]  # a name imported from a module
+            if target in modules and target != me and not me.startswith(target + "."):
+                graph[me].add(target)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle_at_module_level():
+    circle = _cycle(_graph(include_lazy=False))
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_no_import_circle_even_counting_lazy_imports_except_the_listed_ones():
+    graph = _graph(include_lazy=True)
+    for (low, high), _why in ALLOWED_LAZY_UP.items():
+        graph.get(low, set()).discard(high)
+    # a package's __init__ importing its own submodules is not a circle
+    for name in list(graph):
+        graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+    circle = _cycle(graph)
+    assert circle is None, "import circle: " + " -> ".join(circle)
+
+
+def test_the_circle_finder_finds_one():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

@@ -250,8 +250,9 @@ class Pool:
 class StagingPools:
     """A device's upload and download staging pools, the idle-trim timer and the lease count."""
 
-    def __init__(self, gpu_device, link, submitter, label: str):
+    def __init__(self, gpu_device, link, submitter, label: str, wrap=None):
         self.gpu_device = gpu_device
+        self._wrap = wrap  # the device's: native error -> the WgComputeError users see
         self.link = link
         self.submitter = submitter
         self.label = label
@@ -275,6 +276,8 @@ class StagingPools:
 
     def wrap(self, error: BaseException, what: str) -> BaseException:
         """A native error as the WgComputeError a user should see."""
+        if self._wrap is not None:
+            return self._wrap(error, what)
         if self.submitter.dead is not None:
             return self.submitter.dead
         return DeviceError(f"{what} on {self.label}: {error}")

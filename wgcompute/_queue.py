@@ -28,6 +28,7 @@ _SPIN_TIME = 1e-3  # a waiter polls without sleeping this long (s): a 100-stage 
 _NAP_FRACTION = 0.01  # then it sleeps this fraction of the time waited so far between polls
 _MAX_NAP = 5e-4  # (s)
 _LINGER = 2e-3  # the poll thread keeps polling this long after the last fence completed (s)
+_PROBE_EVERY = 0.25  # a long wait checks this often that the device still exists (s)
 
 
 class Flag:
@@ -267,6 +268,8 @@ def wait_event(event, submitter: Submitter, timeout: float | None = None) -> boo
     poll, and in the pauses after the first millisecond (see ``_nap``)."""
     if event.is_set():
         return True
+    if submitter.dead is not None:
+        raise submitter.dead
     calls = submitter.link.poll_calls
     if calls is not None:
         poll, dev, null = calls
@@ -275,6 +278,7 @@ def wait_event(event, submitter: Submitter, timeout: float | None = None) -> boo
     is_set = event.is_set
     start = time.perf_counter()
     deadline = None if timeout is None else start + timeout
+    next_probe = start + _PROBE_EVERY
     spins = 0
     submitter.waiting.append(None)
     try:
@@ -290,8 +294,12 @@ def wait_event(event, submitter: Submitter, timeout: float | None = None) -> boo
                 return False
             spins += 1
             if spins > _SPIN:
-                if submitter.seen_epoch != LOSS.epoch and submitter.probe is not None:
-                    submitter.probe()  # wgpu reported a device lost: is it this one?
+                if submitter.probe is not None:
+                    if submitter.seen_epoch != LOSS.epoch:
+                        submitter.probe()  # wgpu reported a device lost: is it this one?
+                    elif time.perf_counter() > next_probe:
+                        submitter.probe()  # a lost device's callbacks may never come
+                        next_probe = time.perf_counter() + _PROBE_EVERY
                 _nap(start)
     finally:
         submitter.waiting.pop()

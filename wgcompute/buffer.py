@@ -34,7 +34,7 @@ def live_buffers() -> int:
 def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
-    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes)):
+    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes, dict, set, frozenset)):
         raise ShapeError(f"{argument}: expected a tuple of non-negative ints, got {shape!r}")
     out = []
     for d in shape:
@@ -695,20 +695,20 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _alloc(dev: Device, shape: tuple, dt: DType, label: str):
+def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "shape"):
     if label is not None and not isinstance(label, str):
         raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
     nbytes = math.prod(shape) * dt.itemsize
     size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
     limit = dev.limit("max-buffer-size")
     if size > limit:
-        raise DeviceError(f"shape: {shape} {dt.name} is {nbytes} bytes, more than this "
+        raise DeviceError(f"{argument}: {shape} {dt.name} is {nbytes} bytes, more than this "
                           f"adapter's max-buffer-size ({limit} bytes, {dev.name})")
     dev.check()
     try:
         return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
     except Exception as e:
-        raise dev.wrap(e, f"shape: could not allocate {shape} {dt.name} ({nbytes} bytes)") \
+        raise dev.wrap(e, f"{argument}: could not allocate {shape} {dt.name} ({nbytes} bytes)") \
             from e
 
 
@@ -775,7 +775,7 @@ def buffer(data, shape=None, dtype=None, label: str = "", *, device: Device | No
     else:
         shape = tuple(arr.shape)
     dev = resolve(device)
-    buf = Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
+    buf = Buffer(_alloc(dev, shape, dt, label, "data"), shape, dt, label, dev)
     if arr.size:
         try:
             transfers.upload(dev, buf._gpu, 0, arr, fence=False)
@@ -812,6 +812,7 @@ def from_numpy(array: np.ndarray, label: str = "", *, device: Device | None = No
     current device)."""
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
+    resolve_dtype(array.dtype, "array")
     return buffer(array, None, None, label, device=device)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import threading
 import weakref
 from enum import StrEnum
@@ -14,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from . import _queue, transfers
+from ._args import check_timeout
 from .buffer import Buffer, _to_array, check_buffer, empty
 from .dtypes import DTYPES
 from .errors import (
@@ -43,16 +43,6 @@ class Status(StrEnum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def check_timeout(timeout, argument: str = "timeout") -> None:
-    """None, or a finite non-negative number of seconds."""
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-            not math.isfinite(timeout) or timeout < 0:
-        raise ArgumentError(f"{argument}: expected a finite non-negative number of seconds or "
-                            f"None, got {timeout!r}")
 
 
 class Command:
@@ -183,7 +173,7 @@ class Command:
     def wait(self, timeout: float | None = None):
         """Block until done and return the command's result (its output buffer, if any).
         Raises CommandFailedError (with ``cause``) if it failed, TimeoutError on timeout."""
-        check_timeout(timeout)
+        timeout = check_timeout(timeout)
         if self._done and self._error is None:
             f = self._fence
             if f is None or f.error is None:
@@ -203,6 +193,7 @@ class Command:
                 if not finished:
                     raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
                 self._finish()
+                self.device.after_wait()
         err = self.error
         if err is not None:
             raise CommandFailedError(f"command {self.id} ({self.label}) failed: {err}", err)
@@ -245,7 +236,7 @@ class HostCommand(Command):
         return self._error
 
     def wait(self, timeout: float | None = None):
-        check_timeout(timeout)
+        timeout = check_timeout(timeout)
         if not self._wait_done(timeout):
             raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
         if self._error is not None:
@@ -370,6 +361,7 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
             if not device.alive:
                 raise device.wrap(error, label) from error
             raise CommandFailedError(f"{label} failed: {error}", error)
+        device.after_wait()
     finally:
         for b in held:
             b._release()
@@ -382,11 +374,11 @@ _BIND_CACHE_SIZE = 256
 
 def _freeze(v):
     if isinstance(v, dict):
-        items = list(v.items())
-        if any(not isinstance(k, str) for k, _ in items):
-            raise ArgumentError(f"params: keys must be str, got "
-                                f"{[k for k, _ in items if not isinstance(k, str)][0]!r}")
-        return tuple(sorted((k, _freeze(x)) for k, x in items))
+        items = [(k, _freeze(x)) for k, x in v.items()]
+        try:
+            return tuple(sorted(items))
+        except TypeError:  # mixed key types (a user's {1: ...}): the kernel refuses them later
+            return tuple(sorted(items, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))))
     if isinstance(v, (list, tuple)):
         return tuple(_freeze(x) for x in v)
     return v
@@ -446,8 +438,6 @@ def prepare_output(kernel: Kernel, inputs, output, params=None):
                             f"{len(inputs)}")
     device = same_device(kernel.name, [(f"input {n!r}", b)
                                        for n, b in zip(kernel.inputs, inputs)])
-    if params is not None and isinstance(params, dict):
-        _freeze(params)  # non-str keys are refused here, before any kernel looks
     resolved = kernel.resolve_params(params, DTYPES[inputs[0].dtype]) if inputs else \
         dict(params or {})
     shape, dtype = kernel.output_spec(list(inputs), resolved)
@@ -460,8 +450,6 @@ def _bound_run(kernel, inputs, output, params):
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
                             f"{type(inputs).__name__}")
-    if params is not None and isinstance(params, dict):
-        _freeze(params)
     output = prepare_output(k, inputs, output, params)
     return k, output, bound(k, list(inputs), output, params)
 

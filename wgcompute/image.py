@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .buffer import Buffer, check_buffer
+from .buffer import Buffer, check_buffer, normalize_shape
 from .buffer import empty as _empty
 from .buffer import from_numpy as _buffer_from_numpy
 from .commands import Command
 from .dtypes import DTYPES
+from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError, WgComputeError
 from .kernels import registry
 from .kernels.base import Meta
@@ -53,7 +55,17 @@ def rgba8(array: np.ndarray, argument: str = "array") -> np.ndarray:
 
 def to_uint8(array: np.ndarray) -> np.ndarray:
     """Float image values in [0, 1] to uint8: clipped, then rounded to nearest (x * 255)."""
-    return np.clip(np.rint(np.asarray(array, np.float64) * 255.0), 0, 255).astype(np.uint8)
+    try:
+        a = np.asarray(array)
+    except (TypeError, ValueError):  # ragged lists
+        a = None
+    if a is None or a.dtype.kind not in "biuf":
+        raise ArgumentError(f"array: expected an array of numbers, got "
+                            f"{type(array).__name__}")
+    a = a.astype(np.float64)
+    if np.isnan(a).any():
+        raise ArgumentError("array: holds NaN, which has no 8-bit value")
+    return np.clip(np.rint(a * 255.0), 0, 255).astype(np.uint8)
 
 
 def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
@@ -67,7 +79,7 @@ def to_numpy(buf: Buffer, channels: int = 4) -> np.ndarray:
     gives the grey level (H, W) of a grey image (R = G = B, as the grayscale stage makes);
     a colour image with channels=1 is an error, not a silent conversion."""
     check_buffer(buf, "buf")
-    if channels not in (1, 3, 4):
+    if isinstance(channels, bool) or channels not in (1, 3, 4):
         raise ArgumentError(f"channels: expected 1, 3 or 4, got {channels!r}")
     if buf.dtype == "u8":
         if buf.ndim != 3 or buf.shape[2] != 4:
@@ -119,9 +131,20 @@ def has_imageio() -> bool:
     return True
 
 
-def read_file(path) -> np.ndarray:
-    """Decode an image file to uint8 (H, W, 4) on the CPU (no GPU involved)."""
+def _path(path, argument: str = "path") -> str:
+    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(f"{argument}: expected a file path (str or os.PathLike), got "
+                            f"{type(path).__name__}")
     path = os.fspath(path)
+    if not path or "\0" in path:
+        raise ArgumentError(f"{argument}: {path!r} is not a usable file path")
+    return path
+
+
+def read_file(path) -> np.ndarray:
+    """Decode an image file to uint8 (H, W, 4) on the CPU (no GPU involved). A GIF of one
+    frame is that frame; an animated GIF (or any file of several frames) is refused."""
+    path = _path(path)
     if not os.path.isfile(path):
         raise ArgumentError(f"path: {path!r} is not a file")
     try:
@@ -129,9 +152,12 @@ def read_file(path) -> np.ndarray:
     except Exception as e:  # every codec raises its own type
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ArgumentError(f"path: cannot decode {path!r} as an image ({first})") from None
+    if a.ndim == 4 and a.shape[0] == 1:  # pillow gives GIFs a frame axis, even for one
+        a = a[0]
     if a.ndim == 4 or (a.ndim == 3 and a.shape[2] > 4):
-        raise ShapeError(f"path: {path!r} holds {a.shape[0]} frames; load one with imageio "
-                         f"and pass it to wgc.image.from_numpy")
+        raise ShapeError(f"path: {path!r} is an animation of {a.shape[0]} frames; wgc.image "
+                         f"loads single images (read one frame with imageio.v3.imread(path, "
+                         f"index=0) and pass it to wgc.image.from_numpy)")
     if a.dtype == bool:
         a = a.astype(np.uint8) * 255
     if a.dtype != np.uint8:
@@ -143,14 +169,22 @@ def read_file(path) -> np.ndarray:
 def load(path, label: str = "") -> Buffer:
     """Read an image file (PNG, JPEG, BMP, ... through imageio) into an RGBA8 buffer:
     u8 (H, W, 4), one pixel per 32-bit word. Grey is replicated; missing alpha is 255."""
-    return _buffer_from_numpy(read_file(path), label=label or os.path.basename(os.fspath(path)))
+    if not isinstance(label, str):
+        raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
+    path = _path(path)
+    return _buffer_from_numpy(read_file(path), label=label or os.path.basename(path))
 
 
 def write_file(array: np.ndarray, path) -> str:
     """Encode uint8 (H, W) grey or (H, W, 3|4) to ``path`` atomically: a temporary file
     beside it, then os.replace, so a reader never sees half a file. Formats without alpha
     drop it."""
-    path = os.fspath(path)
+    path = _path(path)
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not (
+            array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
+        raise ArgumentError(f"array: expected a uint8 (H, W) or (H, W, 3|4) numpy array, got "
+                            f"{getattr(array, 'dtype', type(array).__name__)} "
+                            f"{getattr(array, 'shape', '')}")
     folder, name = os.path.split(os.path.abspath(path))
     ext = os.path.splitext(name)[1].lower()
     if ext not in WRITE_EXTS:
@@ -161,7 +195,9 @@ def write_file(array: np.ndarray, path) -> str:
     if ext in _NO_ALPHA and array.ndim == 3 and array.shape[-1] == 4:
         array = array[..., :3]
     # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
-    tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp{ext}")
+    # The writer's pid in it lets remove_stale_temps tell a killed run's leftovers from a
+    # live run's file.
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp{ext}")
     try:
         _imageio().imwrite(tmp, np.ascontiguousarray(array), plugin="pillow", extension=ext)
         os.replace(tmp, path)
@@ -176,6 +212,45 @@ def write_file(array: np.ndarray, path) -> str:
     return path
 
 
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix":  # no harmless probe there (os.kill would end the process)
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temps(path) -> list[str]:
+    """Delete the temporary files that write_file left beside ``path`` in a run that was
+    killed before it could rename them (only that pattern, and only when the process that
+    wrote one has ended). Returns the paths removed."""
+    path = _path(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    ext = os.path.splitext(name)[1]
+    pattern = re.compile(rf"\.{re.escape(name)}\.(?:(\d+)-)?[0-9a-f]{{12}}\.tmp"
+                         rf"{re.escape(ext)}")
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        m = pattern.fullmatch(entry)
+        if m is None or (m.group(1) is not None and _pid_alive(int(m.group(1)))):
+            continue
+        full = os.path.join(folder, entry)
+        try:
+            os.unlink(full)
+        except OSError:
+            continue
+        removed.append(full)
+    return removed
+
+
 def save(buf: Buffer, path) -> str:
     """Write an image buffer to a file chosen by extension (blocks for the read-back).
     RGBA8 is written as is, as RGB when alpha is 255 everywhere, and as one grey channel
@@ -183,6 +258,7 @@ def save(buf: Buffer, path) -> str:
     are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP have no alpha: it is
     dropped. Returns the path."""
     check_buffer(buf, "buf")
+    _path(path)
     return write_file(compact(to_numpy(buf)), path)
 
 
@@ -191,7 +267,7 @@ def _output_for(kernel, inputs, params, out):
     if out is not None:
         return out
     shape, dtype = kernel.output_spec(list(inputs), params)
-    return _empty(shape, dtype, label=f"{kernel.name}-out")
+    return _empty(shape, dtype, label=f"{kernel.name}-out", device=inputs[0].device)
 
 
 def apply(kernel: str, image: Buffer, *extra: Buffer, out: Buffer | None = None,
@@ -283,7 +359,10 @@ def parse_pipeline(text: str, shape=(64, 64, 4), dtype: str = "u8") -> list[Stag
                             "grayscale', got an empty string")
     spans = _split(text)
     stages = []
-    meta = Meta(tuple(shape), dtype)
+    meta = Meta(normalize_shape(shape, "shape"), resolve_dtype(dtype, "dtype").name)
+    if meta.ndim not in (2, 3) or not all(meta.shape[:2]):
+        raise ArgumentError(f"shape: expected an image shape (H, W) or (H, W, C) with H, W > 0, "
+                            f"got {meta.shape}")
     for i, span in enumerate(spans):
         piece = text[span[0]:span[1]]
 
@@ -309,9 +388,15 @@ def parse_pipeline(text: str, shape=(64, 64, 4), dtype: str = "u8") -> list[Stag
             if "weights" not in params:
                 raise fail("convolve2d needs weights=[[...], ...] (an odd-sized 2-D kernel)")
             try:
-                weights = np.asarray(params.pop("weights"), dtype=np.float32)
+                weights = np.asarray(params.pop("weights"), dtype=np.float64)
             except (TypeError, ValueError):
                 raise fail("convolve2d: weights must be a 2-D list of numbers") from None
+            f32_max = float(np.finfo(np.float32).max)
+            if not (np.isfinite(weights) & (np.abs(weights) <= f32_max)).all():
+                bad = weights[~(np.isfinite(weights) & (np.abs(weights) <= f32_max))]
+                raise fail(f"convolve2d: weights must be finite f32 numbers (|w| <= "
+                           f"{f32_max:.4g}); {float(bad.flat[0])!r} is not")
+            weights = weights.astype(np.float32)
             inputs.append(Meta(weights.shape, "f32"))
         try:
             resolved = k.resolve_params(params, DTYPES[meta.dtype])
@@ -335,15 +420,24 @@ def submit_stages(image: Buffer, stages: list[Stage], label: str = "image") -> t
     and the final output buffer (ready once the command completes)."""
     from .pipeline import pipeline
 
+    check_buffer(image, "image")
+    if isinstance(stages, (str, Stage)) or not isinstance(stages, (list, tuple)):
+        raise ArgumentError(f"stages: expected a list of wgc.image.Stage (from "
+                            f"parse_pipeline), got {type(stages).__name__}")
     if not stages:
         raise ArgumentError("stages: expected at least one stage")
-    p = pipeline(label)
+    for i, s in enumerate(stages):
+        if not isinstance(s, Stage):
+            raise ArgumentError(f"stages[{i}]: expected a wgc.image.Stage (from "
+                                f"parse_pipeline), got {type(s).__name__}")
+    p = pipeline(label, device=image.device)
     cur = image
     for s in stages:
         k = registry.get(s.kernel)
         inputs = [cur]
         if s.weights is not None:
-            inputs.append(_buffer_from_numpy(s.weights, label=f"{s.kernel}-weights"))
+            inputs.append(_buffer_from_numpy(s.weights, label=f"{s.kernel}-weights",
+                                             device=image.device))
         resolved = k.resolve_params(s.params, DTYPES[cur.dtype])
         out = _output_for(k, inputs, resolved, None)
         p.add(kernel=k.name, inputs=inputs, output=out, params=dict(s.params))

@@ -296,21 +296,23 @@ def reshape(x: Buffer, shape) -> Buffer:
     unknown = None
     for i, d in enumerate(shape):
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < -1:
-            raise ShapeError(f"reshape: expected ints (one of them may be -1), got {shape!r}")
+            raise ShapeError(f"reshape: shape {shape!r}: expected ints (one of them may be "
+                             f"-1)")
         if d == -1:
             if unknown is not None:
-                raise ShapeError(f"reshape: only one dimension can be -1, got {shape!r}")
+                raise ShapeError(f"reshape: shape {shape!r}: only one dimension can be -1")
             unknown = i
         dims.append(int(d))
     if unknown is not None:
         rest = int(np.prod([d for i, d in enumerate(dims) if i != unknown]))
         if rest == 0 or x.size % rest:
-            raise ShapeError(f"reshape: {x.shape} ({x.size} elements) cannot become {shape!r}")
+            raise ShapeError(f"reshape: shape {shape!r} does not fit {x.shape} ({x.size} "
+                             f"elements)")
         dims[unknown] = x.size // rest
     dims = tuple(dims)
     if int(np.prod(dims)) != x.size:
-        raise ShapeError(f"reshape: {x.shape} holds {x.size} elements and {dims} holds "
-                         f"{int(np.prod(dims))}")
+        raise ShapeError(f"reshape: shape {dims} holds {int(np.prod(dims))} elements and "
+                         f"{x.shape} holds {x.size}")
     return BufferView(x, dims, 0)
 
 

@@ -48,6 +48,8 @@ class Pipeline:
     live on one device (``device``: the current one when it was made)."""
 
     def __init__(self, label: str = "pipeline", device: Device | None = None):
+        if not isinstance(label, str):
+            raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
         self.label = label
         self.device = resolve(device)
         self.device.adopt(self)
@@ -77,9 +79,9 @@ class Pipeline:
         return [dict(s.spec) for s in self._stages]
 
     def _check_open(self) -> None:
+        self.device.check("pipeline")
         if self._freed:
             raise PipelineError(f"{self!r} was freed")
-        self.device.check("pipeline")
 
     def add(self, stage: dict | None = None, **kwargs) -> Pipeline:
         """Validate and append a stage; returns the pipeline for chaining.
@@ -197,6 +199,10 @@ class Pipeline:
         """Record every stage into ``encoder`` (the device's own, or wgpu-py's for surfaces and
         profiling): consecutive kernels share one compute pass (WebGPU orders dispatches
         inside a pass); a copy or barrier ends the pass."""
+        if not (hasattr(encoder, "record_calls") or
+                callable(getattr(encoder, "begin_compute_pass", None))):
+            raise ArgumentError(f"encoder: expected a command encoder (the device's, or a "
+                                f"wgpu GPUCommandEncoder), got {type(encoder).__name__}")
         if profile_query is None and hasattr(encoder, "record_calls"):
             for step in self._recording():
                 record_copy(encoder, step)
@@ -258,6 +264,8 @@ class Pipeline:
     def run(self, profile: bool = False):
         """Run every stage (one submit) and wait. With ``profile=True`` (needs the adapter's
         timestamp-query feature) returns each stage's GPU time in milliseconds."""
+        if not isinstance(profile, bool):
+            raise ArgumentError(f"profile: expected True or False, got {profile!r}")
         if profile:
             return self._run_profiled()
         self._check_open()

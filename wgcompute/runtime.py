@@ -8,17 +8,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import logging
 import os
 import sys
 import tempfile
 import threading
+import time
+import warnings
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import wgpu
 
-from . import _native
+from . import _native, clocks
 from ._pools import MemoryPool, StagingPools, Workers
 from ._queue import LOSS, Submitter, wait
 from ._version import __version__
@@ -51,6 +54,8 @@ BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "d3d12": "D3D12", "gl": "OpenG
             "opengl": "OpenGL"}
 _GPU_TYPES = ("DiscreteGPU", "IntegratedGPU", "VirtualGPU")
 _CLOSE_WAIT_S = 30.0
+_CLOCK_CHECK_S = 10.0  # a device looks at its GPU's clocks at most this often after a wait
+log = logging.getLogger("wgcompute")
 
 
 def _is_gpu(info) -> bool:
@@ -202,7 +207,22 @@ def _default_adapter():
     return adapter
 
 
+def _one_gl_device(adapter) -> None:
+    """wgpu's GL backend shares one EGL context among the devices of an adapter, and two of
+    them used from different threads abort the process (EGL BadAccess in wgpu-hal): one GL
+    device at a time."""
+    if adapter.info["backend_type"] != "OpenGL":
+        return
+    for dev in list(_open.values()):
+        if dev.backend == "OpenGL":
+            raise DeviceError(
+                f"{dev.label} is already open on wgpu's GL backend, which shares one GL context "
+                f"between devices (two of them used at once abort the process); close it "
+                f"first, or use a Vulkan, Metal or D3D12 adapter for several devices")
+
+
 def _request(adapter, label: str):
+    _one_gl_device(adapter)
     features = [f for f in WANTED_FEATURES if f in adapter.features]
     limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
     try:
@@ -228,7 +248,7 @@ class Device:
     releases every GPU object and stops its threads. A lost device fails its pending
     commands with DeviceLostError; its objects then raise it."""
 
-    def __init__(self, adapter, gpu_device, *, owned: bool = True):
+    def __init__(self, adapter, gpu_device, *, owned: bool = True, hold_clocks=None):
         self.ordinal = next(_ordinals)
         self.adapter = adapter
         self.gpu_device = gpu_device
@@ -241,7 +261,8 @@ class Device:
         self.label = f"device {self.ordinal} ({self.name}, {self.backend})"
         self.link = _native.link(gpu_device)
         self.submitter = Submitter(self.link, self.label)
-        self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label)
+        self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label,
+                                    self.wrap)
         self.workers = Workers(self.label)
         # freed array results (operators' outputs) kept for reuse by size class
         self.memory_pool = MemoryPool(gpu_device, self.label)
@@ -261,6 +282,12 @@ class Device:
         self.dead: DeviceError | None = None
         self.closed = False
         self.submitter.probe = self._probe
+        self._clock_hold = None
+        self._next_clock_check = 0.0
+        # only NVIDIA GPUs are watched (NVML); off for the rest, and once a warning was given
+        self._watch_clocks = "nvidia" in self.name.lower() or \
+            int(adapter.info.get("vendor_id") or 0) == clocks.NVIDIA
+        self._hold_clocks(hold_clocks)
         self._buffers: weakref.WeakSet = weakref.WeakSet()  # live Buffers (close frees them)
         self._closables: weakref.WeakSet = weakref.WeakSet()  # streams, maps, pipelines...
         self._lock = threading.RLock()
@@ -277,6 +304,68 @@ class Device:
                                 f"{type(gpu_device).__name__}")
         adapter = adapter if adapter is not None else gpu_device.adapter
         return cls(adapter, gpu_device, owned=False)
+
+    # -- the GPU's clocks -----------------------------------------------------------------------
+    def _hold_clocks(self, want) -> None:
+        """``hold_clocks=True`` (or WGCOMPUTE_HOLD_CLOCKS=1): keep the NVIDIA driver from idling
+        the SM clock between bursts of work, with a CUDA context held while the device is
+        open. Asked for explicitly, a device that cannot is an error; through the environment
+        (which applies to every device, CPU adapters too), a log line."""
+        explicit = want is not None
+        if want is None:
+            want = os.environ.get("WGCOMPUTE_HOLD_CLOCKS", "").strip() not in ("", "0")
+        elif not isinstance(want, bool):
+            raise ArgumentError(f"hold_clocks: expected True, False or None, got {want!r}")
+        if not want:
+            return
+        try:
+            self._clock_hold = clocks.Hold(self.adapter.info)
+        except clocks.ClocksUnavailable as e:
+            if explicit:
+                raise DeviceError(f"hold_clocks: cannot hold {self.name}'s clocks: {e}") from None
+            log.info("wgcompute: WGCOMPUTE_HOLD_CLOCKS: not for %s: %s", self.name, e)
+            return
+        self._watch_clocks = False  # held: nothing to warn about
+
+    def clocks(self) -> list:
+        """The clocks of the GPU behind this device now (NVIDIA, through NVML: ``pip install
+        nvidia-ml-py``): a ClockReading per matching GPU. Raises DeviceError where they
+        cannot be read."""
+        try:
+            return clocks.read(self.adapter.info)
+        except clocks.ClocksUnavailable as e:
+            raise DeviceError(f"clocks: {e}") from None
+
+    @property
+    def clocks_held(self) -> bool:
+        return self._clock_hold is not None
+
+    def after_wait(self) -> None:
+        """Called when a wait for this device's work ended (the GPU just ran it): at most every
+        10 s, and until it has warned once, look whether the driver was running the GPU at its
+        idle clock, which makes short bursts of work several times slower."""
+        if not self._watch_clocks:
+            return
+        now = time.monotonic()
+        if now < self._next_clock_check:
+            return
+        self._next_clock_check = now + _CLOCK_CHECK_S
+        try:
+            readings = clocks.read(self.adapter.info)
+        except Exception:  # noqa: BLE001 - no NVML: nothing to watch with
+            self._watch_clocks = False
+            return
+        slow = [r for r in readings if r.sm_fraction < 0.5 and "idle" in r.reasons]
+        if slow:
+            self._watch_clocks = False
+            warnings.warn(
+                f"wgcompute: {slow[0]} just after running this device's work. The NVIDIA "
+                f"driver idles the SM clock between bursts of Vulkan work, and short kernels "
+                f"then run several times slower (a 5x5 blur 4x). To keep it at full clock while "
+                f"the device is open, open it with wgc.device(hold_clocks=True) or set "
+                f"WGCOMPUTE_HOLD_CLOCKS=1 (holds a CUDA context: pip install cuda-python "
+                f"nvidia-ml-py), or lock the clocks with `nvidia-smi -lgc` (root).",
+                RuntimeWarning, stacklevel=3)
 
     # -- what it is ------------------------------------------------------------------------------
     @property
@@ -304,6 +393,7 @@ class Device:
             "wgpu_version": wgpu.__version__,
             "native": _native.MODE,
             "native_note": _native.NOTE,
+            "clocks_held": self.clocks_held,
             "state": self.state,
             "features": sorted(self.features),
             "limits": dict(self.limits),
@@ -330,16 +420,23 @@ class Device:
             raise type(self.dead)(f"{argument}: {self.dead}")
 
     def _probe(self) -> None:
-        """Find out whether this device is the one wgpu reported lost (a 4-byte buffer cannot
-        be made on a lost device)."""
+        """Find out whether the GPU device is gone (an empty command buffer cannot be finished
+        on a lost device; ~5 us): after wgpu reported a loss, after a native error, and every
+        quarter second of a long wait (a lost device's fences may never complete)."""
         self.submitter.seen_epoch = LOSS.epoch
         if not self.alive:
             return
         try:
-            self.gpu_device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_DST).destroy()
+            self.link.encoder().finish()
         except Exception as e:
             if _native.is_lost_error(e):
-                self.mark_lost(str(e).strip().splitlines()[-1])
+                self.mark_lost(str(e).strip().splitlines()[-1].strip())
+
+    def probe_native(self) -> None:
+        """Raise DeviceLostError if the GPU device is gone: for the few places where
+        wgpu-native would abort the process rather than report an error."""
+        self._probe()
+        self.check()
 
     def mark_lost(self, reason: str) -> None:
         """The GPU is gone: fail every pending command with DeviceLostError, refuse later work
@@ -357,9 +454,13 @@ class Device:
 
     def wrap(self, error: BaseException, what: str) -> DeviceError:
         """A native error raised while doing ``what`` on this device, as a WgComputeError:
-        DeviceLostError if the device turns out to be lost."""
-        if self.alive and _native.is_lost_error(error):
-            self.mark_lost(str(error).strip().splitlines()[-1])
+        DeviceLostError if the device turns out to be lost (it is probed: errors are rare, and
+        a loss is often only reported at the device's next poll)."""
+        if self.alive:
+            if _native.is_lost_error(error):
+                self.mark_lost(str(error).strip().splitlines()[-1].strip())
+            elif not self.closed:
+                self._probe()
         if not self.alive:
             return type(self.dead)(f"{what}: {self.dead}")
         return DeviceError(f"{what} on {self.label}: {error}")
@@ -423,7 +524,12 @@ class Device:
         self.finished.clear()
         if hasattr(self.link, "close"):
             self.link.close()
-        if self._owned and was_alive:
+        if self._clock_hold is not None:
+            self._clock_hold.release()
+            self._clock_hold = None
+        # Destroying the device would unmap the staging that result arrays still lend from
+        # (stream_map's leased results): then the device goes when its last buffer does.
+        if self._owned and was_alive and self.staging.leases_out() == 0:
             try:
                 self.gpu_device.destroy()
             except Exception:  # noqa: BLE001 - already gone
@@ -466,15 +572,25 @@ _native.on_device_lost(_on_lost_reported)
 
 # -- opening devices ---------------------------------------------------------------------------
 
-def device(which=None, *, backend: str | None = None) -> Device:
+def device(which=None, *, backend: str | None = None, hold_clocks: bool | None = None
+           ) -> Device:
     """Open a new logical device on an adapter: ``device()`` the default choice,
     ``device(0)`` by index in ``devices()``, ``device("H200")`` by a substring of its name,
     ``device(backend="vulkan")`` the best adapter of that backend (vulkan, metal, d3d12, gl).
-    Close it when done (``close()`` or ``with``)."""
+    ``hold_clocks=True`` keeps an NVIDIA GPU at full clock while the device is open (see
+    docs/guide/devices.md; default: WGCOMPUTE_HOLD_CLOCKS). Close it when done (``close()``
+    or ``with``)."""
     backend = _backend_name(backend, "backend")
+    if hold_clocks is not None and not isinstance(hold_clocks, bool):
+        raise ArgumentError(f"hold_clocks: expected True, False or None, got {hold_clocks!r}")
     adapter = _default_adapter() if which is None and backend is None else \
         _find_adapter(which, backend, "which")
-    return Device(adapter, _request(adapter, "wgcompute"))
+    gpu_device = _request(adapter, "wgcompute")
+    try:
+        return Device(adapter, gpu_device, hold_clocks=hold_clocks)
+    except BaseException:
+        gpu_device.destroy()
+        raise
 
 
 _default: Device | None = None

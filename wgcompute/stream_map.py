@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from . import _queue
+from . import _native, _queue
 from ._pools import Fresh
 from .buffer import Buffer, _to_array, empty, normalize_shape
 from .commands import Command, bound, prepare_output
@@ -204,6 +204,13 @@ class _Lane:
             dev.staging.down.ensure_free(slot.down.padded, 2)
 
     def issue(self, k: int, item, slot: _Slot):
+        """``_issue``, with what wgpu raises turned into the WgComputeError a user sees."""
+        try:
+            return self._issue(k, item, slot)
+        except _native.ERRORS as e:  # validation, out of memory, a lost device
+            raise self.dev.wrap(e, f"stream_map batch {k}") from e
+
+    def _issue(self, k: int, item, slot: _Slot):
         """Host copy into the slot's staging, then submit copy-in, the work and copy-out.
         Returns the readback job."""
         st, dev, w = self.state, self.dev, self.state.work
@@ -316,6 +323,8 @@ class _Lane:
                     result = leased.view(out._dt.numpy).reshape(out.shape)
                 spare = None
         except BaseException as e:
+            if isinstance(e, _native.ERRORS):
+                e = dev.wrap(e, f"stream_map batch {k}")
             if spare is not None:
                 dev.staging.cancel_lease()
                 if dev.alive:

@@ -19,13 +19,13 @@ from collections import deque
 
 import numpy as np
 
+from ._args import check_batch, check_timeout
 from .buffer import Buffer, _to_array, check_buffer, empty
 from .buffer import buffer as _new_buffer
 from .commands import (
     Command,
     HostCommand,
     abandon,
-    check_timeout,
     follow,
     kernel_work,
     start_read,
@@ -201,6 +201,7 @@ class Stream:
         """A new buffer on the stream's device that this stream fills with ``array`` (shape
         and dtype from it)."""
         self._lane.check_open()
+        check_batch(batch)
         if isinstance(array, Buffer) or not isinstance(array, np.ndarray):
             raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
         dt = resolve_dtype(array.dtype, "array")
@@ -212,6 +213,7 @@ class Stream:
         """Copy ``data`` (same number of elements, converted exactly) into ``buf`` in stream
         order; the Command completes once the GPU has the bytes."""
         self._lane.check_open()
+        check_batch(batch)
         check_buffer(buf, "buf")
         self._on_device("buf", buf)
         arr = _to_array(data, buf._dt, "data")
@@ -232,6 +234,7 @@ class Stream:
         """Run a named kernel in stream order (checked now, submitted on the stream's thread);
         the Command's result is the output buffer."""
         self._lane.check_open()
+        check_batch(batch)
         name, dev, buffers, output, record = kernel_work(kernel, inputs, output, params)
         if dev is not self.device:
             raise DeviceError(f"{name}: its buffers are on {dev.label}, this stream on "
@@ -254,6 +257,7 @@ class Stream:
         """Submit a wgc.Pipeline (or any object with ``submit() -> Command``) in stream
         order; the returned Command follows the pipeline's submission."""
         self._lane.check_open()
+        check_batch(batch)
         if not callable(getattr(pipeline, "submit", None)):
             raise ArgumentError(f"pipeline: expected a wgc.Pipeline (or an object with "
                                 f"submit()), got {type(pipeline).__name__}")
@@ -280,6 +284,7 @@ class Stream:
     def download(self, buf: Buffer, *, batch: int | None = None) -> HostCommand:
         """Read ``buf`` back in stream order; the Command's result is the numpy array."""
         self._lane.check_open()
+        check_batch(batch)
         check_buffer(buf, "buf")
         self._on_device("buf", buf)
         cmd = HostCommand("stream.download", self.device, [buf])
@@ -396,4 +401,5 @@ def upload(array, label: str = "", *, device: Device | None = None) -> Buffer:
         if not (hasattr(array, "__array__") or hasattr(array, "__array_interface__")):
             raise ArgumentError(f"array: expected a numpy array, got {type(array).__name__}")
         array = np.asarray(array)
+    resolve_dtype(array.dtype, "array")
     return _new_buffer(array, None, None, label, device=device)

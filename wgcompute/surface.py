@@ -619,6 +619,8 @@ def run_to_surface(kernel, inputs, output, surface: Surface, params=None, *,
     ``kernel`` may be a wgc.Pipeline: then ``inputs`` and ``params`` must be empty, and
     ``output`` (default: the last stage's output) is the buffer shown."""
     surface = check_surface(surface)
+    if not isinstance(present, bool):
+        raise ArgumentError(f"present: expected True or False, got {present!r}")
     surface._check_open("run_to_surface")
     if isinstance(kernel, Pipeline):
         if inputs or params:

@@ -55,17 +55,19 @@ def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> F
                 staging.wait_map(slot[1])
                 slot[1] = None
             stage = slot[0]
-            dev.check()  # never touch a mapped range of a lost device (wgpu-native aborts)
+            # The copy is recorded and finished BEFORE the mapped range is touched: on a lost
+            # device finish() raises, where asking for the range makes wgpu-native abort.
+            enc = link.encoder()
+            enc.copy(stage, 0, dst, dst_offset + start, padded)
+            cb = enc.finish()
             view = link.mapped(stage, padded, True)
             workers.copy_bytes(view[:size], part)
             if padded != size:
                 view[size:padded] = 0
             del view
             link.unmap(stage)
-            enc = link.encoder()
-            enc.copy(stage, 0, dst, dst_offset + start, padded)
             # only the last chunk needs a fence: the others' re-maps say when they are done
-            last = dev.submitter.submit([enc.finish()], fence=fence and start + CHUNK >= n)
+            last = dev.submitter.submit([cb], fence=fence and start + CHUNK >= n)
             slot[1] = link.map_async(stage, True, stage.size)
     except BaseException as e:
         for stage, _ in ring:  # in an unknown map state: not fit for the pool
@@ -200,12 +202,13 @@ class UploadStage:
         byte count to record."""
         dev = self._dev
         if self._request is not None:
-            dev.staging.wait_map(self._request)
+            dev.staging.wait_map(self._request)  # fails if the device was lost meanwhile
             self._request = None
+        else:  # first fill: is the device still there? (a lost device's range would abort)
+            dev.probe_native()
         src = _as_bytes(data)
         n = src.nbytes
         padded = (n + 3) & ~3
-        dev.check()  # a lost device's mapped range would abort the process
         if padded:
             view = dev.link.mapped(self.buf, padded, True)
             dev.workers.copy_bytes(view[:n], src)

@@ -10,6 +10,8 @@ import os
 
 import wgpu
 
+from ._errors import NativeError
+
 WRITTEN_FOR = "0.32."  # the wgpu-py release line whose internals `fast` uses
 
 _choice = os.environ.get("WGCOMPUTE_NATIVE", "").strip().lower()
@@ -35,6 +37,7 @@ else:
         NOTE += f"wgpu-native internals unavailable ({e}): using wgpu-py's public API"
 
 MODE = backend.MODE
+ERRORS = (wgpu.GPUError, NativeError)  # what native calls raise: wrap these, never a user's
 
 
 def link(gpu_device):

@@ -16,6 +16,8 @@ import numpy as np
 from wgpu.backends.wgpu_native._api import GPUShaderModule, libf
 from wgpu.backends.wgpu_native._ffi import ffi, lib
 
+from ._errors import NativeError
+
 MODE = "fast"
 
 _ENCODER_DESC = ffi.new("WGPUCommandEncoderDescriptor *")
@@ -159,7 +161,7 @@ def _on_mapped(status, message, userdata1, _userdata2):
     if status != lib.WGPUMapAsyncStatus_Success:
         text = ffi.string(message.data, message.length).decode("utf-8", "replace") \
             if message.data else ""
-        req.error = RuntimeError(f"could not map a staging buffer (status {status}): {text}")
+        req.error = NativeError(f"could not map a staging buffer (status {status}): {text}")
     req._done = True
 
 
@@ -333,7 +335,7 @@ class Link:
         else:
             ptr = lib.wgpuBufferGetConstMappedRange(buf._internal, 0, size)
         if ptr == ffi.NULL:
-            raise RuntimeError("a mapped staging buffer has no mapped range")
+            raise NativeError("a mapped staging buffer has no mapped range")
         return np.frombuffer(ffi.buffer(ptr, size), dtype=np.uint8)
 
     @staticmethod
@@ -379,5 +381,5 @@ class Link:
         handle = libf.wgpuDeviceCreateShaderModuleTrusted(self.dev, desc,
                                                           lib.WGPUShaderRuntimeChecks_None)
         if handle == ffi.NULL:
-            raise RuntimeError(f"shader module {label!r} could not be created")
+            raise NativeError(f"shader module {label!r} could not be created")
         return GPUShaderModule(label, handle, self.gpu_device)

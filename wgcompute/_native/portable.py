@@ -11,6 +11,8 @@ import threading
 import numpy as np
 import wgpu
 
+from ._errors import NativeError
+
 MODE = "portable"
 _OK = 1  # WGPUQueueWorkDoneStatus_Success's value, so SyncBox.ok reads the same in both
 
@@ -221,7 +223,7 @@ class Link:
 
         def done(ok):
             if ok is not True:
-                req.error = RuntimeError(f"could not map a staging buffer: {ok}")
+                req.error = NativeError(f"could not map a staging buffer: {ok}")
             req._done = True
 
         self._jobs.put((promise, req, done))

@@ -212,7 +212,17 @@ def run(args) -> int:
     except (UsageError, wgc.WgComputeError) as e:
         print(f"wgcompute process: error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        print(f"wgcompute process: error: -o: cannot create the folder {args.out!r} "
+              f"({reason})", file=sys.stderr)
+        return 2
+    stale = [p for dest in dests for p in wgc.image.remove_stale_temps(dest)]
+    if stale:
+        print(f"removed {len(stale)} temporary file(s) left by an interrupted run",
+              file=sys.stderr)
     progress = not args.no_progress and sys.stderr.isatty()
     t0 = time.perf_counter()
     done, failures, pixels = process(files, dests, stages, args.workers, progress)

@@ -3,6 +3,7 @@ frozen dataclass, uniform packing, and Dispatch (a kernel bound to buffers, read
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 import weakref
@@ -49,11 +50,13 @@ class Param:
 
 @dataclass(frozen=True)
 class PipelineKey:
-    """What makes one compiled pipeline: kernel, dtypes and template constants."""
+    """What makes one compiled pipeline: kernel, dtypes, template constants, and which inputs
+    share the output's buffer (in place: those are declared read_write)."""
 
     kernel: str
     dtypes: tuple[str, ...]
     constants: tuple[tuple[str, Any], ...] = ()
+    in_place: tuple[int, ...] = ()
 
     def __post_init__(self):
         # kernels pass buffers' dtypes (DType objects): the key holds their names
@@ -97,6 +100,11 @@ class Kernel:
     # naga's runtime checks (index clamps, loop bounding counters) in the shader. Built-in
     # kernels, written and tested to stay in range, run without them.
     checked: bool = True
+    entry_point: str = "main"
+    # out= may be one of the inputs only where each output element is computed by the one
+    # invocation that reads the same element of the inputs, reading before writing (or where
+    # a kernel's first pass copies its input into a temporary). Otherwise: why not.
+    not_in_place: str | None = "it is not known to give the same result in place"
 
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:
@@ -111,6 +119,10 @@ class Kernel:
             params = {}
         if not isinstance(params, dict):
             raise ArgumentError(f"{self.name}: params must be a dict, got {type(params).__name__}")
+        for name in params:
+            if not isinstance(name, str):
+                raise ArgumentError(f"{self.name}: params: key {name!r} is not a str "
+                                    f"(params are named by strings)")
         known = {p.name: p for p in self.params}
         unknown = sorted(set(params) - set(known))
         if unknown:
@@ -177,8 +189,18 @@ class Kernel:
         return None
 
     # -- machinery -----------------------------------------------------------------------
+    def in_place_refusal(self, inputs, output, aliased: tuple[int, ...]) -> str | None:
+        """None if ``output`` may share its buffer with the inputs at indices ``aliased``;
+        otherwise why not (a phrase for the error)."""
+        return self.not_in_place
+
     def storage_bindings(self) -> tuple[str, ...]:
         return self.inputs + ((self.output,) if self.output else ())
+
+    def binding_slots(self) -> tuple[int, ...]:
+        """The @binding numbers of the storage bindings (inputs, then the output), then the
+        params uniform's. Built-in shaders number them in that order from 0."""
+        return tuple(range(len(self.storage_bindings()) + 1))
 
     def compiled(self, key: PipelineKey, device: Device) -> Compiled:
         """The pipeline for ``key`` on ``device``, compiled once per device."""
@@ -203,6 +225,12 @@ class Kernel:
                     feature)
         source, fields = self.render(key)
         label = f"{self.name}[{','.join(key.dtypes)}]"
+        slots = self.binding_slots()
+        if key.in_place:  # the inputs bound to the output's buffer must be read_write too
+            from .reflect import with_read_write
+
+            label += "[in place]"
+            source = with_read_write(source, [slots[i] for i in key.in_place])
         dev = device.gpu_device
         device.check()
         try:
@@ -214,17 +242,18 @@ class Kernel:
         entries = []
         n_storage = len(self.storage_bindings())
         for i in range(n_storage):
-            access = "read-only-storage" if i < len(self.inputs) else "storage"
-            entries.append({"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                            "buffer": {"type": access}})
+            read_only = i < len(self.inputs) and i not in key.in_place
+            entries.append({"binding": slots[i], "visibility": wgpu.ShaderStage.COMPUTE,
+                            "buffer": {"type": "read-only-storage" if read_only else "storage"}})
         if fields:
-            entries.append({"binding": n_storage, "visibility": wgpu.ShaderStage.COMPUTE,
+            entries.append({"binding": slots[n_storage], "visibility": wgpu.ShaderStage.COMPUTE,
                             "buffer": {"type": "uniform"}})
         try:
             bgl = dev.create_bind_group_layout(label=label, entries=entries)
             layout = dev.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
             pipeline = dev.create_compute_pipeline(
-                label=label, layout=layout, compute={"module": module, "entry_point": "main"})
+                label=label, layout=layout,
+                compute={"module": module, "entry_point": self.entry_point})
         except Exception as e:
             if not device.alive or "lost" in str(e).lower():
                 raise device.wrap(e, f"compiling {label}") from e
@@ -414,15 +443,19 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
                          device=device, parts=parts, temps=temps)
 
 
+# The strided_copy kernel that gathers unaligned views (builtin.py puts it here when it makes
+# the built-in kernels: the registry sits above this module).
+GATHER: list = []
+
+
 def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params,
                    device: Device) -> MultiDispatch:
     """The kernel over views that cannot be bound where they lie (their offset is not a
     multiple of min-storage-buffer-offset-alignment): each is first copied on the GPU into
     a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
     from .layout import contiguous_strides
-    from .registry import get as kernel_named
 
-    copy = kernel_named("strided_copy")
+    copy = GATHER[0]
     temps, steps, refs = [], [], []
     for i, b in enumerate(inputs):
         if b._bindable():
@@ -500,18 +533,33 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         device = current_device()
     if kernel.output is not None:
         if output.dtype not in kernel.dtypes:
-            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported; expected "
-                             f"one of {', '.join(kernel.dtypes)}")
-        for name, b in zip(kernel.inputs, inputs):
-            if b is output:
-                raise ArgumentError(
-                    f"{kernel.name}: output is also input {name!r}; WebGPU cannot bind one "
-                    f"buffer as read-only and read-write in one dispatch (use another output)")
+            same = [n for n, b in zip(kernel.inputs, inputs) if b.dtype == output.dtype]
+            like = f", as is input {same[0]!r}" if same else ""
+            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported (output is "
+                             f"{output.dtype}{like}); expected one of "
+                             f"{', '.join(kernel.dtypes)}")
     if output is not None and output._base is not None:
         raise ArgumentError(
             f"{kernel.name}: output {output!r} is part of another buffer's memory; kernels "
             f"write whole words past a result's last element, so they write into buffers of "
             f"their own (write the result there, then copy)")
+    aliased = []
+    for i, b in enumerate(inputs):
+        shared = _shared_memory(b, output) if output is not None else None
+        if shared == "part":
+            raise ArgumentError(
+                f"{kernel.name}: input {kernel.inputs[i]!r} {b!r} is a view of part of the "
+                f"output's memory; a kernel cannot read it while writing the output (write to "
+                f"another buffer)")
+        if shared == "all":
+            aliased.append(i)
+    aliased = tuple(aliased)
+    if aliased:
+        why = kernel.in_place_refusal(list(inputs), output, aliased)
+        if why:
+            names = " and ".join(repr(kernel.inputs[i]) for i in aliased)
+            raise ArgumentError(f"{kernel.name}: output is also input {names}; {why}, so its "
+                                f"output cannot be its input (write to another buffer)")
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
@@ -521,6 +569,8 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     if plan is not None:
         return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
     key = kernel.key(list(inputs), output, resolved)
+    if aliased:
+        key = dataclasses.replace(key, in_place=aliased)
     compiled = kernel.compiled(key, device)
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
@@ -538,6 +588,7 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
         device.stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
+    slots = kernel.binding_slots()
     names = kernel.storage_bindings()
     where = [b._binding(f"{kernel.name}: {names[j]!r}") for j, b in enumerate(storage)]
     for i, launch in enumerate(launches):
@@ -549,19 +600,38 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             off, size = launch.ranges[j] if launch.ranges is not None else (0,
                                                                             b._bound_bytes())
             res = {"buffer": gpu, "offset": base + off, "size": size}
-            entries.append({"binding": j, "resource": res})
+            entries.append({"binding": slots[j], "resource": res})
         if compiled.uniform_fields:
-            entries.append({"binding": n_storage, "resource": {
+            entries.append({"binding": slots[n_storage], "resource": {
                 "buffer": d.uniform, "offset": i * _UNIFORM_STRIDE,
                 "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
         try:
             bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
                                        entries=entries)
         except Exception as e:  # what the checks above did not foresee: wrap, never leak
+            for name, buf in zip(kernel.storage_bindings(), storage):
+                buf._check(f"{kernel.name}: {name!r}")  # freed by another thread meanwhile
             raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
         d.bind_groups.append(bg)
         device.stats["bind_groups_created"] += 1
     return d
+
+
+def _shared_memory(a: Buffer, b: Buffer) -> str | None:
+    """How ``a``'s memory relates to ``b``'s: "all" (the same bytes: one Buffer passed twice,
+    or a view of all of it), "part" (a view overlapping part of it), or None."""
+    if a is b:
+        return "all"
+    ra = a._base if a._base is not None else a
+    rb = b._base if b._base is not None else b
+    if ra is not rb and (ra._gpu is None or ra._gpu is not rb._gpu):
+        return None
+    a0, b0 = a._offset, b._offset
+    if a0 == b0 and a.nbytes == b.nbytes:
+        return "all"
+    if a0 < b0 + b.nbytes and b0 < a0 + a.nbytes:
+        return "part"
+    return None
 
 
 def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:

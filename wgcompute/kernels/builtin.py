@@ -13,7 +13,7 @@ from ..buffer import _ALIGN
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from ..runtime import Device
-from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import GATHER, BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
 from .cast import cast_kernels
 from .layout import (
     MAX_DIMS,
@@ -55,13 +55,15 @@ def item_layout(dt) -> tuple[int, int, str]:
 
 
 def same_shapes(kernel: Kernel, inputs, output) -> None:
-    for name, b in zip(kernel.inputs, inputs, strict=True):
-        if b.shape != output.shape:
-            raise ShapeError(f"{kernel.name}: input {name!r} is {b.shape} and output is "
-                             f"{output.shape}; shapes must match exactly (no broadcasting)")
-        if b.dtype != output.dtype:
-            raise DtypeError(f"{kernel.name}: input {name!r} is {b.dtype} and output is "
-                             f"{output.dtype}; dtypes must match")
+    # Every input is named: an output made from input 'a' agrees with 'a' even when 'a' is
+    # the odd one out.
+    for attr, cls, rule in (("shape", ShapeError, "shapes must match exactly (no broadcasting)"),
+                            ("dtype", DtypeError, "dtypes must match")):
+        want = getattr(output, attr)
+        got = [getattr(b, attr) for b in inputs]
+        if any(g != want for g in got):
+            named = ", ".join(f"input {n!r} is {g}" for n, g in zip(kernel.inputs, got))
+            raise cls(f"{kernel.name}: {named} and output is {want}; {rule}")
 
 
 def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
@@ -123,6 +125,7 @@ class Elementwise(BuiltinKernel):
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
     vec4_rows = True  # the broadcast path may take rows four elements at a time
+    not_in_place = None  # each invocation reads its items, then writes the same items
 
     def __init__(self, name: str, arity: int, expr: str, dtypes=ALL, param: Param | None = None,
                  int_expr: str | None = None, description: str = ""):
@@ -372,8 +375,8 @@ class Relu(Elementwise):
             return super().resolve_params(params, dt)
         out = super().resolve_params(params, DTYPES["f64"])
         if out["slope"] != 0:
-            raise DtypeError(f"relu: slope={out['slope']} needs a float dtype; {dt.name} "
-                             f"supports slope=0 only")
+            raise DtypeError(f"relu: slope={out['slope']} needs a float dtype; the input and "
+                             f"output are {dt.name}, which supports slope=0 only")
         out["slope"] = 0
         return out
 
@@ -393,6 +396,7 @@ class Transpose(BuiltinKernel):
     inputs = ("a",)
     dtypes = ("f32", "f64", "f16", "s32", "s64", "u32")  # u8 lanes share words: not here
     description = "out = a.T for a 2-D a"
+    not_in_place = "transpose writes each element of a to another place in out"
     tile = 32
     rows_per_pass = 8  # a 32×8 workgroup moves a 32×32 tile in four passes
 
@@ -441,6 +445,7 @@ class Copy(BuiltinKernel):
     dtypes = ALL
     workgroup_size = 256
     description = "out = a, bit for bit (same dtype and element count)"
+    not_in_place = None
 
     def check(self, inputs, output, params) -> None:
         (a,) = inputs
@@ -481,6 +486,7 @@ class StridedCopy(Elementwise):
     sliced, reversed or broadcast copy of ``a`` into a contiguous ``out``, for every dtype."""
 
     vec4_rows = False  # its strides are the caller's: one element at a time
+    not_in_place = "strided_copy reads other elements than the one it writes"
 
     def __init__(self):
         super().__init__("strided_copy", 1, "x", ALL, description=(
@@ -534,6 +540,8 @@ class StridedCopy(Elementwise):
 
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
+    strided_copy = StridedCopy()
+    GATHER[:] = [strided_copy]  # base.bind gathers unaligned views with it
     return [
         Elementwise("elementwise_add", 2, "x + y", description="out = a + b"),
         Elementwise("elementwise_sub", 2, "x - y", description="out = a - b"),
@@ -546,7 +554,7 @@ def builtin_kernels() -> list[Kernel]:
                     description="out[...] = value"),
         Transpose(),
         Copy(),
-        StridedCopy(),
+        strided_copy,
         *cast_kernels(),
         Matmul(),
         *reduce_kernels(),

@@ -165,6 +165,7 @@ class AsType(BuiltinKernel):
     name = "astype"
     inputs = ("x",)
     dtypes = ALL
+    not_in_place = "astype writes another dtype than it reads"
     description = ("out = x converted to out's dtype (casting='unsafe': integers wrap, floats "
                    "round to nearest or overflow to inf, floats to integers by `rounding` "
                    "(default trunc), saturating, nan -> 0)")

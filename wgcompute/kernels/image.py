@@ -167,6 +167,7 @@ class ImageKernel(BuiltinKernel):
     dtypes = ("u8", "f32")
     family = ""
     extra: tuple[tuple[str, str], ...] = ()
+    not_in_place = "it reads neighbouring pixels"
 
     def convert_param(self, p, value, dt):
         conv = _CONVERT.get(p.type)
@@ -320,6 +321,12 @@ class _SeparablePass(ImageKernel):
         self.inputs = ("tmp", "src", "wts") if unsharp else \
             (("src", "wts") if axis == "x" else ("tmp", "wts"))
 
+    def in_place_refusal(self, inputs, output, aliased):
+        # sharpen's second pass reads the image only at the pixel it writes
+        if self.unsharp and aliased == (self.inputs.index("src"),):
+            return None
+        return self.not_in_place
+
     def templates(self, key, rgba):
         store = "out_st(i, acc);"
         if self.unsharp:
@@ -365,6 +372,7 @@ class _Separable(ImageKernel):
     inputs = ("image",)
     box = False
     unsharp = False
+    not_in_place = None  # the first pass reads the image into a temporary
 
     def check(self, inputs, output, params):
         same_image(self.name, inputs[0], output)
@@ -544,6 +552,7 @@ class _Pointwise(ImageKernel):
     family = "image_color.wgsl"
     inputs = ("src",)
     op = ""
+    not_in_place = None  # each invocation reads and writes one pixel (or one float)
 
     def check(self, inputs, output, params):
         same_image(self.name, inputs[0], output)
@@ -604,6 +613,11 @@ class Grayscale(_Pointwise):
         if src.dtype == "f32" and src.ndim == 3:
             return src.shape[:2], "f32"
         return src.shape, src.dtype
+
+    def in_place_refusal(self, inputs, output, aliased):
+        if inputs[0].dtype == "f32":  # one invocation per channel reads the pixel's others
+            return "grayscale of an f32 image reads every channel of a pixel for each one"
+        return None
 
     def templates(self, key, rgba):
         if rgba:
@@ -672,6 +686,16 @@ def _resize_rows(h: int, oh: int):
     return rows
 
 
+def _check_size(name: str, size) -> tuple[int, int]:
+    """A resize's size=(height, width): two non-negative ints, named as the user wrote them."""
+    ok = isinstance(size, (list, tuple)) and len(size) == 2 and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in size)
+    if not ok:
+        raise ArgumentError(f"{name}: param 'size': expected (height, width) as two "
+                            f"non-negative ints, got {size!r}")
+    return int(size[0]), int(size[1])
+
+
 class Resize(ImageKernel):
     name = "resize"
     family = "image_resize.wgsl"
@@ -699,7 +723,7 @@ class Resize(ImageKernel):
                 raise ArgumentError(f"{self.name}: param 'size' is required when no output "
                                     f"buffer is given")
             size = output.shape[:2]
-        return tuple(size) + tuple(src.shape[2:])
+        return _check_size(self.name, size) + tuple(src.shape[2:])
 
     def output_spec(self, inputs, params):
         check_image(self.name, inputs[0], "input")
@@ -736,8 +760,9 @@ class Preprocess(Resize):
         return src.shape[2] if src.ndim == 3 else 1
 
     def _out_shape(self, src, params, output=None):
-        size = params.get("size") or tuple(src.shape[:2])
-        return (self._channels(src),) + tuple(size)
+        size = params.get("size")
+        size = tuple(src.shape[:2]) if size is None else _check_size(self.name, size)
+        return (self._channels(src),) + size
 
     def check(self, inputs, output, params):
         src = inputs[0]

@@ -45,7 +45,7 @@ def broadcast_strides(shape: tuple[int, ...], out_shape: tuple[int, ...],
                                for n, o, s in zip(shape, out_shape[lead:], strides))
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024, typed=True)
 def coalesce(out_shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
              ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
     """Fewest dimensions that address the same elements: size-1 dimensions dropped, and a

@@ -306,7 +306,7 @@ class MatmulShape:
         return math.prod(self.batch)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=512, typed=True)
 def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> MatmulShape:
     """numpy's matmul rules: (..., m, k) · (..., k, n) with the leading (batch) dimensions
     broadcast; a 1-D a is a row (its m dropped from the result), a 1-D b a column."""
@@ -364,6 +364,7 @@ class Matmul(BuiltinKernel):
     numpy's f64 matmul of them."""
 
     name = "matmul"
+    not_in_place = "matmul reads whole rows of a and columns of b for each output element"
     inputs = ("a", "b")
     dtypes = FLOATS
     params = (Param("precision", "str", None,

@@ -21,6 +21,8 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import shaders
 from ..buffer import _ALIGN
 from ..dtypes import DTYPES, DType
@@ -80,13 +82,14 @@ def normalize_axes(name: str, axis, ndim: int, single: bool = False) -> tuple[in
     A 0-d input also takes -1 and 0 (the one element). ``single``: an int or None only."""
     if axis is None:
         return tuple(range(ndim))
-    items = tuple(axis) if isinstance(axis, (tuple, list)) and not single else (axis,)
+    items = tuple(axis) if isinstance(axis, tuple) and not single else (axis,)
     what = "an int or None" if single else "an int, a tuple of ints, or None"
     out = []
     for a in items:
-        if isinstance(a, bool) or not isinstance(a, int):
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
             raise ArgumentError(f"{name}: param 'axis' must be {what}, got "
                                 f"{type(axis).__name__} {axis!r}")
+        a = int(a)
         if ndim == 0 and a in (-1, 0):
             continue
         if not -ndim <= a < ndim:
@@ -116,7 +119,7 @@ class ReducePlan:
     perm: tuple[int, ...] = ()
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024, typed=True)  # typed: axis=True must not hit axis=1
 def reduce_plan(name: str, shape: tuple[int, ...], axis, keepdims: bool,
                 single: bool = False) -> ReducePlan:
     axes = normalize_axes(name, axis, len(shape), single)
@@ -178,6 +181,7 @@ class Reduce(BuiltinKernel):
 
     inputs = ("x",)
     workgroup_size = 256
+    not_in_place = "a reduction combines many elements of x into each output element"
 
     def __init__(self, op: str, description: str):
         self.name = op
@@ -209,8 +213,12 @@ class Reduce(BuiltinKernel):
 
     def plan(self, x, params) -> ReducePlan:
         params = params or {}
+        keepdims = params.get("keepdims", False)
+        if not isinstance(keepdims, bool):
+            raise ArgumentError(f"{self.name}: param 'keepdims' must be True or False, got "
+                                f"{type(keepdims).__name__} {keepdims!r}")
         return reduce_plan(self.name, tuple(x.shape), _hashable(params.get("axis", -1)),
-                           params.get("keepdims", False), self.op == "argmax")
+                           keepdims, self.op == "argmax")
 
     # -- boundary -----------------------------------------------------------------------------
     def output_spec(self, inputs, params):
@@ -329,7 +337,15 @@ class Reduce(BuiltinKernel):
 
 
 def _hashable(axis):
-    return tuple(axis) if isinstance(axis, list) else axis
+    if isinstance(axis, list):
+        raise ArgumentError(f"param 'axis' must be an int, a tuple of ints or None, got list "
+                            f"{axis!r}")
+    try:
+        hash(axis)
+    except TypeError:
+        raise ArgumentError(f"param 'axis' must be an int, a tuple of ints or None, got "
+                            f"{type(axis).__name__}") from None
+    return axis
 
 
 def _rows_launches(name, rows, n, ident, output, device) -> list[Launch]:
@@ -647,6 +663,7 @@ class Softmax(BuiltinKernel):
     """softmax over the last axis (or every element): exp(x - max) / sum(exp(x - max))."""
 
     name = "softmax"
+    not_in_place = "softmax reads its whole row for each output element"
     inputs = ("x",)
     dtypes = ("f32", "f16")
     workgroup_size = 256

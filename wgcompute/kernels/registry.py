@@ -1,19 +1,22 @@
-"""The registry of named kernels: built-ins, aliases, and the user's own WGSL kernels."""
+"""The registry of named kernels: built-ins, aliases, and the user's own WGSL kernels, whose
+bindings, params, entry point and workgroup size are read from their shader."""
 
 from __future__ import annotations
 
 import math
 import os
 import threading
+from string import Template
 
 import numpy as np
 
 from .. import shaders
 from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
-from ..errors import ArgumentError, KernelNotFoundError
+from ..errors import ArgumentError, DtypeError, KernelNotFoundError, ShaderCompileError, ShapeError
 from ..runtime import Device, current_device, open_devices
-from .base import REQUIRED, Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import Kernel, Launch, Param, PipelineKey, fold_grid
+from .reflect import reflect
 
 _kernels: dict[str, Kernel] = {}
 _aliases: dict[str, str] = {"multiply": "elementwise_multiply", "add": "elementwise_add",
@@ -70,75 +73,255 @@ def names() -> list[str]:
     return sorted(_kernels)
 
 
+# -- the user's own kernels ----------------------------------------------------------------
 _ACCESS = ("read", "read_write", "uniform")
-_SCALARS = ("f32", "i32", "u32", "f16", "f64", "i64", "T")  # "T": the kernel's dtype, as ${T}
+_PARAM_TYPES = ("f32", "i32", "u32", "f16", "f64", "i64", "T")  # "T": the kernel's dtype
+_WGSL_DTYPE = {"f32": "f32", "f16": "f16", "i32": "s32", "u32": "u32", "f64": "f64",
+               "i64": "s64"}
+_T = "__wgcompute_T"  # stands for ${T} while the structure of a templated shader is read
+_DEFAULT_WG = 256  # what ${WG} becomes when workgroup_size= is not given
+_AUTO = {"n": "the number of output elements",
+         "offset": "the index of the first element of each dispatch"}
 
 
 class CustomKernel(Kernel):
-    """A user's WGSL kernel. Binding i is the i-th declared binding: reads first, then the
-    one read_write output, then an optional uniform holding ``params`` in declared order."""
+    """A user's WGSL kernel, described by what its shader declares (see register_kernel):
+    inputs are its read-only storage buffers in @binding order, the output its one
+    read_write buffer, the params the fields of its uniform struct."""
 
-    def __init__(self, name, source, inputs, output, params, workgroup_size, dtypes, grid,
-                 checked=True):
+    def __init__(self, name, source, *, inputs, output, slots, elements, lanes, types,
+                 param_fields, workgroup_size, wg_fill, dtypes, grid, checked, entry_point,
+                 builtins):
         self.name = name
         self.checked = checked
         self.source_text = source
+        self.templated = "${" in source
         self.inputs = inputs
         self.output = output
-        self.param_fields = params
-        self.params = tuple(Param(n, t, 0 if n == "n" else REQUIRED) for n, t in params)
+        self.slots = slots
+        self.elements = elements  # per storage binding: WGSL scalar, "T", or None (a struct)
+        self.lanes = lanes  # per storage binding: scalars per array element
+        self.types = types  # per storage binding: the declared type, for messages
+        self.param_fields = param_fields
+        self.auto = tuple(n for n, _ in param_fields if n in _AUTO)
+        self.params = tuple(Param(n, t) for n, t in param_fields if n not in _AUTO)
         self.workgroup_size = workgroup_size
+        self.wg_fill = wg_fill
         self.dtypes = dtypes
         self.grid = grid
+        self.entry_point = entry_point
+        self.builtins = builtins
         self.description = "user kernel"
+
+    def binding_slots(self):
+        return self.slots
+
+    def resolve_params(self, params, dt):
+        if isinstance(params, dict):
+            for name in self.auto:
+                if name in params:
+                    raise ArgumentError(f"{self.name}: param {name!r} is set by wgcompute "
+                                        f"({_AUTO[name]}); leave it out")
+        return super().resolve_params(params, dt)
 
     def render(self, key: PipelineKey):
         t = DTYPES[key.dtypes[0]].wgsl
         src = self.source_text
-        if "${" in src:
-            try:
-                src = shaders.render(src, {"T": t, "WG": self.workgroup_size,
-                                           "ENABLE": shaders.enable_directives([t])})
-            except (KeyError, ValueError) as e:
-                raise ArgumentError(f"{self.name}: template placeholder {e} has no value; "
-                                    f"available: T, WG, ENABLE") from None
+        if self.templated:
+            src = _render(self.name, src, t, self.wg_fill, shaders.enable_directives([t]))
         return src, tuple((n, t if pt == "T" else pt) for n, pt in self.param_fields)
+
+    def check(self, inputs, output, params) -> None:
+        """Each input's dtype is the one its binding declares (an f32 buffer read as
+        array<i32> would be reinterpreted bit for bit)."""
+        for i, (name, b) in enumerate(zip(self.inputs, inputs)):
+            elem = self.elements[i]
+            if elem is None:
+                continue  # an array of structs: any bytes
+            if elem == "T":
+                if b.dtype != output.dtype:
+                    raise DtypeError(f"{self.name}: input {name!r} is {b.dtype} and the output "
+                                     f"{output.dtype}; the shader declares both with ${{T}}")
+            elif DTYPES[b.dtype].wgsl != elem:
+                want = " or ".join(d for d, t in ((d, DTYPES[d].wgsl) for d in DTYPES)
+                                   if t == elem)
+                raise DtypeError(f"{self.name}: input {name!r} is {b.dtype}, but the shader "
+                                 f"declares {name}: {self.types[i]} (expected {want})")
+        lanes = self.lanes[-1]
+        if lanes > 1 and output.size % lanes:
+            raise ShapeError(f"{self.name}: output {output.shape} holds {output.size} "
+                             f"elements, not a whole number of the shader's "
+                             f"{self.types[-1]} items of {lanes}")
+
+    def items(self, output) -> int:
+        """Elements of the output array: one per dtype element, or per vector/matrix."""
+        lanes = self.lanes[-1]
+        return output.size // lanes if lanes > 1 else output.size
 
     def launches(self, inputs, output, params, device):
         values = dict(params)
-        if "n" in values:
-            values["n"] = output.size
+        count = self.items(output)
+        if "n" in self.auto:
+            values["n"] = count
+        if "offset" in self.auto:
+            values["offset"] = 0
         if self.grid is not None:
             wg = self._check_grid(self.grid(inputs, output, params), device)
             return [Launch(wg, values)] if all(wg) else []
-        groups = math.ceil(output.size / self.workgroup_size)
-        return [Launch(fold_grid(groups, device, self.name), values)] if groups else []
-
+        wgx = self.workgroup_size[0]
+        groups = math.ceil(count / wgx)
+        if groups == 0:
+            return []
+        limit = device.limit("max-compute-workgroups-per-dimension")
+        if groups <= limit:
+            return [Launch((groups, 1, 1), values)]
+        if "offset" in self.auto:
+            # Several dispatches of at most `limit` workgroups, each told where it starts:
+            # gid.x + offset is the element index in every one of them.
+            per = limit * wgx
+            return [Launch((math.ceil(min(per, count - start) / wgx), 1, 1),
+                           dict(values, offset=start)) for start in range(0, count, per)]
+        if "num_workgroups" in self.builtins:
+            return [Launch(fold_grid(groups, device, self.name), values)]
+        raise ShapeError(
+            f"{self.name}: {count} output elements need {groups} workgroups of {wgx}, more "
+            f"than the {limit} one dispatch allows along x; wgcompute does not fold them into "
+            f"y behind the shader's back (gid.x would not be the element index). Either add "
+            f"`offset: u32` to the params struct and index with `let i = gid.x + p.offset;` "
+            f"(wgcompute then splits the work into several dispatches), or take "
+            f"@builtin(num_workgroups) nwg and @builtin(workgroup_id) wid and index with "
+            f"`(wid.y * nwg.x + wid.x) * {wgx}u + lid` (the grid is then folded into x and "
+            f"y), or pass grid=")
 
     def _check_grid(self, wg, device) -> tuple[int, int, int]:
-        """The user's grid() result: 1 to 3 whole, non-negative counts. (Past 65,535 per
-        dimension the command fails with wgpu's validation message, as a failed command.)"""
+        """The user's grid() result: 1 to 3 whole, non-negative counts within the adapter's
+        workgroups per dimension."""
         ok = isinstance(wg, (list, tuple)) and 1 <= len(wg) <= 3 and all(
             isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in wg)
         if not ok:
             raise ArgumentError(f"{self.name}: grid() must return 1 to 3 non-negative ints "
                                 f"(workgroup counts), got {wg!r}")
-        return (tuple(int(v) for v in wg) + (1, 1))[:3]
+        wg = (tuple(int(v) for v in wg) + (1, 1))[:3]
+        limit = device.limit("max-compute-workgroups-per-dimension")
+        if max(wg) > limit:
+            raise ShapeError(f"{self.name}: grid() returned {wg} workgroups; "
+                             f"{device.name} allows at most {limit} per dimension")
+        return wg
 
 
-def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_size: int = 256,
-                    dtypes=("f32",), grid=None, replace: bool = False,
-                    checked: bool = True) -> Kernel:
+def _render(name: str, source: str, t: str, wg, enable: str) -> str:
+    try:
+        return shaders.render(source, {"T": t, "WG": wg, "ENABLE": enable})
+    except (KeyError, ValueError) as e:
+        raise ArgumentError(f"{name}: template placeholder {e} has no value; available: T, "
+                            f"WG, ENABLE") from None
+
+
+def _size_text(size) -> str:
+    size = tuple(size)
+    while len(size) > 1 and size[-1] == 1:
+        size = size[:-1]
+    return ", ".join(map(str, size))
+
+
+def _check_args(bindings, params, workgroup_size, dtypes, entry_point, grid, checked):
+    """The explicit arguments, on their own; normalized."""
+    if bindings is not None:
+        if isinstance(bindings, dict):
+            bindings = list(bindings.items())
+        try:
+            bindings = [(str(n), str(a)) for n, a in bindings]
+        except (TypeError, ValueError):
+            raise ArgumentError("bindings: expected a list of (name, access) pairs") from None
+        accesses = [a for _, a in bindings]
+        bad = [a for a in accesses if a not in _ACCESS]
+        if bad:
+            raise ArgumentError(f"bindings: access {bad[0]!r} is not one of "
+                                f"{', '.join(_ACCESS)}")
+        if accesses.count("read_write") != 1:
+            raise ArgumentError("bindings: exactly one binding must be 'read_write' (the "
+                                "output)")
+        order = [_ACCESS.index(a) for a in accesses]
+        if order != sorted(order) or accesses.count("uniform") > 1:
+            raise ArgumentError("bindings: declare reads first, then the read_write output, "
+                                "then at most one uniform")
+        if params is not None and "uniform" not in accesses and params:
+            raise ArgumentError("params: declared, but bindings has no 'uniform' entry")
+        if "uniform" in accesses and not params and params is not None:
+            raise ArgumentError("bindings: a 'uniform' binding needs params (its struct "
+                                "fields)")
+    if params is not None:
+        if not isinstance(params, dict):
+            raise ArgumentError(f"params: expected a dict of field name to WGSL scalar type, "
+                                f"got {type(params).__name__}")
+        for pn, pt in params.items():
+            if pt not in _PARAM_TYPES:
+                raise ArgumentError(f"params: field {pn!r} has type {pt!r}; expected one of "
+                                    f"{', '.join(_PARAM_TYPES)}")
+        params = list(params.items())
+    if workgroup_size is not None:
+        sizes = workgroup_size if isinstance(workgroup_size, (tuple, list)) else \
+            (workgroup_size,)
+        if not 1 <= len(sizes) <= 3 or not all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+                for v in sizes):
+            raise ArgumentError(f"workgroup_size: expected a positive int or 1 to 3 of them, "
+                                f"got {workgroup_size!r}")
+        workgroup_size = (tuple(int(v) for v in sizes) + (1, 1))[:3]
+    if dtypes is not None:
+        if isinstance(dtypes, str):
+            dtypes = (dtypes,)
+        if not isinstance(dtypes, (list, tuple)) or not dtypes:
+            raise ArgumentError(f"dtypes: expected a non-empty list of dtype names, got "
+                                f"{dtypes!r}")
+        dtypes = tuple(resolve_dtype(d, "dtypes").name for d in dtypes)
+    if entry_point is not None and not isinstance(entry_point, str):
+        raise ArgumentError(f"entry_point: expected a function name, got {entry_point!r}")
+    if not isinstance(checked, bool):
+        raise ArgumentError(f"checked: expected True or False, got {checked!r}")
+    if grid is not None and not callable(grid):
+        raise ArgumentError("grid: expected a callable(inputs, output, params) -> (x, y, z)")
+    return bindings, params, workgroup_size, dtypes
+
+
+def _reflect(name: str, probe: str, compile_source, checked: bool):
+    """The shader's reflection; where the WGSL reader cannot read it, the compiler's own
+    error if the compiler refuses it too."""
+    try:
+        return reflect(probe)
+    except ShaderCompileError as reader_error:
+        label, source = compile_source()
+        try:
+            shaders.create_module(current_device(), label, source, checked)
+        except Exception as e:
+            raise ShaderCompileError(label, source, str(e)) from e
+        raise ShaderCompileError(label, probe, reader_error.compiler_message) from None
+
+
+def register_kernel(name: str, source: str, *, bindings=None, params=None, workgroup_size=None,
+                    dtypes=None, entry_point: str | None = None, grid=None,
+                    replace: bool = False, checked: bool = True) -> Kernel:
     """Register your own WGSL kernel under ``name`` and compile it now.
 
-    ``source`` is WGSL text or a path to a .wgsl file; ``${T}`` (the output's WGSL type),
-    ``${WG}`` and ``${ENABLE}`` are filled in if present. ``bindings`` lists
-    ``(name, access)`` pairs in binding order with access "read", "read_write" (exactly one:
-    the output) or "uniform" (last; its struct's fields are ``params``, a dict of name to
-    WGSL scalar type, or "T" for the ${T} type, in declaration order; a field named "n" is
-    set to the output's element
-    count). By default one invocation runs per output element over a grid folded into
-    x and y: index it as ``(wid.y * nwg.x + wid.x) * WG + lid``; or pass
+    ``source`` is WGSL text or a path to a .wgsl file. Everything else is read from the
+    shader: the inputs are its ``var<storage, read>`` buffers in @binding order, the output
+    its one ``var<storage, read_write>`` buffer, the params the fields of its
+    ``var<uniform>`` struct, the entry point its @compute function (``entry_point=`` picks
+    one of several) and the workgroup size its @workgroup_size. All bindings are in
+    @group(0). A params field ``n: u32`` is set to the number of output elements, a field
+    ``offset: u32`` to the index of the first element of each dispatch.
+
+    ``bindings`` ((name, access) pairs: reads, the read_write output, the uniform),
+    ``params`` (field name to WGSL scalar type, or "T"), ``workgroup_size`` and ``dtypes``
+    may still be given: each is checked against the shader, and a mismatch is an
+    ArgumentError naming both. ``dtypes`` defaults to the output's element type (f32 for
+    ``array<f32>``), or ("f32",) for a shader templated with ``${T}`` (the output's WGSL
+    type; ``${WG}`` is ``workgroup_size``, default 256; ``${ENABLE}`` the ``enable f16;`` line).
+
+    By default one invocation runs per output element, along x; past the adapter's 65,535
+    workgroups per dimension the work is split into several dispatches when the params have
+    ``offset``, folded into x and y when the entry point takes ``@builtin(num_workgroups)``
+    (index with ``(wid.y * nwg.x + wid.x) * WG + lid``), and refused otherwise. Or pass
     ``grid(inputs, output, params) -> (x, y, z)`` workgroup counts.
 
     ``checked=False`` compiles the shader without naga's runtime checks (index clamping of
@@ -154,52 +337,137 @@ def register_kernel(name: str, source: str, *, bindings, params=None, workgroup_
             raise ArgumentError(f"source: file {source!r} does not exist")
         with open(source, encoding="utf-8") as f:
             source = f.read()
-    if isinstance(bindings, dict):
-        bindings = list(bindings.items())
-    try:
-        bindings = [(str(n), str(a)) for n, a in bindings]
-    except (TypeError, ValueError):
-        raise ArgumentError("bindings: expected a list of (name, access) pairs") from None
-    accesses = [a for _, a in bindings]
-    bad = [a for a in accesses if a not in _ACCESS]
-    if bad:
-        raise ArgumentError(f"bindings: access {bad[0]!r} is not one of {', '.join(_ACCESS)}")
-    if accesses.count("read_write") != 1:
-        raise ArgumentError("bindings: exactly one binding must be 'read_write' (the output)")
-    order = [_ACCESS.index(a) for a in accesses]
-    if order != sorted(order) or accesses.count("uniform") > 1:
-        raise ArgumentError("bindings: declare reads first, then the read_write output, then "
-                            "at most one uniform")
-    if params is not None and not isinstance(params, dict):
-        raise ArgumentError(f"params: expected a dict of field name to WGSL scalar type, got "
-                            f"{type(params).__name__}")
-    params = dict(params or {})
-    for pn, pt in params.items():
-        if pt not in _SCALARS:
-            raise ArgumentError(f"params: field {pn!r} has type {pt!r}; expected one of "
-                                f"{', '.join(_SCALARS)}")
-    if params and "uniform" not in accesses:
-        raise ArgumentError("params: declared, but bindings has no 'uniform' entry")
-    if "uniform" in accesses and not params:
-        raise ArgumentError("bindings: a 'uniform' binding needs params (its struct fields)")
-    if not isinstance(workgroup_size, int) or workgroup_size < 1:
-        raise ArgumentError(f"workgroup_size: expected a positive int, got {workgroup_size!r}")
-    if isinstance(dtypes, str):
-        dtypes = (dtypes,)
-    if not isinstance(dtypes, (list, tuple)) or not dtypes:
-        raise ArgumentError(f"dtypes: expected a non-empty list of dtype names, got {dtypes!r}")
-    dts = tuple(resolve_dtype(d, "dtypes").name for d in dtypes)
-    if not isinstance(checked, bool):
-        raise ArgumentError(f"checked: expected True or False, got {checked!r}")
-    if grid is not None and not callable(grid):
-        raise ArgumentError("grid: expected a callable(inputs, output, params) -> (x, y, z)")
+    if not isinstance(replace, bool):
+        raise ArgumentError(f"replace: expected True or False, got {replace!r}")
+    bindings, user_params, user_wg, user_dtypes = _check_args(
+        bindings, params, workgroup_size, dtypes, entry_point, grid, checked)
+    device = current_device()
+    templated = "${" in source
+    uses_wg = templated and "WG" in Template(source).get_identifiers()
+    if uses_wg and user_wg is not None and user_wg[1:] != (1, 1):
+        raise ArgumentError(f"workgroup_size: the shader's ${{WG}} is one number; got "
+                            f"{workgroup_size!r}")
+    wg_fill = user_wg[0] if user_wg is not None else _DEFAULT_WG
+    probe = _render(name, source, _T, wg_fill, "") if templated else source
+    first = (user_dtypes or ("f32",))[0]
+
+    def compile_source():
+        t = DTYPES[first].wgsl
+        real = _render(name, source, t, wg_fill, shaders.enable_directives([t])) \
+            if templated else source
+        return f"{name}[{first}]", real
+
+    refl = _reflect(name, probe, compile_source, checked)
+    entry = refl.compute_entry(entry_point, what=f"{name}: the shader")
+
+    # bindings
+    for b in refl.bindings:
+        if b.group != 0:
+            raise ArgumentError(f"{name}: binding {b.name!r} is in @group({b.group}); "
+                                f"wgcompute binds @group(0) only")
+        if b.space not in ("storage", "uniform"):
+            raise ArgumentError(f"{name}: binding {b.name!r} is a {b.type}; wgcompute kernels "
+                                f"bind storage buffers and one uniform")
+    reads = [b for b in refl.bindings if b.space == "storage" and b.access == "read"]
+    writes = [b for b in refl.bindings if b.space == "storage" and b.access != "read"]
+    uniforms = [b for b in refl.bindings if b.space == "uniform"]
+    if len(writes) != 1:
+        listed = ", ".join(b.name for b in writes) or "none"
+        raise ArgumentError(f"{name}: the shader declares {len(writes)} read_write storage "
+                            f"buffers ({listed}); a kernel writes exactly one, its output")
+    if len(uniforms) > 1:
+        raise ArgumentError(f"{name}: the shader declares {len(uniforms)} uniforms "
+                            f"({', '.join(b.name for b in uniforms)}); params are one struct")
+    out_b = writes[0]
+    declared = [(b.name, "read") for b in reads] + [(out_b.name, "read_write")] + \
+        [(b.name, "uniform") for b in uniforms]
+    if bindings is not None and bindings != declared:
+        raise ArgumentError(f"{name}: bindings={bindings!r} but the shader declares "
+                            f"{declared!r} (reads in @binding order, the output, the uniform)")
+
+    # dtypes, from the output's element type unless templated
+    out_elem = "T" if out_b.element == _T else out_b.element
+    if user_dtypes is None:
+        if out_elem == "T" or (out_elem is None and templated):
+            dts = ("f32",)
+        elif out_elem in _WGSL_DTYPE:
+            dts = (_WGSL_DTYPE[out_elem],)
+        else:
+            raise ArgumentError(f"{name}: the output {out_b.name!r} is {out_b.type}; pass "
+                                f"dtypes= (the dtypes its buffers may have)")
+    else:
+        dts = user_dtypes
+        if out_elem not in (None, "T"):
+            wrong = [d for d in dts if DTYPES[d].wgsl != out_elem]
+            if wrong:
+                raise ArgumentError(f"{name}: dtypes={dts!r} but the shader's output "
+                                    f"{out_b.name!r} is {out_b.type}; {wrong[0]} is not "
+                                    f"{out_elem}")
+
+    # params: the uniform struct's fields
+    fields = []
+    if uniforms:
+        u = uniforms[0]
+        if not u.fields:
+            raise ArgumentError(f"{name}: the uniform {u.name!r} is {u.type}; wgcompute fills "
+                                f"a struct of scalars (its fields are the params)")
+        for f in u.fields:
+            t = "T" if f.type.name == _T else f.type.name
+            if f.type.args or t not in _PARAM_TYPES or f.layout_attrs:
+                raise ArgumentError(
+                    f"{name}: params field {f.name!r} is "
+                    f"{'declared with @align/@size' if f.layout_attrs else str(f.type)}; "
+                    f"wgcompute fills scalar fields ({', '.join(_PARAM_TYPES[:-1])}, or ${{T}})")
+            if f.name == "offset" and t != "u32":
+                raise ArgumentError(f"{name}: params field 'offset' is {t}; wgcompute sets it "
+                                    f"({_AUTO['offset']}), as a u32")
+            fields.append((f.name, t))
+    if user_params is not None:
+        def same(user_t, shader_t):
+            return user_t == shader_t or (user_t == "T" and all(
+                DTYPES[d].wgsl == shader_t for d in dts))
+        if [n for n, _ in user_params] != [n for n, _ in fields] or not all(
+                same(ut, st) for (_, ut), (_, st) in zip(user_params, fields)):
+            raise ArgumentError(f"{name}: params={dict(user_params)!r} but the shader's "
+                                f"params struct declares {dict(fields)!r}")
+
+    # workgroup size
+    size = entry.workgroup_size
+    shown = f"@workgroup_size({_size_text(size)})"
+    if user_wg is not None and user_wg != size:
+        raise ArgumentError(f"{name}: workgroup_size={workgroup_size!r} but the shader "
+                            f"declares {shown}")
+    if uses_wg and user_wg is None and size != (wg_fill, 1, 1):
+        raise ArgumentError(f"{name}: the shader computes with ${{WG}} = {wg_fill} but "
+                            f"declares {shown}; pass workgroup_size= or declare "
+                            f"@workgroup_size(${{WG}})")
+    lim = device.limit("max-compute-invocations-per-workgroup")
+    if math.prod(size) > lim:
+        raise ArgumentError(f"{name}: {shown} is {math.prod(size)} invocations per "
+                            f"workgroup; {device.name} allows at most {lim} "
+                            f"(max-compute-invocations-per-workgroup)")
+    for axis, v in zip("xyz", size):
+        lim = device.limit(f"max-compute-workgroup-size-{axis}")
+        if v > lim:
+            raise ArgumentError(f"{name}: {shown} is {v} along {axis}; {device.name} allows "
+                                f"at most {lim} (max-compute-workgroup-size-{axis})")
+    if grid is None and size[1:] != (1, 1):
+        raise ArgumentError(f"{name}: the shader declares {shown}; the default launch runs "
+                            f"one invocation per output element along x and needs a 1-D "
+                            f"workgroup: pass grid=")
+
+    storage = reads + [out_b]
     with _lock:
         _check_free(name, replace)  # before compiling: a taken name must not reach the cache
-    k = CustomKernel(name, source, tuple(n for n, a in bindings if a == "read"),
-                     next(n for n, a in bindings if a == "read_write"),
-                     tuple(params.items()), workgroup_size, dts, grid, checked)
+    k = CustomKernel(
+        name, source, inputs=tuple(b.name for b in reads), output=out_b.name,
+        slots=tuple(b.binding for b in storage) + ((uniforms[0].binding,) if uniforms else ()),
+        elements=tuple("T" if b.element == _T else b.element for b in storage),
+        lanes=tuple(b.lanes for b in storage),
+        types=tuple(str(b.type).replace(_T, "${T}") for b in storage),
+        param_fields=tuple(fields), workgroup_size=size, wg_fill=wg_fill, dtypes=dts,
+        grid=grid, checked=checked, entry_point=entry.name, builtins=entry.builtins)
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
-    device = current_device()
     compiled = k._compile(PipelineKey(name, (dts[0],), ()), device)
     return add(k, replace=replace, compiled=compiled, device=device)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Old vs new wgcompute in ONE device call: the same benchmark code (bench_dispatch,
+# bench_streams, bench_kernels) run against two installed wheels, alternating
+# old/new/old/new, then a table of medians and new/old ratios (benchmarks/compare_versions.py).
+#
+# Here, before the call: put the two wheels in sub-folders of .whl (NOT .whl/ itself, whose
+# wheels the preamble installs for everything):
+#   mkdir -p .whl/old .whl/new && cp /work/main/.oldwhl/wgcompute-0.1.0-*.whl .whl/old/
+#   python3 -m pip wheel --no-deps -w .whl/new .
+# On the GPU machine (carry [".gl", ".whl"]):
+#   source .gl/preamble.sh && bash benchmarks/compare_versions.sh
+# Knobs: ROUNDS (2: old,new,old,new), KERNELS_ARGS, STREAMS_ARGS, DISPATCH_ARGS, PIN
+# (e.g. "taskset -c 0-7"). Writes $OUT/compare.md and $OUT/compare.json. ~8 minutes on an H200.
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out/raw"
+export PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp WGCOMPUTE_BENCH_PEERS=0
+src=$(pwd)
+old_whl=$(ls "${OLD_WHL_DIR:-.whl/old}"/wgcompute-*.whl 2>/dev/null | head -1)
+new_whl=$(ls "${NEW_WHL_DIR:-.whl/new}"/wgcompute-*.whl 2>/dev/null | head -1)
+if [ -z "$old_whl" ] || [ -z "$new_whl" ]; then
+  echo "compare_versions: need one wheel in .whl/old/ and one in .whl/new/ (see the header)" >&2
+  exit 2
+fi
+for v in old new; do
+  whl=$([ $v = old ] && echo "$old_whl" || echo "$new_whl")
+  rm -rf "/tmp/wgc-$v" && python3 -m pip install -q --no-index --no-deps --no-compile \
+    --target "/tmp/wgc-$v" "$whl" || exit 1
+  echo "$v: $(basename "$whl")"
+done
+# A copy without wgcompute/: the installed wheel must be the one imported.
+work=/tmp/wgc-compare && rm -rf "$work" && mkdir -p "$work" && cp -r "$src/benchmarks" "$work"/
+cd "$work"
+rounds=${ROUNDS:-2}
+for r in $(seq 1 "$rounds"); do
+  for v in old new; do
+    for b in bench_dispatch bench_streams bench_kernels; do
+      case $b in
+        bench_dispatch) args=${DISPATCH_ARGS:-"--repeat 300"} ;;
+        bench_streams) args=${STREAMS_ARGS:-"--repeat 2"} ;;
+        bench_kernels) args=${KERNELS_ARGS:-"--only elementwise,reduce,softmax,matmul,copy --repeat 5"} ;;
+      esac
+      echo "== round $r $v $b"
+      PYTHONPATH="/tmp/wgc-$v:${PYTHONPATH:-}" timeout ${BENCH_TIMEOUT:-200} ${PIN:-} \
+        python3 -m "benchmarks.$b" $args --json "$out/raw/$v-$r-$b.json" > "$out/raw/$v-$r-$b.log" 2>&1 \
+        || { echo "   failed: tail of its log:"; tail -5 "$out/raw/$v-$r-$b.log"; }
+      PYTHONPATH="/tmp/wgc-$v:${PYTHONPATH:-}" python3 -c "import wgcompute, os; print('   imported', os.path.dirname(wgcompute.__file__))"
+    done
+  done
+done 2>&1 | tee "$out/compare.log"
+python3 -m benchmarks.compare_versions "$out/raw" --md "$out/compare.md" --json "$out/compare.json"
+(cd "$out" && tar czf raw.tar.gz raw && rm -rf raw)

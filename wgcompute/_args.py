@@ -1,0 +1,33 @@
+"""Argument checks shared by several layers (a blocking call's timeout), so every entry
+point refuses the same values with the same message."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+
+from .errors import ArgumentError
+
+
+def check_timeout(timeout, argument: str = "timeout") -> float | None:
+    """None (wait for ever) or a finite, non-negative number of seconds no longer than the
+    platform's lock timeout; nan, inf, negatives, bools and non-numbers are refused (nan
+    would otherwise compare false everywhere and wait for ever)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise ArgumentError(f"{argument}: expected a non-negative number of seconds or None, "
+                            f"got {type(timeout).__name__} {timeout!r}")
+    value = float(timeout)
+    if not math.isfinite(value) or value < 0 or value > threading.TIMEOUT_MAX:
+        raise ArgumentError(f"{argument}: expected a finite, non-negative number of seconds "
+                            f"(at most {threading.TIMEOUT_MAX:.0f}) or None, got {timeout!r}")
+    return value
+
+
+def check_batch(batch) -> None:
+    """A timeline tag: None or an int (a batch number)."""
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, numbers.Integral)):
+        raise ArgumentError(f"batch: expected an int (a batch number for the timeline) or "
+                            f"None, got {type(batch).__name__} {batch!r}")

@@ -491,3 +491,46 @@ def test_views_in_transfers_and_copies():
     p.set_params(0, scalar=3.0)
     p.run()
     assert out.tolist() == [27.0, 27.0, 21.0, 24.0, 27.0]
+
+
+@pytest.mark.parametrize("dt", ALL)
+def test_in_place_operators_write_the_buffer(rng, dt):
+    """a op= b writes a itself, as numpy's do: another reference sees the result."""
+    need(dt)
+    a = make(rng, dt, (4, 8), lo=1 if npd(dt).kind == "u" else None, nonzero=True)
+    b = make(rng, dt, (8,), lo=1, hi=3, nonzero=True)
+    x = wgc.from_numpy(a)
+    alias = x
+    want = a.copy()
+    with np.errstate(all="ignore"):
+        x += wgc.from_numpy(b)
+        want += b
+        x *= 2
+        want *= npd(dt).type(2)
+        x -= 1
+        want -= npd(dt).type(1)
+        if npd(dt).kind == "f":
+            x /= wgc.from_numpy(b)
+            want = (want.astype(np.float64) / b).astype(npd(dt))
+        else:
+            x //= 3
+            want = np_floordiv(want, npd(dt).type(3))
+            x %= wgc.from_numpy(b)
+            want = np_mod(want, b)
+    assert x is alias
+    same(alias, want, dt, rtol=1e-2 if dt == "f16" else None)
+
+
+def test_in_place_operators_refuse_views_and_other_dtypes():
+    x = wgc.buffer([1.0, 2.0, 3.0, 4.0])
+    v = x.reshape(2, 2)
+    with pytest.raises(wgc.ArgumentError, match="is a view; an in-place operator"):
+        v += 1
+    with pytest.raises(wgc.DtypeError, match="f32 and s32"):
+        x += wgc.buffer([1, 2, 3, 4], dtype="s32")
+    with pytest.raises(wgc.ShapeError):
+        x += wgc.buffer([[1.0] * 4] * 2)  # the result would not fit x (numpy refuses too)
+    i = wgc.buffer([1, 2], dtype="s32")
+    with pytest.raises(wgc.DtypeError, match="use //="):
+        i /= 2
+    assert x.tolist() == [1.0, 2.0, 3.0, 4.0]

@@ -341,6 +341,35 @@ class Buffer:
         from . import ops
         return ops.binary("pow", self, other, reflected=True)
 
+    # in place, as numpy's: the kernel writes this buffer (every reference sees it)
+    def __iadd__(self, other):
+        from . import ops
+        return ops.inplace("add", self, other)
+
+    def __isub__(self, other):
+        from . import ops
+        return ops.inplace("sub", self, other)
+
+    def __imul__(self, other):
+        from . import ops
+        return ops.inplace("mul", self, other)
+
+    def __itruediv__(self, other):
+        from . import ops
+        return ops.inplace("div", self, other)
+
+    def __ifloordiv__(self, other):
+        from . import ops
+        return ops.inplace("floordiv", self, other)
+
+    def __imod__(self, other):
+        from . import ops
+        return ops.inplace("mod", self, other)
+
+    def __ipow__(self, other):
+        from . import ops
+        return ops.inplace("pow", self, other)
+
     def __matmul__(self, other):
         from . import ops
         return ops.matmul_op(self, other)

@@ -405,3 +405,44 @@ def item(x: Buffer):
         raise ShapeError(f"item: {x.shape} holds {x.size} elements; only a buffer of one "
                          f"element converts to a Python number")
     return x.to_numpy().reshape(()).item()
+
+
+def inplace(op: str, a: Buffer, b):
+    """``a op= b``: the kernel writes ``a`` itself (numpy's in-place operators), so every
+    reference to ``a`` sees the result. A view is refused: its memory is its base's."""
+    from .kernels.arrayops import array_op
+    from .kernels.registry import get as kernel
+
+    where = f"operator {_SYMBOL[op]}="
+    check_buffer(a, where)
+    if a._base is not None:
+        raise ArgumentError(f"{where}: {a!r} is a view; an in-place operator would write its "
+                            f"base's memory, which kernels do not do (compute into a buffer "
+                            f"of its own)")
+    dt = DTYPES[a.dtype]
+    if isinstance(b, Buffer):
+        check_buffer(b, where)
+        if b.dtype != a.dtype:
+            raise DtypeError(f"{where}: {a.dtype} and {b.dtype} buffers; wgcompute does not "
+                             f"convert implicitly: make them one dtype with .astype()")
+        if op == "div" and not dt.is_float:
+            raise DtypeError(f"{where}: true division of {dt.name} buffers gives floats; use "
+                             f"//= (floor division)")
+        if op == "pow" and dt.name == "f64":
+            raise DtypeError(f"{where}: f64 to the power of an f64 buffer; the GPU has no "
+                             f"64-bit pow (f64 takes integer scalar exponents)")
+        k = kernel(_BUILTIN[op]) if op in _BUILTIN else array_op(op, 2)
+        return run_kernel(k, [a, b], a)
+    if not _is_scalar(b):
+        _other(b, where)
+        return NotImplemented
+    if op == "div" and not dt.is_float:
+        raise DtypeError(f"{where}: true division of a {dt.name} buffer gives floats; use //=")
+    if op == "pow" and dt.name == "f64" and float(b) != int(b):
+        raise DtypeError(f"{where}: f64 to a non-integer power; the GPU has no 64-bit pow")
+    if op == "pow" and not dt.is_float and b < 0:
+        raise DtypeError(f"{where}: a {dt.name} buffer to the negative power {b!r}")
+    s = _scalar(b, dt, where)
+    if op == "mul":
+        return run_kernel("scale", [a], a, {"scalar": s})
+    return run_kernel(array_op(op, 1, scalar=True), [a], a, {"scalar": s})

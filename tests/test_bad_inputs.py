@@ -137,7 +137,10 @@ BAD: dict[str, list] = {
               {"kernel": "relu", "inputs": 5}, {"kernel": "relu", "inputs": [None]},
               {"op": "copy_buffer", "inputs": []}, {"kernel": "relu", "params": {1: 0}}],
     "stage_index": [None, -1, 99, 1.0, True, "0"],
-    "axis": [0, 1, -2, 2.5, "x", True, [0], NAN],
+    "axis": [0, 1, -2, 2, (0, 0), 2.5, "x", True, [0], NAN],
+    "axes": [(0, 0), (2, 0), (0,), "x", 1.5, (None, 1), True],
+    "rounding": [1, "", "nearest", ["round"], True],
+    "casting": [None, "", "same_kind", 1, ["exact"]],
     "channels": [None, 0, 2, 5, 3.5, "3", True],
     "depth": [None, 0, -1, 1.5, True, "3"],
     "batches": [None, 1, np.ones(4, np.float32), Make("a Buffer", f32), [None], ["x"],
@@ -301,15 +304,23 @@ def _targets() -> list[Target]:
     add("wgc.matmul", fn(wgc.matmul), lambda: {"a": mat(), "b": mat(), "out": None,
                                                "precision": None},
         {"a": "matrix", "b": "matrix", "out": "out", "precision": "precision"}, wgc.matmul)
-    add("wgc.transpose", fn(wgc.transpose), lambda: {"a": mat(), "out": None},
-        {"a": "matrix", "out": "out"}, wgc.transpose)
+    add("wgc.transpose", fn(wgc.transpose), lambda: {"a": mat(), "out": None, "axes": None},
+        {"a": "matrix", "out": "out", "axes": "axes"}, wgc.transpose)
+    add("wgc.astype", fn(wgc.astype),
+        lambda: {"x": f32(), "dtype": "f64", "rounding": None, "casting": "exact",
+                 "out": None},
+        {"x": "buffer", "dtype": "dtype", "rounding": "rounding", "casting": "casting",
+         "out": "out"}, wgc.astype)
     add("wgc.fill", fn(wgc.fill), lambda: {"out": f32(), "value": 2.0},
         {"out": "buffer", "value": "fill_value"}, wgc.fill)
     for name in ("sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean",
-                 "argmax", "softmax"):
+                 "argmax"):
         f = getattr(wgc, name)
-        add(f"wgc.{name}", fn(f), lambda: {"x": mat(), "axis": -1, "out": None},
-            {"x": "matrix", "axis": "axis", "out": "out"}, f)
+        add(f"wgc.{name}", fn(f),
+            lambda: {"x": mat(), "axis": -1, "out": None, "keepdims": False},
+            {"x": "matrix", "axis": "axis", "out": "out", "keepdims": "bool"}, f)
+    add("wgc.softmax", fn(wgc.softmax), lambda: {"x": mat(), "axis": -1, "out": None},
+        {"x": "matrix", "axis": "axis", "out": "out"}, wgc.softmax)
     # commands
     add("wgc.submit", lambda kw: _wait(wgc.submit(**kw)),
         lambda: {"spec": {"op": "run_kernel", "kernel": "relu", "inputs": [f32()]}},
@@ -385,6 +396,29 @@ def _targets() -> list[Target]:
         add(f"Buffer.{m}", method_then_wait(m),
             lambda: {"self": f32(), "data": [1.0, 2.0, 3.0, 4.0]},
             {"self": "self_buffer", "data": "data"}, getattr(B, m))
+    # Buffer as an array (operators are covered by tests/test_arrays.py)
+    for m in ("copy", "ravel", "flatten"):
+        add(f"Buffer.{m}", method(m), lambda: {"self": f32()}, {"self": "self_buffer"},
+            getattr(B, m))
+    add("Buffer.item", method("item"), lambda: {"self": f32(1)}, {"self": "self_buffer"},
+        B.item)
+    add("Buffer.reshape", lambda kw: kw.pop("self").reshape(kw["shape"]),
+        lambda: {"self": f32(), "shape": (2, 2)}, {"self": "self_buffer", "shape": "shape"},
+        B.reshape)
+    add("Buffer.view", method("view"), lambda: {"self": f32(), "dtype": "s32"},
+        {"self": "self_buffer", "dtype": "dtype"}, B.view)
+    add("Buffer.astype", method("astype"),
+        lambda: {"self": f32(), "dtype": "f64", "rounding": None, "casting": "exact"},
+        {"self": "self_buffer", "dtype": "dtype", "rounding": "rounding",
+         "casting": "casting"}, B.astype)
+    add("Buffer.transpose", lambda kw: kw.pop("self").transpose(kw["axes"]),
+        lambda: {"self": mat(), "axes": (1, 0)}, {"self": "self_buffer", "axes": "axes"},
+        B.transpose)
+    for m in ("sum", "max", "min", "mean", "argmax"):
+        add(f"Buffer.{m}", method(m),
+            lambda: {"self": mat(), "axis": None, "keepdims": False, "out": None},
+            {"self": "self_buffer", "axis": "axis", "keepdims": "bool", "out": "out"},
+            getattr(B, m))
     # Command methods
     C = wgc.Command
     for m in ("wait", "result"):
@@ -598,6 +632,16 @@ accept(REDUCTIONS, "x", ["1-D Buffer", "Buffer (3, 5)"], "any shape reduces")
 accept([r for r in REDUCTIONS if r != "wgc.softmax"], "x", "s32 Buffer (4, 4)",
        "integer reductions are supported")
 accept(REDUCTIONS, "axis", "1", "the last axis of a 2-D buffer, as -1")
+NUMPY_REDUCTIONS = [r for r in REDUCTIONS if r != "wgc.softmax"] + [
+    f"Buffer.{m}" for m in ("sum", "max", "min", "mean", "argmax")]
+accept(NUMPY_REDUCTIONS, "axis", ["0", "1", "-2"], "any axis of a 2-D buffer, as numpy")
+accept(["wgc.matmul"], "a", "1-D Buffer", "numpy's matmul takes a vector (a row)")
+accept(["wgc.matmul"], "b", "1-D Buffer", "numpy's matmul takes a vector (a column)")
+accept("wgc.transpose", "a", "1-D Buffer", "numpy transposes a 1-D array to itself")
+accept("wgc.astype", "x", ANY_BUFFER, "every dtype and shape converts (exactly here)")
+accept("Buffer.view", "dtype", "None", "None: a view of the same dtype (numpy's view())")
+accept("Buffer.reshape", "shape", ["-1", "(-1,)"], "-1 stands for every element (numpy)")
+
 accept("wgc.argmax", "out", "u32 Buffer", "argmax writes u32 indices (a (4,) u32 fits)")
 accept("wgc.transpose", "a", ["Buffer (3, 5)", "s32 Buffer (4, 4)"], "any 2-D buffer")
 accept("Stream.write", "buf", "u32 Buffer", "1.0 is exact in u32")
@@ -725,6 +769,7 @@ NO_ARGUMENTS = {  # called once each: they take nothing a user could get wrong
     "default_device", "Timeline", "Pipeline.close", "Pipeline.recipe",
     "Buffer.tolist", "Command.poll", "Command.done", "Pipeline.buffers",
     "Stream.record_event", "Stream.query", "Stream.close", "Event.query",
+    "image.has_imageio", "image.INSTALL_HINT",
 }
 NOT_CALLABLE_BY_USERS = {
     "Buffer": "made by wgc.buffer/empty/from_numpy, never constructed directly",

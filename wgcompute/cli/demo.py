@@ -8,7 +8,7 @@ import numpy as np
 
 import wgcompute as wgc
 
-DESCRIPTION = ("The quick start on your GPU: device info, buffers, "
+DESCRIPTION = ("wgcompute's quick start on your GPU: device info, buffers, "
                "elementwise add, relu, matmul, read back; each step timed.")
 
 

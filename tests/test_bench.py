@@ -66,3 +66,39 @@ def test_bench_inference_small_run(tmp_path, monkeypatch):
     assert data["summary"]["1"]["dispatches"] == 55
     if "timestamp-query" in data["env"]["features"]:
         assert len(data["profiles"]["1"]) == 55
+
+
+def test_bench_multi_small_spreads_over_devices_and_checks_results(tmp_path, monkeypatch):
+    """The data-parallel benchmark at lavapipe sizes: stream_map over one and two logical
+    devices gives the float64 reference's results (and MobileNetV2's, where onnx is there)."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_multi
+
+    out = tmp_path / "multi.json"
+    assert bench_multi.main(["--small", "--repeat", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    impls = {r["impl"] for r in rows if r["case"] == "fma stream_map"}
+    assert {"wgcompute, 1 device", "wgcompute, 2 devices"} <= impls
+    for r in rows:
+        if r["impl"].startswith("wgcompute"):
+            assert r["err"] is not None and r["err"] < 1e-5, r
+def test_bench_arrays_runs_and_checks_its_results(tmp_path, monkeypatch):
+    """benchmarks/bench_arrays.py at a tiny size: every case runs, the operator's result and
+    the reference's are checked against numpy."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_arrays
+
+    out = tmp_path / "arrays.json"
+    assert bench_arrays.main(["--small", "--n", str(1 << 18), "--repeat", "1", "--json",
+                              str(out)]) == 0
+    data = json.loads(out.read_text())
+    impls = {r["impl"] for r in data["rows"]}
+    assert {"wgc.add(a, b, out)", "c = a + b", "c = a + b, no memory pool",
+            "+ (cols,) broadcast", "batched (a, b both 3-D)"} <= impls
+    for r in data["rows"]:
+        assert r["seconds"] > 0
+        assert r["max_rel_err"] is None or r["max_rel_err"] == 0, r

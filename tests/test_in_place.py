@@ -182,6 +182,8 @@ REFUSED = {
     # elementwise, but run in place nowhere (a model's plan never aliases): not tested so
     "nn_activation": "it is not known to give the same result in place",
     "nn_batchnorm": "it is not known to give the same result in place",
+    "strided_copy": "strided_copy reads other elements than the one it writes",
+    "astype": "astype writes another dtype than it reads",
 }
 # how many inputs each refused kernel takes beyond the first (the aliased one)
 EXTRA_INPUTS = {"matmul": 1, "conv2d": 2, "conv2d_residual": 3, "conv_transpose2d": 2,

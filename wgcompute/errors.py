@@ -53,6 +53,10 @@ class BufferFreedError(WgComputeError):
     """A buffer was used after free()."""
 
 
+class IndexingError(WgComputeError, IndexError):
+    """An index is out of range, or of a kind buffers do not take (advanced indexing)."""
+
+
 class DeviceError(WgComputeError):
     """No usable adapter, the device was lost or closed, or the GPU refused an operation."""
 

@@ -14,7 +14,7 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from ..buffer import Buffer, check_buffer, empty, from_numpy
+from ..buffer import Buffer, BufferView, check_buffer, empty, from_numpy
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
 from ..errors import (
@@ -57,6 +57,10 @@ class PipelineKey:
     dtypes: tuple[str, ...]
     constants: tuple[tuple[str, Any], ...] = ()
     in_place: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        # kernels pass buffers' dtypes (DType objects): the key holds their names
+        object.__setattr__(self, "dtypes", tuple(str(d) for d in self.dtypes))
 
 
 @dataclass
@@ -326,7 +330,7 @@ class Meta:
 
     @classmethod
     def of(cls, b: Buffer) -> Meta:
-        return cls(b.shape, b.dtype, b._dev)
+        return cls(b.shape, str(b.dtype), b._dev)
 
 
 @dataclass
@@ -461,6 +465,61 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
                          device=device, parts=parts, temps=temps, keep=keep)
 
 
+# The strided_copy kernel that gathers unaligned views (builtin.py puts it here when it makes
+# the built-in kernels: the registry sits above this module).
+GATHER: list = []
+
+
+def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params,
+                   device: Device) -> MultiDispatch:
+    """The kernel over views that cannot be bound where they lie (their offset is not a
+    multiple of min-storage-buffer-offset-alignment): each is first copied on the GPU into
+    a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
+    from .layout import contiguous_strides
+
+    copy = GATHER[0]
+    temps, steps, refs = [], [], []
+    for i, b in enumerate(inputs):
+        if b._bindable():
+            refs.append(f"in{i}")
+            continue
+        item = b._dt.itemsize
+        alias = _alias(b._base, b)
+        t = len(temps)
+        temps.append(empty(b.shape, b._dt, label=f"{kernel.name}-view{i}", device=device))
+        steps.append((copy, [alias], temps[t], {"strides": contiguous_strides(b.shape),
+                                               "offset": b._offset // item}))
+        refs.append(temps[t])
+    env = {f"in{i}": b for i, b in enumerate(inputs)}
+    args = [env[r] if isinstance(r, str) else r for r in refs]
+    parts = [bind(k, ins, out, p) for k, ins, out, p in steps]
+    parts.append(bind(kernel, args, output, params))
+    for b in list(inputs) + ([output] if output is not None else []):
+        weakref.finalize(b, _free_all, temps)
+    resolved = parts[-1].params
+    return GatheredDispatch(kernel, [Meta.of(b) for b in inputs],
+                            Meta.of(output) if output is not None else None, resolved, None,
+                            [launch for part in parts for launch in part.launches],
+                            device=device, parts=parts, temps=temps)
+
+
+@dataclass
+class GatheredDispatch(MultiDispatch):
+    """A kernel bound after copies of its unaligned view inputs (``_bind_gathered``): the
+    copies do not depend on params, so new params go to the kernel's own part."""
+
+    def set_params(self, **params) -> None:
+        self.parts[-1].set_params(**params)
+        self.params = self.parts[-1].params
+        self.launches = [launch for part in self.parts for launch in part.launches]
+
+
+def _alias(root: Buffer, view: Buffer) -> Buffer:
+    """All of ``root``'s memory seen as elements of ``view``'s dtype, from byte 0 (so it
+    binds anywhere)."""
+    return BufferView(root, (root.nbytes // view._dt.itemsize,), 0, view._dt)
+
+
 def same_device(kernel_name: str, named_buffers) -> Device:
     """The one device of ``named_buffers`` ((argument name, Buffer) pairs); a buffer on another
     device is a DeviceError naming it (copy across with ``buf.to(device)``)."""
@@ -501,8 +560,22 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported (output is "
                              f"{output.dtype}{like}); expected one of "
                              f"{', '.join(kernel.dtypes)}")
-    aliased = tuple(i for i, b in enumerate(inputs)
-                    if output is not None and _same_memory(b, output))
+    if output is not None and output._base is not None:
+        raise ArgumentError(
+            f"{kernel.name}: output {output!r} is part of another buffer's memory; kernels "
+            f"write whole words past a result's last element, so they write into buffers of "
+            f"their own (write the result there, then copy)")
+    aliased = []
+    for i, b in enumerate(inputs):
+        shared = _shared_memory(b, output) if output is not None else None
+        if shared == "part":
+            raise ArgumentError(
+                f"{kernel.name}: input {kernel.inputs[i]!r} {b!r} is a view of part of the "
+                f"output's memory; a kernel cannot read it while writing the output (write to "
+                f"another buffer)")
+        if shared == "all":
+            aliased.append(i)
+    aliased = tuple(aliased)
     if aliased:
         why = kernel.in_place_refusal(list(inputs), output, aliased)
         if why:
@@ -512,6 +585,8 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
+    if not all(b._bindable() for b in inputs):
+        return _bind_gathered(kernel, list(inputs), output, params, device)
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
         return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
@@ -536,13 +611,17 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         device.stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
     slots = kernel.binding_slots()
+    names = kernel.storage_bindings()
+    where = [b._binding(f"{kernel.name}: {names[j]!r}") for j, b in enumerate(storage)]
     for i, launch in enumerate(launches):
         entries = []
         for j, b in enumerate(storage):
-            res = {"buffer": b.gpu_buffer}
-            if launch.ranges is not None:
-                off, size = launch.ranges[j]
-                res = {"buffer": b.gpu_buffer, "offset": off, "size": size}
+            gpu, base = where[j]
+            # the data's own bytes, not the whole allocation: a view lies inside its base's,
+            # a pooled result's may be larger
+            off, size = launch.ranges[j] if launch.ranges is not None else (0,
+                                                                            b._bound_bytes())
+            res = {"buffer": gpu, "offset": base + off, "size": size}
             entries.append({"binding": slots[j], "resource": res})
         if compiled.uniform_fields:
             entries.append({"binding": slots[n_storage], "resource": {
@@ -560,9 +639,21 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     return d
 
 
-def _same_memory(a: Buffer, b: Buffer) -> bool:
-    """Whether two buffers are backed by the one GPU buffer (one Buffer passed twice)."""
-    return a is b or a.gpu_buffer is b.gpu_buffer
+def _shared_memory(a: Buffer, b: Buffer) -> str | None:
+    """How ``a``'s memory relates to ``b``'s: "all" (the same bytes: one Buffer passed twice,
+    or a view of all of it), "part" (a view overlapping part of it), or None."""
+    if a is b:
+        return "all"
+    ra = a._base if a._base is not None else a
+    rb = b._base if b._base is not None else b
+    if ra is not rb and (ra._gpu is None or ra._gpu is not rb._gpu):
+        return None
+    a0, b0 = a._offset, b._offset
+    if a0 == b0 and a.nbytes == b.nbytes:
+        return "all"
+    if a0 < b0 + b.nbytes and b0 < a0 + a.nbytes:
+        return "part"
+    return None
 
 
 def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:
@@ -572,7 +663,7 @@ def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> N
     names = kernel.storage_bindings()
     for launch in launches:
         for j, b in enumerate(storage):
-            size = launch.ranges[j][1] if launch.ranges is not None else b.gpu_buffer.size
+            size = launch.ranges[j][1] if launch.ranges is not None else b._bound_bytes()
             if size > limit:
                 raise ShapeError(
                     f"{kernel.name}: {names[j]!r} {b.shape} {b.dtype} binds {size} bytes; "

@@ -49,8 +49,11 @@ def layout(b) -> Layout:
 def check_image(kernel: str, b, what: str) -> None:
     if b.dtype == "u8":
         if b.ndim != 3 or b.shape[2] != 4:
+            hint = (" (a uint8 photo as numpy gives it: make the buffer with "
+                    "wgc.image.from_numpy(photo), which adds alpha and packs RGBA8)"
+                    if b.ndim in (2, 3) else "")
             raise ShapeError(f"{kernel}: {what} is u8 {b.shape}; RGBA8 images are u8 "
-                             f"(H, W, 4)")
+                             f"(H, W, 4){hint}")
     elif b.dtype == "f32":
         if b.ndim not in (2, 3):
             raise ShapeError(f"{kernel}: {what} is f32 {b.shape}; float images are (H, W) or "

@@ -37,7 +37,7 @@ def add(kernel: Kernel, replace: bool = False, compiled=None,
         device: Device | None = None) -> Kernel:
     """Register ``kernel``. Replacing drops the old kernel's cached pipelines on every device
     (they are keyed by name, and would otherwise keep running the old shader); ``compiled``
-    seeds ``device``'s cache."""
+    goes into ``device``'s cache."""
     with _lock:
         _check_free(kernel.name, replace)
         _aliases.pop(kernel.name, None)

@@ -97,6 +97,7 @@ class Model:
         self._lock = threading.RLock()
         self._kernel = None
         self._freed = False
+        self._onnx: bytes | None = None  # the model's bytes when it came from no file
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}{_fmt_dims(d)}" for n, d, _ in self.graph.inputs)
@@ -105,6 +106,16 @@ class Model:
                 f"{len(self.graph.nodes)} nodes, {self.dtype}{state}>")
 
     # -- description ------------------------------------------------------------------------
+    def onnx_bytes(self) -> bytes:
+        """The ONNX model this was loaded from, serialized (read from its file, if it came
+        from one): what another process needs to load the same model."""
+        if self._onnx is not None:
+            return self._onnx
+        if self.source is None:
+            raise ModelError(f"{self.name}: not loaded from an ONNX file or bytes")
+        with open(self.source, "rb") as f:
+            return f.read()
+
     @property
     def input_names(self) -> list[str]:
         return [n for n, _, _ in self.graph.inputs]
@@ -597,7 +608,11 @@ def load_onnx(source, *, dtype: str = "f32", name: str | None = None) -> Model:
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     if name is None:
         name = os.path.splitext(os.path.basename(path))[0] if path else graph.name
-    return Model(graph, name, dtype, path)
+    m = Model(graph, name, dtype, path)
+    if path is None:  # what it was loaded from, for onnx_bytes() (a model that travels)
+        m._onnx = bytes(source) if isinstance(source, (bytes, bytearray, memoryview)) \
+            else source.SerializeToString()
+    return m
 
 
 def register_model(name: str, model, *, replace: bool = False) -> ModelKernel:

@@ -344,6 +344,8 @@ def main(argv=None) -> Results:
     # touched memory, is the stage's time
     touched = np.ones(n, np.float32).view(np.uint8)
     try:
+        if getattr(out, "device", None) is None:
+            raise ImportError("wgcompute 0.1: no per-device runtime")
         from wgcompute import transfers
 
         t_down, _ = timed(lambda: transfers.download(out.device, out.gpu_buffer, 0, out.nbytes,

@@ -139,8 +139,11 @@ def test_pools_against_onnxruntime(rng, op, attrs):
     close(got.to_numpy(), want)
 
 
-def test_global_pools(rng):
-    x = rnd(rng, 3, 5, 13, 11)
+@pytest.mark.parametrize("hw", [(13, 11), (7, 7), (16, 16), (17, 17)])
+def test_global_pools(rng, hw):
+    """Planes of up to 256 values summed by one invocation each, larger ones by a
+    workgroup each (17×17)."""
+    x = rnd(rng, 3, 5, *hw)
     close(wgc.ml.global_avg_pool(x), x.mean((2, 3), keepdims=True))
     close(wgc.ml.global_max_pool(x), x.max((2, 3), keepdims=True))
 

@@ -33,7 +33,7 @@ ALGOS = ("auto", "gemm", "skinny", "depthwise")
 MAX_BATCH_DIMS = 3
 _DW_WG = 64
 
-# gemm (batched products, not convolutions): tuned per output size class, on one shape each
+# gemm (products that are not convolutions): tuned per output size class, on one shape each
 _TUNE = {"large": ("64x128x16_4x8", "128x128x16_8x8", "128x64x16_8x4", "64x64x16_4x4"),
          "medium": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_4x8", "128x64x16_8x4"),
          "small": ("32x64x16_4x4", "32x32x16_4x4", "64x64x16_4x4"),
@@ -41,7 +41,7 @@ _TUNE = {"large": ("64x128x16_4x8", "128x128x16_8x8", "128x64x16_8x4", "64x64x16
 # (M, N, K) each class is tuned on
 _TUNE_SHAPES = {"large": (128, 25088, 576), "medium": (192, 3136, 192),
                 "small": (320, 784, 960), "tiny": (160, 49, 960)}
-_TUNE_REVISION = 1
+_TUNE_REVISION = 2
 
 
 def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
@@ -937,32 +937,16 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
 
 # -- autotuning ------------------------------------------------------------------------------------
 def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
-    """Seconds of one GEMM of the class's tuning shape with ``cfg`` (median of 3 after a
-    warm-up), as a 1×1 convolution or a gemm, on ``device``."""
-    import time
-
-    import numpy as np
-
-    from .. import _queue
+    """Seconds of one gemm of the class's tuning shape with ``cfg`` on ``device``."""
     from ..buffer import empty
     from .base import bind
 
     m, n, k = _TUNE_SHAPES[cls]
-    shapes = ([(1, k, 1, n), (m, k, 1, 1), (m,), (1, m, 1, n)] if kind == "conv2d"
-              else [(m, k), (k, n), (1,), (m, n)])
-    bufs = [empty(s, dtype, f"autotune-{kind}", device=device) for s in shapes]
+    bufs = [empty(s, dtype, f"autotune-{kind}", device=device)
+            for s in [(m, k), (k, n), (1,), (m, n)]]
     try:
-        d = bind(CONV2D if kind == "conv2d" else GEMM, bufs[:3], bufs[3], {"_config": cfg})
-        calls = d.raw_calls() * 3
-        times = []
-        for rep in range(4):
-            enc = device.link.encoder()
-            enc.record_calls(calls)
-            t0 = time.perf_counter()
-            _queue.wait(device.submitter.submit([enc.finish()]))
-            if rep:
-                times.append((time.perf_counter() - t0) / 3)
-        return float(np.median(times))
+        d = bind(GEMM, bufs[:3], bufs[3], {"_config": cfg})
+        return conv_configs.time_calls(device, d.raw_calls())
     finally:
         for b in bufs:
             b.free()

@@ -83,14 +83,14 @@ def test_viewer_frames_match_compute(tmp_path):
     assert len(paths) == 30
     image = rgba(PHOTO)
     for frame, stages in EXPECTED.items():
-        got = iio.imread(paths[frame])
+        got = wgc.image.read_file(paths[frame])
         assert got.shape == image.shape
         np.testing.assert_array_equal(got, compute(image, stages), err_msg=f"frame {frame}")
-    assert not np.array_equal(iio.imread(paths[29]), image)
+    assert not np.array_equal(wgc.image.read_file(paths[29]), image)
     # `s` before frame 27 saved what frame 26 showed
     shots = [p for p in os.listdir(tmp_path) if p.startswith("wgcompute-view-")]
     assert len(shots) == 1
-    np.testing.assert_array_equal(iio.imread(tmp_path / shots[0]), iio.imread(paths[26]))
+    np.testing.assert_array_equal(wgc.image.read_file(tmp_path / shots[0]), wgc.image.read_file(paths[26]))
     # the docs show these frames (produced by this test run)
     os.makedirs(DOCS_IMAGES, exist_ok=True)
     shutil.copyfile(paths[14], os.path.join(DOCS_IMAGES, "viewer.png"))
@@ -100,7 +100,7 @@ def test_viewer_frames_match_compute(tmp_path):
 def test_pattern_animates_and_matches_compute(tmp_path):
     w, h = 96, 64
     paths = view(None, frames=3, out=str(tmp_path), size=(w, h), keys="1:1", quiet=True)
-    frames = [iio.imread(p) for p in paths]
+    frames = [wgc.image.read_file(p) for p in paths]
     assert not np.array_equal(frames[1], frames[2])  # the pattern moves
     t = 0.0
     for _ in range(3):
@@ -116,7 +116,7 @@ def test_cli_frames_and_errors(tmp_path, capsys, monkeypatch):
 
     assert main(["view", "--frames", "2", "--size", "40x30", "--out", str(tmp_path)]) == 0
     assert sorted(os.listdir(tmp_path)) == ["frame_0000.png", "frame_0001.png"]
-    assert iio.imread(tmp_path / "frame_0001.png").shape == (30, 40, 4)
+    assert wgc.image.read_file(tmp_path / "frame_0001.png").shape == (30, 40, 4)
     assert main(["view", str(tmp_path / "missing.png"), "--frames", "1"]) == 1
     assert "missing.png" in capsys.readouterr().err
     assert main(["view", "--frames", "1", "--keys", "oops"]) == 1
@@ -146,7 +146,7 @@ def test_window_loop_under_xvfb(tmp_path):
     assert "keys" in out.stdout
     shots = list(tmp_path.glob("wgcompute-view-*.png"))
     assert len(shots) == 1, out.stdout
-    shot = iio.imread(shots[0])
+    shot = wgc.image.read_file(shots[0])
     assert shot.shape == (48, 64, 4)
     assert shot[..., :3].std() > 5  # blurred edges of the pattern, not an empty window
 

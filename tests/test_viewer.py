@@ -90,7 +90,8 @@ def test_viewer_frames_match_compute(tmp_path):
     # `s` before frame 27 saved what frame 26 showed
     shots = [p for p in os.listdir(tmp_path) if p.startswith("wgcompute-view-")]
     assert len(shots) == 1
-    np.testing.assert_array_equal(wgc.image.read_file(tmp_path / shots[0]), wgc.image.read_file(paths[26]))
+    np.testing.assert_array_equal(wgc.image.read_file(tmp_path / shots[0]),
+                                  wgc.image.read_file(paths[26]))
     # the docs show these frames (produced by this test run)
     os.makedirs(DOCS_IMAGES, exist_ok=True)
     shutil.copyfile(paths[14], os.path.join(DOCS_IMAGES, "viewer.png"))

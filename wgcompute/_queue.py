@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 
-from .errors import DeviceError
+from .errors import DeviceError, DeviceLostError
 
 log = logging.getLogger("wgcompute")
 
@@ -168,10 +168,13 @@ class Submitter:
         self.release_idle_token()
 
     def _check_alive(self) -> None:
-        if self.seen_epoch != LOSS.epoch and self.probe is not None:
+        destroyed = self.link.destroyed()
+        if (self.seen_epoch != LOSS.epoch or destroyed) and self.probe is not None:
             self.probe()
         if self.dead is not None:
             raise self.dead
+        if destroyed:  # another thread is marking the loss at this moment: submit nothing
+            raise DeviceLostError(f"{self.label} was lost (its wgpu device was destroyed)")
 
     def submit(self, command_buffers, fence: bool = True) -> Fence | None:
         """Submit now; return the submission's Fence (None with ``fence=False``: staging

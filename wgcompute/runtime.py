@@ -413,8 +413,9 @@ class Device:
     # -- liveness --------------------------------------------------------------------------------
     def check(self, argument: str = "device") -> None:
         """Raise DeviceLostError / DeviceError if this device can no longer be used. Probes
-        the device if wgpu reported a loss since the last check."""
-        if self.submitter.seen_epoch != LOSS.epoch:
+        the device if wgpu reported a loss since the last check, or its GPUDevice was
+        destroyed."""
+        if self.submitter.seen_epoch != LOSS.epoch or self.link.destroyed():
             self._probe()
         if not self.alive:
             raise type(self.dead)(f"{argument}: {self.dead}")
@@ -427,6 +428,9 @@ class Device:
         but wgpu-native kept ~90 KB for each while a staging buffer was mapped.)"""
         self.submitter.seen_epoch = LOSS.epoch
         if not self.alive:
+            return
+        if self.link.destroyed():  # GPUDevice.destroy() from outside: no native call after it
+            self.mark_lost("its wgpu device was destroyed")
             return
         try:
             self.gpu_device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_DST).destroy()

@@ -30,6 +30,13 @@ def _wrap(dev, e: BaseException, what: str) -> BaseException:
     return dev.wrap(e, what)
 
 
+def _mapped(dev, stage, padded: int, write: bool) -> np.ndarray:
+    """The mapped range of a staging buffer, after checking the device is still there: asking
+    a destroyed device's buffer for its range makes wgpu-native abort the process."""
+    dev.check()
+    return dev.link.mapped(stage, padded, write)
+
+
 def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> Fence | None:
     """Copy the bytes of ``data`` into GPU buffer ``dst`` of ``dev`` at ``dst_offset``.
 
@@ -60,7 +67,7 @@ def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> F
             enc = link.encoder()
             enc.copy(stage, 0, dst, dst_offset + start, padded)
             cb = enc.finish()
-            view = link.mapped(stage, padded, True)
+            view = _mapped(dev, stage, padded, True)
             workers.copy_bytes(view[:size], part)
             if padded != size:
                 view[size:padded] = 0
@@ -119,7 +126,7 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
             except BaseException:
                 stage.destroy()
                 raise
-            view = link.mapped(stage, padded, False)
+            view = _mapped(dev, stage, padded, False)
             workers.copy_bytes(out[start:start + size], view[:size])
             del view
             link.unmap(stage)
@@ -173,7 +180,7 @@ class Readback:
                 continue
             try:
                 dev.staging.wait_map(request)
-                view = dev.link.mapped(stage, padded, False)
+                view = _mapped(dev, stage, padded, False)
                 dev.workers.copy_bytes(out[start:start + size], view[:size])
                 del view
                 dev.link.unmap(stage)
@@ -210,7 +217,7 @@ class UploadStage:
         n = src.nbytes
         padded = (n + 3) & ~3
         if padded:
-            view = dev.link.mapped(self.buf, padded, True)
+            view = _mapped(dev, self.buf, padded, True)
             dev.workers.copy_bytes(view[:n], src)
             if padded != n:
                 view[n:padded] = 0
@@ -271,8 +278,7 @@ class DownloadStage:
         """Copy the mapped bytes into ``out`` (1-D uint8 of nbytes) and unmap."""
         if not self.nbytes:
             return
-        self._dev.check()
-        view = self._dev.link.mapped(self.buf, self.padded, False)
+        view = _mapped(self._dev, self.buf, self.padded, False)
         self._dev.workers.copy_bytes(out, view[:self.nbytes])
         del view
         self._dev.link.unmap(self.buf)
@@ -283,6 +289,7 @@ class DownloadStage:
         Needs reserve_lease() on the device's staging first; None where the native calls
         cannot lend a mapping (the caller then copies)."""
         staging = self._dev.staging
+        self._dev.check()
         arr = self._dev.link.lease(self.buf, self.nbytes, staging.end_lease)
         if arr is None:
             return None

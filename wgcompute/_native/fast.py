@@ -230,6 +230,7 @@ class Link:
         self.dev = gpu_device._internal
         self.queue = gpu_device.queue._internal
         self._poller = gpu_device._poller
+        self._had_poller = self._poller is not None
         self._arrays: dict[int, object] = {}  # reusable WGPUCommandBuffer[n]
         self.poll_calls = (lib.wgpuDevicePoll, self.dev, ffi.NULL)
 
@@ -279,6 +280,11 @@ class Link:
             if type(cb) is CommandBuffer:
                 cb.release()
         return int(index)
+
+    def destroyed(self) -> bool:
+        """Whether ``GPUDevice.destroy()`` was called (wgpu-py drops the device's poll thread
+        first): a submit after it would abort the process inside wgpu-native."""
+        return self._had_poller and self.gpu_device._poller is None
 
     def notifier(self, sink) -> Notifier:
         return Notifier(self.queue, sink)

@@ -109,6 +109,7 @@ class Link:
     def __init__(self, gpu_device):
         self.gpu_device = gpu_device
         self._queue = gpu_device.queue
+        self._had_poller = getattr(gpu_device, "_poller", None) is not None
         self._index = itertools.count(1)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._scratch: dict[int, tuple] = {}  # write views handed out, flushed by unmap
@@ -120,6 +121,11 @@ class Link:
         self._thread = threading.Thread(target=self._complete, daemon=True,
                                         name="wgcompute-completion")
         self._thread.start()
+
+    def destroyed(self) -> bool:
+        """Whether ``GPUDevice.destroy()`` was called (wgpu-py drops the device's poll thread
+        first; False where it has none)."""
+        return self._had_poller and getattr(self.gpu_device, "_poller", None) is None
 
     # -- encoding ----------------------------------------------------------------------------
     def encoder(self) -> Encoder:

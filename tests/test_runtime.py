@@ -58,6 +58,7 @@ def test_devices_lists_the_adapters_and_device_opens_them():
         wgc.device(1.5)
 
 
+@pytest.mark.needs("several-devices")
 def test_two_devices_compute_at_once_from_several_threads(two, rng):
     errors, done = [], []
 
@@ -92,6 +93,7 @@ def test_two_devices_compute_at_once_from_several_threads(two, rng):
     assert two[0].submitter.submissions > 0 and two[1].submitter.submissions > 0
 
 
+@pytest.mark.needs("several-devices")
 def test_use_device_is_per_thread_and_per_task(two):
     d0, d1 = two
     seen = {}
@@ -125,6 +127,7 @@ def test_use_device_is_per_thread_and_per_task(two):
             pass
 
 
+@pytest.mark.needs("several-devices")
 def test_mixing_devices_is_a_device_error_naming_the_argument(two):
     d0, d1 = two
     a0 = wgc.buffer([1.0, 2.0], device=d0)
@@ -148,6 +151,7 @@ def test_mixing_devices_is_a_device_error_naming_the_argument(two):
     assert a0.to(d0) is a0
 
 
+@pytest.mark.needs("several-devices")
 def test_close_releases_every_gpu_object_and_later_use_raises():
     before = _counts()
     d = wgc.device()
@@ -187,6 +191,7 @@ def test_close_releases_every_gpu_object_and_later_use_raises():
     assert final["Device"] <= before["Device"] and final["Queue"] <= before["Queue"]
 
 
+@pytest.mark.needs("several-devices")
 def test_a_lost_device_fails_its_work_and_others_go_on(two):
     d0, d1 = two
     x = wgc.from_numpy(np.ones(1 << 18, np.float32), device=d0)
@@ -213,6 +218,7 @@ def test_a_lost_device_fails_its_work_and_others_go_on(two):
     assert wgc.relu(z).tolist() == [0, 0, 0, 0, 0, 1, 2, 3]
 
 
+@pytest.mark.needs("several-devices")
 def test_a_device_lost_under_stream_map_ends_the_iteration_with_the_loss():
     d = wgc.device()
 
@@ -266,6 +272,7 @@ def test_adopting_a_wgpu_device_that_its_owner_keeps():
 
 
 @pytest.mark.parametrize("same", [False, True], ids=["two devices", "one device twice"])
+@pytest.mark.needs("several-devices")
 def test_stream_map_over_several_devices_keeps_input_order(two, same, rng):
     devs = [two[0], two[0]] if same else list(two)
     batches = [rng.standard_normal(3000 + 7 * i).astype(np.float32) for i in range(17)]
@@ -289,6 +296,7 @@ def test_stream_map_over_several_devices_keeps_input_order(two, same, rng):
         np.testing.assert_array_equal(got, np.maximum(b, 0))
 
 
+@pytest.mark.needs("several-devices")
 def test_stream_map_checks_its_devices(two):
     with pytest.raises(wgc.ArgumentError, match="devices: expected a non-empty list"):
         wgc.stream_map("relu", [np.ones(4, np.float32)], devices=[])
@@ -320,6 +328,7 @@ def test_the_portable_backend_computes_the_same():
     assert last == "ok"
 
 
+@pytest.mark.needs("several-devices")
 def test_gl_and_vulkan_devices_compute_side_by_side(rng):
     backends = {a.backend for a in wgc.devices()}
     if "OpenGL" not in backends or "Vulkan" not in backends:
@@ -368,6 +377,7 @@ def _nvidia_with_clock_tools() -> str | None:
     return None
 
 
+@pytest.mark.needs("several-devices")
 def test_hold_clocks_where_it_cannot_be_done_says_why():
     if _nvidia_with_clock_tools() is None:
         pytest.skip("this machine can hold its GPU's clocks (tested below)")

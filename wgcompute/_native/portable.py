@@ -253,3 +253,8 @@ class Link:
     # -- shaders -----------------------------------------------------------------------------
     def shader_module(self, label: str, code: str, checked: bool):
         return self.gpu_device.create_shader_module(label=label, code=code)
+
+    # -- surfaces ----------------------------------------------------------------------------
+    @staticmethod
+    def surface_formats(wgpu_context) -> int | None:
+        return None  # wgpu-py's public API cannot tell (it reports defaults instead)

@@ -32,11 +32,13 @@ test-gl: export WGCOMPUTE_WITH_GL := 1
 test-gl: setup
 	WGCOMPUTE_BACKEND=gl $(BIN)/python -m pytest -q
 
-# The core of the suite: buffers, transfers, kernels, commands, pipelines, streams, devices.
+# The core of the suite: buffers, transfers, kernels, commands, pipelines, streams, devices,
+# threads, surfaces.
 PORTABLE_TESTS := $(addprefix tests/,test_buffers.py test_dtypes.py test_transfers.py \
 	test_copy.py test_kernels_core.py test_fast_kernels.py test_reduce.py test_matmul.py \
 	test_custom_kernels.py test_custom_kernels_reflected.py test_in_place.py test_async.py \
-	test_examples_async.py test_pipeline.py test_streams.py test_runtime.py test_errors.py)
+	test_examples_async.py test_pipeline.py test_streams.py test_runtime.py test_errors.py \
+	test_threads.py test_surface.py)
 test-portable: setup
 	WGCOMPUTE_NATIVE=portable $(BIN)/python -m pytest -q $(PORTABLE_TESTS)
 

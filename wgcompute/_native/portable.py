@@ -286,6 +286,9 @@ class Link:
         return self.gpu_device.create_shader_module(label=label, code=code)
 
     # -- surfaces ----------------------------------------------------------------------------
-    @staticmethod
-    def surface_formats(wgpu_context) -> int | None:
-        return None  # wgpu-py's public API cannot tell (it reports defaults instead)
+    def surface_formats(self, wgpu_context) -> int | None:
+        """How many formats this device's adapter can present to a window's surface.
+        wgpu-py's public API cannot tell (it reports default formats instead), and configuring
+        a surface the adapter cannot present to aborts the process: so 0 on an OpenGL adapter
+        (those measured list no format for a window), else None (unknown)."""
+        return 0 if self.gpu_device.adapter.info["backend_type"] == "OpenGL" else None

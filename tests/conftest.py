@@ -52,8 +52,9 @@ def pytest_sessionstart(session):
                                     f"but the adapter is {info['name']} ({info['backend']})")
     native = os.environ.get("EXPECT_NATIVE", "").strip().lower()
     if native and info["native"] != native:
+        note = f" ({info['native_note']})" if info["native_note"] else ""
         raise pytest.UsageError(f"EXPECT_NATIVE={native} but wgcompute's native calls are "
-                                f"{info['native']!r} ({info['native_note']})")
+                                f"{info['native']!r}{note}")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   tail -5 "$out/tests.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-  for b in ${BENCHES:-bench_core bench_dispatch bench_transfers bench_streams bench_kernels bench_image}; do
+  for b in ${BENCHES:-bench_core bench_dispatch bench_transfers bench_streams bench_kernels bench_image bench_arrays}; do
     [ -f "benchmarks/$b.py" ] || continue
     echo "## $b" | tee -a "$out/bench.md"
     timeout ${BENCH_TIMEOUT:-240} ${PIN:-} python3 -m "benchmarks.$b" --json "$out/res/$b.json" 2>&1 | tee -a "$out/bench.md"

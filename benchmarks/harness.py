@@ -484,9 +484,10 @@ def env_info() -> dict:
     if _env is None:
         import wgcompute as wgc
 
-        # The peers first: on the H200, initializing CUDA (torch, cupy) *after* wgcompute
-        # had opened its Vulkan device made the RGBA8 image pipeline 4.5x slower for the
-        # rest of the process (3.8 ms against 0.83 ms; f32 kernels were unaffected).
+        # A CUDA peer's context keeps an NVIDIA GPU's SM clock up for every API while it
+        # exists; without one, Vulkan work in bursts runs at the idle clock (docs/
+        # architecture.md, "Steady speed"). Run with WGCOMPUTE_HOLD_CLOCKS=1 for figures
+        # that do not depend on which peer ran before.
         found = sorted(peers())
         info = wgc.device_info()
         _env = {"device": info["name"], "backend": info["backend"], "driver": info["driver"],
@@ -495,7 +496,7 @@ def env_info() -> dict:
                 "numpy": np.__version__, "python": platform.python_version(),
                 "machine": platform.machine(), "command": " ".join(sys.argv),
                 "utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "peers": found}
+                "peers": found, "clocks_held": info.get("clocks_held", False)}
     return _env
 
 

@@ -1,4 +1,4 @@
-"""The seed's async-pipelines guide, in Python: submit → poll → wait, parallel commands,
+"""Asynchronous pipelines in Python: submit → poll → wait, parallel commands,
 a multi-stage pipeline, the same pipeline asynchronously, and awaiting from asyncio."""
 
 import asyncio

@@ -11,7 +11,8 @@
 //   one k step's multiply-adds, all generated straight-line with constant offsets),
 //   WRITE (accumulators -> out, edge-guarded), HELPERS (guarded scalar loads, for the
 //   operands that are not vec4), OT (out's element: BT, or atomic<u32> for split-K),
-//   PHASE0 (split-K: the launch that zeroes out).
+//   PHASE0 (split-K: the launch that zeroes out), EXTRA and KBEGIN (batched products: the
+//   batch's sizes and strides, and the batch index and k slice taken from workgroup z).
 // Split-K (f32 sums: f32, or f16 a and b writing an f32 temporary that a second kernel
 // converts): workgroup z multiplies the k range [z·kchunk, (z+1)·kchunk) and adds its block
 // into out by compare-and-swap, after a first launch (phase 0) zeroed out; skinny outputs
@@ -31,7 +32,7 @@ struct Params {
     N: u32,
     K: u32,
     phase: u32,
-    kchunk: u32,
+    kchunk: u32,${EXTRA}
 }
 
 @group(0) @binding(0) var<storage, read> a: array<${AT}>;
@@ -54,7 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let col0 = bx * ${BN}u;
     ${TXTY}
     ${DECLARE}
-    let kbegin = wid.z * p.kchunk;
+    ${KBEGIN}
     let kend = min(p.K, kbegin + p.kchunk);
     let tiles = select(0u, (kend - kbegin + ${BK}u - 1u) / ${BK}u, kend > kbegin);
     var k0 = kbegin;

@@ -1,11 +1,15 @@
-// Reductions sum, max, min, mean, argmax over the last axis ("rows" mode) or over everything
-// ("partial" then "finish" modes; argmax: "full" mode). Filled in by wgcompute/kernels/reduce.py.
+// Reductions sum, max, min, mean, argmax over trailing axes ("rows" mode), over one block of
+// axes with kept axes after it ("cols" mode; "colpart" for the first of two steps), or over
+// everything ("partial" then "finish" modes; argmax: "full" mode). Filled in by
+// wgcompute/kernels/reduce.py.
 // Bindings: 0 x (read), 1 out (read_write; array<atomic<u32>> in full mode, the partials
-//   array<ACC> in partial mode), 2 params (uniform).
+//   array<ACC> in partial and colpart modes), 2 params (uniform).
 // Params: rows (rows of this launch), n (elements per row, or in all), phase (full mode:
 //   0 init, 1 accumulate, 2 argmax indices, 3 finalize; other modes ignore it), groups
-//   (workgroups of the accumulate phases / partials), total (finish: elements of the whole
-//   reduction, mean's divisor), ident (the reduction's identity, as ACC).
+//   (workgroups of the accumulate phases / partials), total (finish, cols: elements of the
+//   whole reduction, mean's divisor), inner / parts / chunk (cols modes: output o is
+//   ((q·parts + part)·inner + c) and reads rows part·chunk.. of n, inner elements apart, from
+//   q·n·inner + c), ident (the reduction's identity, as ACC).
 // Partial mode: workgroup g's grid-stride pass over x into out[g]; finish mode: one workgroup
 // merges the partials into out[0].
 // Templates: ENABLE, ACC (accumulator type), XT (x's array element: T, vec4<T>, or u32 words of
@@ -13,6 +17,8 @@
 //   ELEM (element i as ACC), LOAD4 (vec4 item q as vec4<ACC>, vector path only), SCAN (one
 //   invocation's strided pass), WGREDUCE (subgroup or workgroup-memory reduction), MAIN.
 // Rows mode: one workgroup per row (RPW rows for u8 output, whose four lanes share a word).
+// Cols modes: 64 outputs per workgroup, each read by 4 invocations (a slice of rows each)
+// that meet in workgroup memory; u8 outputs are packed four to a word there.
 // Full mode (argmax): grid-stride partials per workgroup combined into out's padding words 1
 // and 2 (buffers are allocated in 16-byte multiples) by compare-and-swap; phase 3 writes word 0.
 ${ENABLE}
@@ -23,6 +29,9 @@ struct Params {
     phase: u32,
     groups: u32,
     total: u32,
+    inner: u32,
+    parts: u32,
+    chunk: u32,
     ident: ${ACC},
 }
 

@@ -70,6 +70,15 @@ def freed_buffer():
     return b
 
 
+def closed_device():
+    """A device opened and closed (wgpu's GL backend opens one device at a time: skipped)."""
+    if wgc.current_device().backend == "gl":
+        pytest.skip("wgpu's GL backend opens one device at a time; no second device to close")
+    d = wgc.device()
+    d.close()
+    return d
+
+
 def freed_pipeline():
     p = wgc.pipeline()
     p.free()
@@ -128,7 +137,10 @@ BAD: dict[str, list] = {
               {"kernel": "relu", "inputs": 5}, {"kernel": "relu", "inputs": [None]},
               {"op": "copy_buffer", "inputs": []}, {"kernel": "relu", "params": {1: 0}}],
     "stage_index": [None, -1, 99, 1.0, True, "0"],
-    "axis": [0, 1, -2, 2.5, "x", True, [0], NAN],
+    "axis": [0, 1, -2, 2, (0, 0), 2.5, "x", True, [0], NAN],
+    "axes": [(0, 0), (2, 0), (0,), "x", 1.5, (None, 1), True],
+    "rounding": [1, "", "nearest", ["round"], True],
+    "casting": [None, "", "same_kind", 1, ["exact"]],
     "channels": [None, 0, 2, 5, 3.5, "3", True],
     "depth": [None, 0, -1, 1.5, True, "3"],
     "batches": [None, 1, np.ones(4, np.float32), Make("a Buffer", f32), [None], ["x"],
@@ -158,6 +170,16 @@ BAD: dict[str, list] = {
     "dims": [None, 0, -1, 1.5, True, "8", 2**40],
     "title": [None, 5, b"x"],
     "bufs": [None, 3, Make("a Buffer, not a list", f32), [None], [1.0], "ab"],
+    "device": [1, "gpu", Make("closed Device", closed_device),
+               Make("an AdapterInfo", lambda: wgc.devices()[0])],
+    "dev": [None, 1, "gpu", Make("closed Device", closed_device),
+            Make("an AdapterInfo", lambda: wgc.devices()[0])],
+    "devices": [5, "gpu", [], [None], [1], Make("a Device, not a list", wgc.current_device),
+                [Make("closed Device", closed_device)]],
+    "which": [-1, 99, 1.5, True, "no such adapter", [0], b"x"],
+    "backend": [5, "", "cuda", ["vulkan"]],
+    "hold_clocks": ["yes", 1, 1.5, [True]],
+    "entry_point": [5, "", "no_such_function", b"main"],
 }
 # what messages may call an argument besides its own name
 # (a kernel's messages name its inputs by the kernel's own binding names: 'a', 'src'...)
@@ -170,7 +192,7 @@ ALIASES = {
     "stage": ("stage",), "p": ("pipeline", "p"), "work": ("work", "kernel"),
     "name": ("name", "kernel"), "text": ("--pipeline", "text"),
     "source": ("source", "shader"), "value": ("value", "param 'value'"),
-    "stages": ("stages",),
+    "stages": ("stages",), "dev": ("dev",), "devices": ("devices",),
 }
 
 
@@ -234,19 +256,22 @@ def _targets() -> list[Target]:
 
     # buffers
     add("wgc.buffer", fn(wgc.buffer),
-        lambda: {"data": [1.0, 2.0], "shape": None, "dtype": None, "label": ""},
-        {"data": "data", "shape": "shape", "dtype": "dtype", "label": "label"}, wgc.buffer)
+        lambda: {"data": [1.0, 2.0], "shape": None, "dtype": None, "label": "", "device": None},
+        {"data": "data", "shape": "shape", "dtype": "dtype", "label": "label",
+         "device": "device"}, wgc.buffer)
     add("wgc.buffer_from_binary", fn(wgc.buffer_from_binary),
-        lambda: {"data": b"\0" * 8, "shape": (2,), "dtype": "f32", "label": ""},
-        {"data": "bytes", "shape": "shape", "dtype": "dtype", "label": "label"},
+        lambda: {"data": b"\0" * 8, "shape": (2,), "dtype": "f32", "label": "", "device": None},
+        {"data": "bytes", "shape": "shape", "dtype": "dtype", "label": "label",
+         "device": "device"},
         wgc.buffer_from_binary)
     for f in (wgc.buffer_zeros, wgc.empty):
-        add(f"wgc.{f.__name__}", fn(f), lambda: {"shape": (3,), "dtype": "f32", "label": ""},
-            {"shape": "shape", "dtype": "dtype", "label": "label"}, f)
+        add(f"wgc.{f.__name__}", fn(f),
+            lambda: {"shape": (3,), "dtype": "f32", "label": "", "device": None},
+            {"shape": "shape", "dtype": "dtype", "label": "label", "device": "device"}, f)
     for f in (wgc.from_numpy, wgc.upload):
         add(f"wgc.{f.__name__}", fn(f),
-            lambda: {"array": np.ones(3, np.float32), "label": ""},
-            {"array": "array", "label": "label"}, f)
+            lambda: {"array": np.ones(3, np.float32), "label": "", "device": None},
+            {"array": "array", "label": "label", "device": "device"}, f)
     for f in (wgc.to_numpy, wgc.read, wgc.read_list, wgc.read_binary, wgc.shape, wgc.dtype,
               wgc.size, wgc.free):
         add(f"wgc.{f.__name__}", fn(f), lambda: {"buf": f32()}, {"buf": "buffer"}, f)
@@ -258,10 +283,12 @@ def _targets() -> list[Target]:
     add("wgc.register_kernel", fn(wgc.register_kernel),
         lambda: {"name": f"bad_inputs_kernel_{next(_names)}", "source": SIMPLE_KERNEL,
                  "bindings": [("out", "read_write")], "params": None, "workgroup_size": 64,
-                 "dtypes": ("f32",), "grid": None, "replace": False, "checked": True},
+                 "dtypes": ("f32",), "entry_point": None, "grid": None, "replace": False,
+                 "checked": True},
         {"name": "kernel_name", "source": "source", "bindings": "bindings",
          "params": "kernel_params", "workgroup_size": "workgroup_size", "dtypes": "dtypes",
-         "grid": "grid", "replace": "bool", "checked": "bool"}, wgc.register_kernel)
+         "entry_point": "entry_point", "grid": "grid", "replace": "bool", "checked": "bool"},
+        wgc.register_kernel)
     for f in (wgc.run_kernel, wgc.run_kernel_async):
         add(f"wgc.{f.__name__}", call_then_wait(f),
             lambda: {"kernel": "scale", "inputs": [f32()], "output": None,
@@ -277,15 +304,23 @@ def _targets() -> list[Target]:
     add("wgc.matmul", fn(wgc.matmul), lambda: {"a": mat(), "b": mat(), "out": None,
                                                "precision": None},
         {"a": "matrix", "b": "matrix", "out": "out", "precision": "precision"}, wgc.matmul)
-    add("wgc.transpose", fn(wgc.transpose), lambda: {"a": mat(), "out": None},
-        {"a": "matrix", "out": "out"}, wgc.transpose)
+    add("wgc.transpose", fn(wgc.transpose), lambda: {"a": mat(), "out": None, "axes": None},
+        {"a": "matrix", "out": "out", "axes": "axes"}, wgc.transpose)
+    add("wgc.astype", fn(wgc.astype),
+        lambda: {"x": f32(), "dtype": "f64", "rounding": None, "casting": "exact",
+                 "out": None},
+        {"x": "buffer", "dtype": "dtype", "rounding": "rounding", "casting": "casting",
+         "out": "out"}, wgc.astype)
     add("wgc.fill", fn(wgc.fill), lambda: {"out": f32(), "value": 2.0},
         {"out": "buffer", "value": "fill_value"}, wgc.fill)
     for name in ("sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean",
-                 "argmax", "softmax"):
+                 "argmax"):
         f = getattr(wgc, name)
-        add(f"wgc.{name}", fn(f), lambda: {"x": mat(), "axis": -1, "out": None},
-            {"x": "matrix", "axis": "axis", "out": "out"}, f)
+        add(f"wgc.{name}", fn(f),
+            lambda: {"x": mat(), "axis": -1, "out": None, "keepdims": False},
+            {"x": "matrix", "axis": "axis", "out": "out", "keepdims": "bool"}, f)
+    add("wgc.softmax", fn(wgc.softmax), lambda: {"x": mat(), "axis": -1, "out": None},
+        {"x": "matrix", "axis": "axis", "out": "out"}, wgc.softmax)
     # commands
     add("wgc.submit", lambda kw: _wait(wgc.submit(**kw)),
         lambda: {"spec": {"op": "run_kernel", "kernel": "relu", "inputs": [f32()]}},
@@ -296,10 +331,9 @@ def _targets() -> list[Target]:
                                            "timeout": None},
         {"cmd": "cmd", "timeout": "timeout"}, wgc.wait)
     # pipelines
-    add("wgc.pipeline", fn(wgc.pipeline), lambda: {"label": "p"}, {"label": "label"},
-        wgc.pipeline)
-    add("wgc.Pipeline", fn(wgc.Pipeline), lambda: {"label": "p"}, {"label": "label"},
-        wgc.Pipeline)
+    for f in (wgc.pipeline, wgc.Pipeline):
+        add(f"wgc.{f.__name__}", fn(f), lambda: {"label": "p", "device": None},
+            {"label": "label", "device": "device"}, f)
     add("wgc.pipeline_add", fn(wgc.pipeline_add),
         lambda: {"p": wgc.pipeline(), "stage": {"kernel": "relu", "inputs": [f32()]}},
         {"p": "pipeline", "stage": "stage"}, wgc.pipeline_add)
@@ -309,19 +343,22 @@ def _targets() -> list[Target]:
     add("wgc.free_pipeline", fn(wgc.free_pipeline), lambda: {"p": _pipe()},
         {"p": "pipeline"}, wgc.free_pipeline)
     # streams
-    add("wgc.create_stream", fn(wgc.create_stream), lambda: {"label": "s", "timeline": None},
-        {"label": "label", "timeline": "timeline"}, wgc.create_stream)
-    add("wgc.Stream", fn(wgc.Stream), lambda: {"label": "s", "timeline": None},
-        {"label": "label", "timeline": "timeline"}, wgc.Stream)
+    for f in (wgc.create_stream, wgc.Stream):
+        add(f"wgc.{f.__name__}", fn(f),
+            lambda: {"label": "s", "timeline": None, "device": None},
+            {"label": "label", "timeline": "timeline", "device": "device"}, f)
     add("wgc.stream_map", consume,
         lambda: {"work": "relu", "batches": [np.ones(4, np.float32)], "depth": 1,
-                 "params": None, "out_shape": None, "out_dtype": None, "timeline": None},
+                 "params": None, "out_shape": None, "out_dtype": None, "timeline": None,
+                 "devices": None},
         {"work": "work", "batches": "batches", "depth": "depth", "params": "params",
-         "out_shape": "shape", "out_dtype": "dtype", "timeline": "timeline"}, wgc.stream_map)
+         "out_shape": "shape", "out_dtype": "dtype", "timeline": "timeline",
+         "devices": "devices"}, wgc.stream_map)
     # surfaces (offscreen canvases)
     add("wgc.create_surface", lambda kw: wgc.create_surface(**kw).close(),
-        lambda: {"width": 8, "height": 8, "title": "t", "offscreen": True},
-        {"width": "dims", "height": "dims", "title": "title", "offscreen": "bool"},
+        lambda: {"width": 8, "height": 8, "title": "t", "offscreen": True, "device": None},
+        {"width": "dims", "height": "dims", "title": "title", "offscreen": "bool",
+         "device": "device"},
         wgc.create_surface)
     add("wgc.set_pixels", fn(wgc.set_pixels),
         lambda: {"surface": _surface(), "data": np.zeros((8, 8, 4), np.uint8)},
@@ -334,6 +371,22 @@ def _targets() -> list[Target]:
         {"kernel": "kernel", "inputs": "buffers", "output": "out", "surface": "surface",
          "params": "params", "present": "bool"}, wgc.run_to_surface)
 
+    # devices
+    add("wgc.device", lambda kw: wgc.device(**kw).close(),
+        lambda: {"which": None, "backend": None, "hold_clocks": None},
+        {"which": "which", "backend": "backend", "hold_clocks": "hold_clocks"}, wgc.device)
+    add("wgc.set_default_device", fn(wgc.set_default_device),
+        lambda: {"dev": wgc.current_device()}, {"dev": "dev"}, wgc.set_default_device)
+    add("wgc.use_device", _enter, lambda: {"dev": wgc.current_device()}, {"dev": "dev"},
+        wgc.use_device)
+    add("Buffer.to", method("to"), lambda: {"self": f32(), "device": wgc.current_device()},
+        {"self": "self_buffer", "device": "dev"}, wgc.Buffer.to,
+        aliases={"device": ("device",)})
+    add("Pipeline.clone", method("clone"),
+        lambda: {"self": _pipe(), "device": wgc.current_device()},
+        {"self": "self_pipeline", "device": "dev"}, wgc.Pipeline.clone,
+        aliases={"device": ("device",)})
+
     # Buffer methods
     B = wgc.Buffer
     for m in ("read", "to_numpy", "tolist", "read_async", "free"):
@@ -343,6 +396,29 @@ def _targets() -> list[Target]:
         add(f"Buffer.{m}", method_then_wait(m),
             lambda: {"self": f32(), "data": [1.0, 2.0, 3.0, 4.0]},
             {"self": "self_buffer", "data": "data"}, getattr(B, m))
+    # Buffer as an array (operators are covered by tests/test_arrays.py)
+    for m in ("copy", "ravel", "flatten"):
+        add(f"Buffer.{m}", method(m), lambda: {"self": f32()}, {"self": "self_buffer"},
+            getattr(B, m))
+    add("Buffer.item", method("item"), lambda: {"self": f32(1)}, {"self": "self_buffer"},
+        B.item)
+    add("Buffer.reshape", lambda kw: kw.pop("self").reshape(kw["shape"]),
+        lambda: {"self": f32(), "shape": (2, 2)}, {"self": "self_buffer", "shape": "shape"},
+        B.reshape)
+    add("Buffer.view", method("view"), lambda: {"self": f32(), "dtype": "s32"},
+        {"self": "self_buffer", "dtype": "dtype"}, B.view)
+    add("Buffer.astype", method("astype"),
+        lambda: {"self": f32(), "dtype": "f64", "rounding": None, "casting": "exact"},
+        {"self": "self_buffer", "dtype": "dtype", "rounding": "rounding",
+         "casting": "casting"}, B.astype)
+    add("Buffer.transpose", lambda kw: kw.pop("self").transpose(kw["axes"]),
+        lambda: {"self": mat(), "axes": (1, 0)}, {"self": "self_buffer", "axes": "axes"},
+        B.transpose)
+    for m in ("sum", "max", "min", "mean", "argmax"):
+        add(f"Buffer.{m}", method(m),
+            lambda: {"self": mat(), "axis": None, "keepdims": False, "out": None},
+            {"self": "self_buffer", "axis": "axis", "keepdims": "bool", "out": "out"},
+            getattr(B, m))
     # Command methods
     C = wgc.Command
     for m in ("wait", "result"):
@@ -427,6 +503,17 @@ def _targets() -> list[Target]:
     add("wgc.image.submit_stages", lambda kw: _wait(im.submit_stages(**kw)[0]),
         lambda: {"image": img(), "stages": im.parse_pipeline("invert"), "label": "x"},
         {"image": "image", "stages": "stages", "label": "label"}, im.submit_stages)
+    add("wgc.image.as_rgba8", fn(im.as_rgba8),
+        lambda: {"array": np.zeros((4, 4, 4), np.uint8), "channels": 4},
+        {"array": "image_array", "channels": "channels"}, im.as_rgba8,
+        skip_args=("argument",))  # the name its messages use for the array
+    add("wgc.image.read_file", fn(im.read_file), lambda: {"path": _photo()},
+        {"path": "path"}, im.read_file)
+    add("wgc.image.write_file", fn(im.write_file),
+        lambda: {"array": np.zeros((4, 4, 3), np.uint8), "path": _out_path()},
+        {"array": "image_array", "path": "path"}, im.write_file)
+    add("wgc.image.remove_stale_temps", fn(im.remove_stale_temps),
+        lambda: {"path": _out_path()}, {"path": "path"}, im.remove_stale_temps)
     return T
 
 
@@ -437,6 +524,11 @@ def _wait(r):
     if isinstance(r, wgc.Command):
         r.wait()
     return r
+
+
+def _enter(kw):
+    with wgc.use_device(**kw):
+        pass
 
 
 def _pipe(kernel="relu", params=None):
@@ -510,6 +602,9 @@ REDUCTIONS = ["wgc.sum", "wgc.max", "wgc.min", "wgc.reduce_sum", "wgc.reduce_max
 accept(["wgc.buffer", "wgc.buffer_from_binary", "wgc.buffer_zeros", "wgc.empty",
         "wgc.from_numpy", "wgc.upload", "wgc.image.from_numpy", "Stream.upload",
         "wgc.create_stream", "wgc.Stream"], "label", "None", "None is the default: no label")
+for _arg in ("bindings", "workgroup_size", "dtypes"):
+    accept("wgc.register_kernel", _arg, "None",
+           "None: read from the WGSL source (its bindings, @workgroup_size, element types)")
 accept("wgc.buffer", "shape", "None", "None: the data's own shape")
 accept("wgc.buffer", "dtype", "None", "None: the array's dtype, else f32")
 accept("wgc.buffer", "data", "[]", "an empty buffer of shape (0,)")
@@ -537,6 +632,16 @@ accept(REDUCTIONS, "x", ["1-D Buffer", "Buffer (3, 5)"], "any shape reduces")
 accept([r for r in REDUCTIONS if r != "wgc.softmax"], "x", "s32 Buffer (4, 4)",
        "integer reductions are supported")
 accept(REDUCTIONS, "axis", "1", "the last axis of a 2-D buffer, as -1")
+NUMPY_REDUCTIONS = [r for r in REDUCTIONS if r != "wgc.softmax"] + [
+    f"Buffer.{m}" for m in ("sum", "max", "min", "mean", "argmax")]
+accept(NUMPY_REDUCTIONS, "axis", ["0", "1", "-2"], "any axis of a 2-D buffer, as numpy")
+accept(["wgc.matmul"], "a", "1-D Buffer", "numpy's matmul takes a vector (a row)")
+accept(["wgc.matmul"], "b", "1-D Buffer", "numpy's matmul takes a vector (a column)")
+accept("wgc.transpose", "a", "1-D Buffer", "numpy transposes a 1-D array to itself")
+accept("wgc.astype", "x", ANY_BUFFER, "every dtype and shape converts (exactly here)")
+accept("Buffer.view", "dtype", "None", "None: a view of the same dtype (numpy's view())")
+accept("Buffer.reshape", "shape", ["-1", "(-1,)"], "-1 stands for every element (numpy)")
+
 accept("wgc.argmax", "out", "u32 Buffer", "argmax writes u32 indices (a (4,) u32 fits)")
 accept("wgc.transpose", "a", ["Buffer (3, 5)", "s32 Buffer (4, 4)"], "any 2-D buffer")
 accept("Stream.write", "buf", "u32 Buffer", "1.0 is exact in u32")
@@ -545,6 +650,8 @@ accept(["wgc.stream_map"], "out_dtype", "None", "None: like the input")
 accept("wgc.create_surface", "offscreen", "None", "None: offscreen only without a display")
 accept("wgc.set_pixels", "data", ["ndarray(4, 4)float32", "a Buffer"],
        "f32 images and Buffers are shown too")
+accept("wgc.image.as_rgba8", "array", "ndarray(4, 4)float32",
+       "a float32 grey image is converted like to_numpy converts one")
 accept("wgc.image.to_uint8", "array", ["5", "[1.0, 2.0]", "ndarray(1,)int16", "a Buffer"],
        "anything numpy reads as numbers (clipped to [0, 1], scaled)")
 
@@ -658,9 +765,11 @@ def test_bad_input(case):
 # -- the matrix covers the whole public surface ---------------------------------------------------
 NO_ARGUMENTS = {  # called once each: they take nothing a user could get wrong
     "device_info", "is_gpu", "version", "adapters", "live_buffers", "kernels",
-    "kernels_stats", "release_staging", "autotune_reset",
+    "kernels_stats", "release_staging", "autotune_reset", "devices", "current_device",
+    "default_device", "Timeline", "Pipeline.close", "Pipeline.recipe",
     "Buffer.tolist", "Command.poll", "Command.done", "Pipeline.buffers",
     "Stream.record_event", "Stream.query", "Stream.close", "Event.query",
+    "image.has_imageio", "image.INSTALL_HINT",
 }
 NOT_CALLABLE_BY_USERS = {
     "Buffer": "made by wgc.buffer/empty/from_numpy, never constructed directly",
@@ -669,6 +778,9 @@ NOT_CALLABLE_BY_USERS = {
     "Kernel": "a base class for kernels (register_kernel is the user's way in)",
     "Param": "a frozen description of a kernel parameter",
     "Status": "an enum",
+    "Device": "made by wgc.device(...) (its arguments are in the matrix)",
+    "AdapterInfo": "a description returned by wgc.devices()",
+    "StreamMap": "the iterator wgc.stream_map returns",
     "image": "the wgc.image module (its functions are listed one by one)",
 }
 

@@ -43,3 +43,62 @@ def test_results_ratios_and_markdown(monkeypatch):
     assert res.ratio(torch_row) == pytest.approx(0.5)  # wgcompute at 50% of torch
     md = res.markdown()
     assert "| add | torch | 1.000 s | 4.0 |" in md and "50%" in md
+
+
+def test_bench_inference_small_run(tmp_path, monkeypatch):
+    """benchmarks/bench_inference.py end to end at tiny sizes: every wgcompute row checked
+    against onnxruntime, the stream case and the per-layer profile in the JSON."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_inference
+
+    out = tmp_path / "inference.json"
+    bench_inference.main(["--small", "--size", "32", "--batches", "1,2", "--images", "4",
+                          "--repeat", "1", "--json", str(out)])
+    data = json.loads(out.read_text())
+    checked = [r for r in data["rows"] if r["max_rel_err"] is not None]
+    assert checked and all(r["max_rel_err"] < 1e-4 for r in checked
+                           if "f16" not in r["impl"])
+    assert any(r["impl"] == "wgcompute stream_map" for r in data["rows"])
+    assert any(r["impl"] == "onnxruntime CPU" for r in data["rows"])
+    assert data["summary"]["1"]["dispatches"] == 55
+    if "timestamp-query" in data["env"]["features"]:
+        assert len(data["profiles"]["1"]) == 55
+
+
+def test_bench_multi_small_spreads_over_devices_and_checks_results(tmp_path, monkeypatch):
+    """The data-parallel benchmark at lavapipe sizes: stream_map over one and two logical
+    devices gives the float64 reference's results (and MobileNetV2's, where onnx is there)."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_multi
+
+    out = tmp_path / "multi.json"
+    assert bench_multi.main(["--small", "--repeat", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    impls = {r["impl"] for r in rows if r["case"] == "fma stream_map"}
+    assert {"wgcompute, 1 device", "wgcompute, 2 devices"} <= impls
+    for r in rows:
+        if r["impl"].startswith("wgcompute"):
+            assert r["err"] is not None and r["err"] < 1e-5, r
+def test_bench_arrays_runs_and_checks_its_results(tmp_path, monkeypatch):
+    """benchmarks/bench_arrays.py at a tiny size: every case runs, the operator's result and
+    the reference's are checked against numpy."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import bench_arrays
+
+    out = tmp_path / "arrays.json"
+    assert bench_arrays.main(["--small", "--n", str(1 << 18), "--repeat", "1", "--json",
+                              str(out)]) == 0
+    data = json.loads(out.read_text())
+    impls = {r["impl"] for r in data["rows"]}
+    assert {"wgc.add(a, b, out)", "c = a + b", "c = a + b, no memory pool",
+            "+ (cols,) broadcast", "batched (a, b both 3-D)"} <= impls
+    for r in data["rows"]:
+        assert r["seconds"] > 0
+        assert r["max_rel_err"] is None or r["max_rel_err"] == 0, r

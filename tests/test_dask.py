@@ -379,3 +379,27 @@ def test_a_worker_killed_mid_process_leaves_complete_exact_outputs(client, tmp_p
     assert rc == [0]
     _same_files(tmp_path / "one", tmp_path / "two")  # nothing half-written, nothing missing
     client.wait_for_workers(2, timeout=120)
+
+
+def test_an_onnx_model_runs_on_every_chunk_as_locally(client, tmp_path):
+    """A wgc.ml.Model is work too: it travels as its file (or bytes), each worker loads it
+    once, and every chunk's logits equal the model run here (onnxruntime is the referee of
+    the model itself elsewhere)."""
+    pytest.importorskip("onnx", reason="wgc.ml needs onnx (pip install 'wgcompute[ml]')")
+    import dask.array as da
+
+    from wgcompute.ml.builders import mobilenet_v2
+
+    path = tmp_path / "mnv2.onnx"
+    path.write_bytes(mobilenet_v2(seed=5, size=32, num_classes=10).SerializeToString())
+    model = wgc.ml.load_onnx(str(path))
+    x = np.random.default_rng(2).standard_normal((6, 3, 32, 32)).astype(np.float32)
+    want = model(x)
+    for send in (False, True):  # by path (same machine), then carrying the bytes
+        w = wgc.dask.work(model, {"send_bytes": send})
+        assert (w.recipe.data is not None) == send
+        got = wgc.dask.map_blocks(w, da.from_array(x, chunks=(2, 3, 32, 32)))
+        assert got.shape == (6, 10) and got.chunks == ((2, 2, 2), (10,))
+        np.testing.assert_allclose(got.compute(), want, rtol=1e-5, atol=1e-5 * abs(want).max())
+    from_bytes = wgc.ml.load_onnx(path.read_bytes())
+    assert wgc.dask.work(from_bytes).recipe.data == path.read_bytes()

@@ -189,3 +189,26 @@ def test_float_to_int_bounds_are_exact(value, dst, ok):
     else:
         with pytest.raises(wgc.DtypeError, match=f"out of range for {dst}"):
             convert_exact(arr, DTYPES[dst])
+
+
+@pytest.mark.parametrize("name", list(wgc.DTYPES))
+def test_buffer_dtype_is_numpy_compatible_and_keeps_its_name(name):
+    """np.dtype(buf.dtype) is numpy's dtype, while buf.dtype still is the name: equal to it,
+    a key of DTYPES, printed and formatted as it, and pickled back to the table's entry."""
+    import pickle
+
+    buf = wgc.empty((2,), name)
+    dt = buf.dtype
+    npd = wgc.DTYPES[name].numpy
+    assert np.dtype(dt) == npd
+    assert np.zeros(3, dtype=dt).dtype == npd
+    assert dt == name and name == dt and dt != "nope" and not (dt != name)
+    assert dt == npd and dt == npd.type and dt == npd.name  # numpy spellings too
+    assert wgc.DTYPES[dt] is wgc.DTYPES[name] and dt in {name} and dt in (name,)
+    assert str(dt) == name and repr(dt) == repr(name) and f"{dt}" == name
+    assert f"{dt:>5}" == f"{name:>5}"
+    assert pickle.loads(pickle.dumps(dt)) is wgc.DTYPES[name]
+    assert wgc.dtype(buf) == name and type(wgc.dtype(buf)) is str
+    others = [n for n in wgc.DTYPES if n != name]
+    assert all(dt != o for o in others)
+    assert dt != None and dt != 4  # noqa: E711 - np.dtype(None) is float64, not a match

@@ -169,7 +169,9 @@ def test_unknown_kernel_suggests_names(f3):
 
 def test_shape_mismatch_names_both_shapes(f3):
     b = wgc.buffer([1.0, 2.0])
-    with pytest.raises(wgc.ShapeError, match=r"input 'b' is \(2,\) and output is \(3,\)"):
+    with pytest.raises(wgc.ShapeError,
+                       match=r"input 'a' is \(3,\) and input 'b' is \(2,\); they "
+                             r"do not broadcast"):
         wgc.add(f3, b)
     with pytest.raises(wgc.ShapeError, match=r"\(3,\).*\(2,\)"):
         wgc.add(f3, f3, wgc.empty((2,)))
@@ -179,8 +181,10 @@ def test_shape_mismatch_names_both_shapes(f3):
 
 def test_dtype_mismatch(f3):
     s = wgc.buffer([1, 2, 3], dtype="s32")
-    with pytest.raises(wgc.DtypeError, match="input 'b' is s32 and output is f32"):
+    with pytest.raises(wgc.DtypeError, match="input 'a' is f32 and input 'b' is s32"):
         wgc.add(f3, s)
+    with pytest.raises(wgc.DtypeError, match="input 'b' is s32 and output is f32"):
+        wgc.add(f3, s, wgc.empty((3,)))
     with pytest.raises(wgc.DtypeError, match="f32.*s32"):
         wgc.add(f3, f3, wgc.empty((3,), "s32"))
 
@@ -198,9 +202,9 @@ def test_matmul_shapes():
         wgc.matmul(wgc.buffer_zeros((3, 4)), wgc.buffer_zeros((5, 2)))
     with pytest.raises(wgc.ShapeError, match=r"out is \(2, 3\), expected \(3, 2\)"):
         wgc.matmul(wgc.buffer_zeros((3, 4)), wgc.buffer_zeros((4, 2)), wgc.buffer_zeros((2, 3)))
-    with pytest.raises(wgc.ShapeError, match="2-D"):
-        wgc.matmul(wgc.buffer_zeros((3,)), wgc.buffer_zeros((3,)))
-    with pytest.raises(wgc.ShapeError, match="2-D"):
+    with pytest.raises(wgc.ShapeError, match="0-d"):
+        wgc.matmul(wgc.buffer_zeros(()), wgc.buffer_zeros((3,)))
+    with pytest.raises(wgc.ShapeError, match=r"out is \(1,\), expected \(\)"):  # a dot product
         wgc.matmul(wgc.buffer_zeros((3,)), wgc.buffer_zeros((3,)), wgc.buffer_zeros((1,)))
 
 
@@ -373,7 +377,7 @@ def test_no_raw_exception_escapes_the_public_api():
         lambda: wgc.run_kernel(None, [b]),
         lambda: wgc.run_kernel("relu", [b], None, 5),
         lambda: wgc.kernel_info(None),
-        lambda: wgc.matmul(b, b),
+        lambda: wgc.matmul(b, wgc.buffer([1.0, 2.0])),
         lambda: wgc.register_kernel(None, "x", bindings=[]),
         lambda: wgc.register_kernel("k_ok_name", "x", bindings=None),
         lambda: wgc.register_kernel("k_ok_name", "x", bindings=[("o", "read_write")],

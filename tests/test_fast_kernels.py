@@ -127,12 +127,26 @@ def test_transpose_matches_numpy(rng, dt):
 
 
 def test_transpose_errors_name_the_problem():
-    with pytest.raises(wgc.ShapeError, match="2-D"):
-        wgc.transpose(wgc.empty((2, 3, 4)))
+    with pytest.raises(wgc.ShapeError, match="2-D"):  # the tiled kernel itself
+        wgc.run_kernel("transpose", [wgc.empty((2, 3, 4))])
     with pytest.raises(wgc.ShapeError, match="expected"):
         wgc.transpose(wgc.empty((2, 3)), wgc.empty((2, 3)))
     with pytest.raises(wgc.DtypeError, match="u8"):
-        wgc.transpose(wgc.empty((2, 3), "u8"))
+        wgc.run_kernel("transpose", [wgc.empty((2, 3), "u8")])
+    with pytest.raises(wgc.ArgumentError, match="not a permutation"):
+        wgc.transpose(wgc.empty((2, 3, 4)), axes=(0, 0, 1))
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64", "f16", "s32", "s64", "u32", "u8"])
+def test_transpose_any_axes_like_numpy(rng, dt):
+    """wgc.transpose is numpy's: reversed axes by default (u8 and N-d through a strided
+    copy), or the permutation given."""
+    need(dt)
+    for shape, axes in [((3, 5), None), ((2, 3, 4), None), ((2, 3, 4), (1, 0, 2)),
+                        ((2, 3, 4), (-1, 0, 1)), ((4,), None), ((), None), ((0, 3), None)]:
+        a = make(rng, dt, shape)
+        got = wgc.transpose(wgc.from_numpy(a), axes=axes).to_numpy()
+        np.testing.assert_array_equal(got, np.transpose(a, axes))
 
 
 @pytest.mark.parametrize("dt,value", [("f32", 1.5), ("f16", -2.5), ("f64", 0.1), ("s32", -7),

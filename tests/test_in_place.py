@@ -167,7 +167,28 @@ REFUSED = {
     "softmax": "softmax reads its whole row",
     "sobel": "it reads neighbouring pixels", "convolve2d": "it reads neighbouring pixels",
     "resize": "it reads neighbouring pixels", "preprocess": "it reads neighbouring pixels",
+    # the neural-network operators (wgcompute.kernels.nn, conv)
+    "conv2d": "a convolution reads neighbouring pixels",
+    "conv2d_residual": "a convolution reads neighbouring pixels",
+    "conv_transpose2d": "a convolution reads neighbouring pixels",
+    "gemm": "gemm reads whole rows",
+    "nn_binary": "broadcasting reads elements other than the one written",
+    "nn_pool": "pooling reads neighbouring elements",
+    "nn_global_pool": "pooling reads neighbouring elements",
+    "nn_softmax": "softmax reads its whole row",
+    "nn_transpose": "transpose writes each element of x to another place",
+    "nn_lrn": "LRN reads neighbouring channels",
+    "nn_copy": "it writes rows at other offsets than it reads",
+    "preprocess_batch": "it reads neighbouring pixels",
+    # elementwise, but run in place nowhere (a model's plan never aliases): not tested so
+    "nn_activation": "it is not known to give the same result in place",
+    "nn_batchnorm": "it is not known to give the same result in place",
+    "strided_copy": "strided_copy reads other elements than the one it writes",
+    "astype": "astype writes another dtype than it reads",
 }
+# how many inputs each refused kernel takes beyond the first (the aliased one)
+EXTRA_INPUTS = {"matmul": 1, "conv2d": 2, "conv2d_residual": 3, "conv_transpose2d": 2,
+                "gemm": 2, "nn_binary": 1, "nn_batchnorm": 4}
 ALLOWED = {"elementwise_add", "elementwise_sub", "elementwise_multiply", "elementwise_divide",
            "scale", "relu", "copy", "invert", "threshold", "brightness_contrast",
            "grayscale", "gaussian_blur", "blur", "sharpen"}
@@ -194,6 +215,8 @@ def test_refused_in_place(name):
                                                                            np.float32))]}
     inputs["argmax"] = [wgc.from_numpy(np.ones((8, 8), np.uint32))]  # argmax gives u32
     ins = inputs.get(name, [img if name in ("sobel", "resize", "preprocess") else sq])
+    if name not in inputs and name in EXTRA_INPUTS:
+        ins = ins + [wgc.from_numpy(np.ones(8, np.float32))] * EXTRA_INPUTS[name]
     params = {"resize": {"size": (8, 8)}}.get(name)
     before = ins[0].to_numpy()
     with pytest.raises(wgc.ArgumentError, match=rf"{name}: output is also input '.*?'; "

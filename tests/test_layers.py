@@ -30,6 +30,8 @@ LAYERS = {
     "wgcompute.recipes": 9,  # a Pipeline as data; pipeline.py reaches it lazily (same layer)
     "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
     "wgcompute.surface": 10, "wgcompute.image": 10,
+    "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
+    "wgcompute.ops": 10,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
     "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only
@@ -42,8 +44,13 @@ PUBLIC = set(wgc.__all__)
 ALLOWED_LAZY_UP = {
     ("wgcompute.buffer", "wgcompute.commands"):
         "Buffer.read_async/write_async are methods for convenience; commands does the work",
+    ("wgcompute.pipeline", "wgcompute.recipes"):
+        "a Pipeline pickles as its recipe (Pipeline.recipe, __reduce__); recipes builds them",
     ("wgcompute", "wgcompute.dask"):
         "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask",
+    ("wgcompute.buffer", "wgcompute.ops"):
+        "Buffer's operators, views, indexing and astype are methods, as numpy's; ops runs the "
+        "kernels",
 }
 
 # Third-party modules only some of the package may import, and how.

@@ -1,5 +1,6 @@
 """Reductions (sum, max, min, mean, argmax) and softmax against numpy: every dtype, last axis
-and everything, on the subgroup path and the workgroup-memory path."""
+and everything, on the subgroup path and the workgroup-memory path (other axes, tuples of
+axes and keepdims: test_reduce_axes.py)."""
 
 import numpy as np
 import pytest
@@ -90,10 +91,15 @@ def test_sum_of_nothing_is_zero_and_max_of_nothing_is_an_error():
     assert float(wgc.sum(e, axis=None).to_numpy()) == 0.0
     rows = wgc.empty((3, 0), "s32")
     np.testing.assert_array_equal(wgc.sum(rows).to_numpy(), [0, 0, 0])
-    for fn in (wgc.max, wgc.min, wgc.mean, wgc.argmax):
+    for fn in (wgc.max, wgc.min, wgc.argmax):
         with pytest.raises(wgc.ShapeError, match="no elements"):
             fn(e, axis=None)
+        with pytest.raises(wgc.ShapeError, match="no elements"):  # a (3, 0) last axis too
+            fn(rows)
+    assert np.isnan(float(wgc.mean(e, axis=None).to_numpy()))  # numpy: nan (and a warning)
+    assert np.isnan(wgc.mean(rows).to_numpy()).all() and wgc.mean(rows).shape == (3,)
     assert wgc.sum(wgc.empty((0, 4), "f32")).shape == (0,)
+    assert wgc.max(wgc.empty((0, 4), "f32")).shape == (0,)  # nothing to reduce, no error
 
 
 def test_argmax_returns_the_first_of_equal_maxima(path):
@@ -109,7 +115,7 @@ def test_argmax_returns_the_first_of_equal_maxima(path):
 def test_bad_axis_and_out_are_named():
     x = wgc.from_numpy(np.ones((2, 3), np.float32))
     with pytest.raises(wgc.ArgumentError, match="axis"):
-        wgc.sum(x, axis=0)
+        wgc.sum(x, axis=2)
     with pytest.raises(wgc.ArgumentError, match="axis"):
         wgc.sum(x, axis="last")
     with pytest.raises(wgc.ShapeError, match="out is"):

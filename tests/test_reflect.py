@@ -84,6 +84,17 @@ def test_entry_points_and_workgroup_sizes_through_consts_and_overrides():
         r.compute_entry("frag")
 
 
+def test_64_bit_integer_literals():
+    """naga's i64 / u64 literal suffixes (li, lu) read, as the built-in casts use them."""
+    r = reflect.reflect("""
+const BIG: i64 = 9223372036854775807li;
+@group(0) @binding(0) var<storage, read_write> out: array<i64>;
+@compute @workgroup_size(32, 2)
+fn main() { out[0] = BIG - 0x7fli + i64(4lu); }
+""")
+    assert r.compute_entry("main").workgroup_size == (32, 2, 1)
+
+
 def test_bindings_types_and_uniform_fields():
     r = reflect.reflect(FULL)
     got = [(b.group, b.binding, b.name, b.space, b.access, str(b.type), b.element, b.lanes,
@@ -199,8 +210,11 @@ def _kernel_for(name: str):
     reduce = importlib.import_module("wgcompute.kernels.reduce")
     matmul = importlib.import_module("wgcompute.kernels.matmul")
     surface = importlib.import_module("wgcompute.surface")
+    arrayops = importlib.import_module("wgcompute.kernels.arrayops")
+    cast = importlib.import_module("wgcompute.kernels.cast")
     internal = {k.name: k for k in (image._PASS_X, image._PASS_Y, image._PASS_Y_UNSHARP,
-                                    matmul._ToF16(), surface._TO_RGBA8)}
+                                    matmul._ToF16(), surface._TO_RGBA8, cast.ASTYPE_CHECK,
+                                    *arrayops._OPS.values())}
     if name in internal:
         return internal[name]
     if "." in name:  # a full reduction's steps

@@ -158,14 +158,9 @@ def load_image(path: str) -> wgc.Buffer:
 
 
 def save_png(rgba: np.ndarray, path: str) -> str:
-    import imageio.v3 as iio
-
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = path + ".tmp.png"
-    iio.imwrite(tmp, rgba)
-    os.replace(tmp, path)  # never a half-written PNG
-    return path
+    return wgc.image.write_file(rgba, path)  # atomic: never a half-written PNG
 
 
 @dataclass

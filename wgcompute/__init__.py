@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import image  # wgc.image: image files, numpy conversions, --pipeline text
+from . import ops as _ops
 from ._version import __version__
 from .buffer import (
     Buffer,
@@ -30,7 +31,9 @@ from .errors import (
     DeviceError,
     DeviceLostError,
     DtypeError,
+    IndexingError,
     KernelNotFoundError,
+    ModelError,
     PipelineError,
     ShaderCompileError,
     ShapeError,
@@ -42,6 +45,7 @@ from .errors import (
 from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
+from .ops import astype
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
 from .runtime import (
     AdapterInfo,
@@ -62,11 +66,13 @@ from .streams import Event, Stream, create_stream, release_staging, upload
 from .timeline import Timeline
 
 __all__ = [
-    "__version__", "image", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
+    "__version__", "image", "ml", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
-    "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "DeviceError",
+    "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "IndexingError",
+    "DeviceError",
     "DeviceLostError", "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
+    "ModelError",
     # devices
     "Device", "AdapterInfo", "devices", "device", "use_device", "set_default_device",
     "current_device", "default_device", "device_info", "is_gpu", "version", "adapters",
@@ -80,7 +86,7 @@ __all__ = [
     "sub", "multiply", "divide", "scale", "relu", "matmul",
     # reductions (sum, max and min are also reduce_sum, reduce_max, reduce_min) and autotuning
     "sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean", "argmax", "softmax",
-    "autotune_reset", "transpose", "fill",
+    "autotune_reset", "transpose", "fill", "astype",
     # commands
     "submit", "poll", "wait",
     # pipelines
@@ -93,7 +99,7 @@ __all__ = [
 ]
 
 
-# -- buffer facade (the seed's names) ------------------------------------------------------
+# -- buffer functions ------------------------------------------------------------------------
 def read(buf: Buffer) -> bytes:
     """The buffer's contents as bytes (blocks until ready)."""
     return _check_buffer(buf, "buf").read()
@@ -114,11 +120,12 @@ def shape(buf: Buffer) -> tuple[int, ...]:
 
 
 def dtype(buf: Buffer) -> str:
-    return _check_buffer(buf, "buf").dtype
+    """The buffer's dtype name ("f32", ...) as a plain str (``buf.dtype`` is the DType)."""
+    return _check_buffer(buf, "buf").dtype.name
 
 
 def size(buf: Buffer) -> int:
-    """Size in bytes (the seed's meaning; ``buf.size`` counts elements)."""
+    """Size in bytes (``buf.size`` counts elements, ``buf.nbytes`` is this)."""
     return _check_buffer(buf, "buf").nbytes
 
 
@@ -162,19 +169,24 @@ def kernels_stats(device: Device | None = None) -> dict:
 
 
 def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
-    """out = a + b (shapes and dtypes must match). Returns out (new if None)."""
+    """out = a + b, broadcast as numpy does (dtypes must match). Returns out (new, of the
+    broadcast shape, if None)."""
     return run_kernel("elementwise_add", [a, b], out)
 
 
 def sub(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a - b, broadcast as numpy does (dtypes must match)."""
     return run_kernel("elementwise_sub", [a, b], out)
 
 
 def multiply(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a * b, broadcast as numpy does (dtypes must match)."""
     return run_kernel("elementwise_multiply", [a, b], out)
 
 
 def divide(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
+    """out = a / b, broadcast as numpy does (dtypes must match; integers truncate toward
+    zero and x / 0 gives x, as in WGSL)."""
     return run_kernel("elementwise_divide", [a, b], out)
 
 
@@ -190,15 +202,19 @@ def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
 
 def matmul(a: Buffer, b: Buffer, out: Buffer | None = None, precision: str | None = None
            ) -> Buffer:
-    """out (M×N) = a (M×K) · b (K×N). For f16, ``precision="mixed"`` sums each 8-16 wide k
-    slice in f16 (faster, looser: see the matmul kernel's docs); the default sums in f32."""
+    """out = a · b with numpy's matmul rules: (..., M, K) · (..., K, N) -> (..., M, N), the
+    leading (batch) dimensions broadcast, a 1-D a taken as a row and a 1-D b as a column.
+    For f16, ``precision="mixed"`` sums each 8-16 wide k slice in f16 (faster, looser: see
+    the matmul kernel's docs); the default sums in f32."""
     return run_kernel("matmul", [a, b], out, None if precision is None else
                       {"precision": precision})
 
 
-def transpose(a: Buffer, out: Buffer | None = None) -> Buffer:
-    """out (C×R) = a (R×C) transposed (2-D; every dtype but u8)."""
-    return run_kernel("transpose", [a], out)
+def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
+    """a with its axes permuted, as numpy's transpose: reversed (a 2-D a becomes a.T), or in
+    the order ``axes`` gives. Always a new buffer (or ``out``): a 2-D product runs the tiled
+    transpose kernel, other permutations a strided copy."""
+    return _ops.transpose(a, out, axes=axes)
 
 
 def fill(out: Buffer, value) -> Buffer:
@@ -206,40 +222,45 @@ def fill(out: Buffer, value) -> Buffer:
     return run_kernel("fill", [], out, {"value": value})
 
 # -- reductions (wgc.sum/max/min come from __getattr__ below: no builtin is shadowed here) ----
-def _reduce(name: str, x: Buffer, axis, out: Buffer | None, params: dict | None = None):
+def _reduce(name: str, x: Buffer, axis, out: Buffer | None, keepdims: bool = False):
     _check_buffer(x, "x")
+    params = {"axis": axis, "keepdims": keepdims}
     if out is None:
-        shape, dt = _registry.get(name).output_spec([x], {"axis": axis})
+        shape, dt = _registry.get(name).output_spec([x], params)
         out = empty(shape, dt, label=f"{name}-out", device=x.device)
-    return run_kernel(name, [x], out, {"axis": axis, **(params or {})})
+    return run_kernel(name, [x], out, params)
 
 
-def reduce_sum(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Sum over the last axis (axis=-1: (..., n) -> (...)) or everything (axis=None: shape
-    ()). Integers wrap around in their own dtype; u8 sums into u32."""
-    return _reduce("sum", x, axis, out)
+def reduce_sum(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
+               ) -> Buffer:
+    """Sum over ``axis``: the last axis (-1, the default), any axis or tuple of axes, or
+    everything (None: shape ()); ``keepdims`` keeps reduced axes as 1, as numpy does.
+    Integers wrap around in their own dtype; u8 sums into u32. An empty axis sums to 0."""
+    return _reduce("sum", x, axis, out, keepdims)
 
 
-def reduce_max(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Maximum over the last axis (axis=-1) or everything (axis=None); same dtype."""
-    return _reduce("max", x, axis, out)
+def reduce_max(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
+               ) -> Buffer:
+    """Maximum over ``axis`` (as reduce_sum's); same dtype. An empty axis is a ShapeError."""
+    return _reduce("max", x, axis, out, keepdims)
 
 
-def reduce_min(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Minimum over the last axis (axis=-1) or everything (axis=None); same dtype."""
-    return _reduce("min", x, axis, out)
+def reduce_min(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
+               ) -> Buffer:
+    """Minimum over ``axis`` (as reduce_sum's); same dtype. An empty axis is a ShapeError."""
+    return _reduce("min", x, axis, out, keepdims)
 
 
-def mean(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """Mean over the last axis (axis=-1) or everything (axis=None): f64 for f64, f16 for f16,
-    f32 for f32 and every integer dtype (accumulated in f32)."""
-    return _reduce("mean", x, axis, out)
+def mean(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False) -> Buffer:
+    """Mean over ``axis`` (as reduce_sum's): f64 for f64, f16 for f16, f32 for f32 and every
+    integer dtype (accumulated in f32). The mean of an empty axis is nan, as in numpy."""
+    return _reduce("mean", x, axis, out, keepdims)
 
 
-def argmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
-    """u32 index of the first maximum along the last axis (axis=-1) or of the flattened
-    buffer (axis=None)."""
-    return _reduce("argmax", x, axis, out)
+def argmax(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False) -> Buffer:
+    """u32 index of the first maximum along one axis (-1, the default, or any int), or in
+    the flattened buffer (axis=None), as numpy's argmax. An empty axis is a ShapeError."""
+    return _reduce("argmax", x, axis, out, keepdims)
 
 
 def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
@@ -252,13 +273,22 @@ def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
 _BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_BUILTIN_NAMED) | {"dask", "ml"})
+
+
 def __getattr__(name: str):
     # wgc.sum / wgc.max / wgc.min resolve here (PEP 562), so they never shadow the builtins
-    # for code in this module; wgc.dask too, so that `import wgcompute` does not load dask
+    # for code in this module; wgc.dask and wgc.ml too, so that `import wgcompute` loads
+    # neither dask nor onnx
     if name == "dask":  # wgc.dask: Dask clusters, imported on first use (needs wgcompute[dask])
         import wgcompute.dask  # not `from . import`: that would look the name up here again
 
         return wgcompute.dask
+    if name == "ml":  # wgc.ml: ONNX inference, imported on first use (needs wgcompute[ml])
+        import importlib
+
+        return importlib.import_module(".ml", __name__)
     try:
         return _BUILTIN_NAMED[name]
     except KeyError:

@@ -1,6 +1,7 @@
-"""What a device keeps for its transfers: pools of mapped staging buffers by size class (given
-back by a timer once idle), the count of staging lent to result arrays, and the host threads
-that copy large transfers and fault in new arrays. Owned by a runtime Device, closed with it."""
+"""What a device keeps for its transfers and temporaries: pools of mapped staging buffers by
+size class (given back by a timer once idle), the count of staging lent to result arrays, the
+host threads that copy large transfers and fault in new arrays, and the memory pool of freed
+operator results. Owned by a runtime Device, closed with it."""
 
 from __future__ import annotations
 
@@ -392,3 +393,107 @@ class StagingPools:
         if timer is not None:
             timer.cancel()
         self.release_free()
+
+
+# -- the memory pool of array results ------------------------------------------------------------
+POOL_BYTES = 1 << 30  # default bound of the memory held idle per device (WGCOMPUTE_POOL_BYTES)
+
+
+def pool_bytes() -> int:
+    """WGCOMPUTE_POOL_BYTES: how much freed result memory a device keeps for reuse (0: none)."""
+    raw = os.environ.get("WGCOMPUTE_POOL_BYTES", "").strip()
+    if not raw:
+        return POOL_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        warnings.warn(f"WGCOMPUTE_POOL_BYTES={raw!r} is not a byte count; using {POOL_BYTES}",
+                      stacklevel=2)
+        return POOL_BYTES
+    return value
+
+
+def result_class(nbytes: int) -> int:
+    """The allocation a request of ``nbytes`` gets from the memory pool: a power of two up to 1 MiB,
+    then a multiple of a quarter of the power of two below (at most 25% more than asked)."""
+    n = max(16, (nbytes + 15) // 16 * 16)
+    if n <= 1 << 20:
+        return 1 << (n - 1).bit_length()
+    step = 1 << (n.bit_length() - 3)
+    return -(-n // step) * step
+
+
+class MemoryPool:
+    """GPU buffers of freed array results, kept by size class and handed to the next result
+    of that class: a fresh WebGPU buffer is zero-filled by the GPU before its first use, which
+    costs a 64M-element add a quarter of its time. Holds at most ``limit`` bytes idle (past it
+    freed memory is destroyed); ``release()`` gives everything idle back."""
+
+    def __init__(self, gpu_device, label: str, limit: int | None = None):
+        self.gpu_device = gpu_device
+        self.label = label
+        self.limit = pool_bytes() if limit is None else limit
+        self.held = 0  # bytes idle in the pool
+        self.hits = 0
+        self.misses = 0
+        self.closed = False
+        self._free: dict[int, list] = {}
+        self._lock = threading.Lock()
+        self._serials = iter(range(1, 1 << 62))
+        self.on_release = None  # called after release(): cached binds may name the memory
+
+    def take(self, nbytes: int):
+        """(GPUBuffer of result_class(nbytes) bytes, its serial) from the pool, or (None,
+        0)."""
+        cls = result_class(nbytes)
+        with self._lock:
+            free = self._free.get(cls)
+            if free:
+                gpu, serial = free.pop()
+                self.held -= cls
+                self.hits += 1
+                return gpu, serial
+            self.misses += 1
+        return None, 0
+
+    def serial(self) -> int:
+        return next(self._serials)
+
+    def give(self, gpu, serial: int) -> None:
+        """Keep a freed result's memory for reuse, or destroy it past the bound."""
+        size = gpu.size
+        with self._lock:
+            keep = not self.closed and self.held + size <= self.limit
+            if keep:
+                self._free.setdefault(size, []).append((gpu, serial))
+                self.held += size
+        if not keep:
+            gpu.destroy()
+
+    def release(self) -> int:
+        """Destroy every idle buffer; returns the bytes given back."""
+        with self._lock:
+            idle = [g for lst in self._free.values() for g, _ in lst]
+            self._free.clear()
+            released, self.held = self.held, 0
+        for gpu in idle:
+            try:
+                gpu.destroy()
+            except Exception:  # noqa: BLE001 - the device may be gone already
+                pass
+        if idle and self.on_release is not None:
+            self.on_release()
+        return released
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+        self.release()
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"held_bytes": self.held, "limit_bytes": self.limit, "hits": self.hits,
+                    "misses": self.misses,
+                    "buffers": sum(len(v) for v in self._free.values())}

@@ -11,6 +11,7 @@ import numpy as np
 import wgpu
 
 from . import transfers
+from ._pools import result_class
 from .dtypes import DType, convert_exact, list_to_array
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, ShapeError
@@ -52,10 +53,15 @@ class Buffer:
     alive until that command completes. Usable as a context manager (frees on exit)."""
 
     __slots__ = ("_gpu", "_shape", "_dt", "_label", "_freed", "_holds", "_lock", "_id",
-                 "_dev", "__weakref__")
+                 "_dev", "_key", "_pool_serial", "__weakref__")
+    _base = None  # a view's buffer (BufferView); None: this buffer owns its memory
+    _offset = 0  # a view's first element in its base
+    # numpy's operators defer to Buffer's (ndarray + buf calls buf.__radd__), and numpy's
+    # ufuncs refuse a Buffer instead of silently reading it back
+    __array_ufunc__ = None
 
     def __init__(self, gpu_buffer, shape: tuple[int, ...], dt: DType, label: str = "",
-                 device: Device | None = None):
+                 device: Device | None = None, pool_serial: int = 0):
         global _live_count, _next_id
         self._dev = device
         self._gpu = gpu_buffer
@@ -63,6 +69,9 @@ class Buffer:
         self._dt = dt
         self._label = label
         self._freed = False
+        # memory from the device's pool goes back there when freed; its bind key names the
+        # memory, so a result reusing it finds the kernel runs bound to it (commands.bound)
+        self._pool_serial = pool_serial
         # One entry per submitted command still using the buffer. list.append and list.pop
         # are atomic, so retaining costs no lock (a pipeline of 100 stages retains 101
         # buffers per run); only the last release of a freed buffer takes _lock.
@@ -72,6 +81,7 @@ class Buffer:
             _live_count += 1
             _next_id += 1
             self._id = _next_id
+        self._key = (pool_serial, shape, dt.name) if pool_serial else self._id
         if device is not None:
             device.track(self)
 
@@ -81,9 +91,11 @@ class Buffer:
         return self._shape
 
     @property
-    def dtype(self) -> str:
-        """The seed's dtype name: f32, f64, f16, s32, s64, u32 or u8."""
-        return self._dt.name
+    def dtype(self) -> DType:
+        """The dtype, named as wgcompute spells it: f32, f64, f16, s32, s64, u32 or u8.
+        ``buf.dtype == "f32"`` holds, it prints as f32, and ``np.dtype(buf.dtype)`` is
+        numpy's float32."""
+        return self._dt
 
     @property
     def ndim(self) -> int:
@@ -161,12 +173,22 @@ class Buffer:
         # free() sets _freed before it looks at _holds, and this pops before it looks at
         # _freed: whichever comes second sees both and destroys (under _lock, once).
         if self._freed and not self._holds:
-            with self._lock:
-                gpu = self._gpu if not self._holds else None
-                if gpu is not None:
-                    self._gpu = None
+            self._drop_memory()
+
+    def _drop_memory(self) -> None:
+        """Destroy the GPU memory (or give it back to the device's pool), once."""
+        with self._lock:
+            gpu = self._gpu if not self._holds else None
             if gpu is not None:
-                gpu.destroy()
+                self._gpu = None
+        if gpu is not None:
+            self._discard(gpu)
+
+    def _discard(self, gpu) -> None:
+        if self._pool_serial and self._dev.alive:
+            self._dev.memory_pool.give(gpu, self._pool_serial)
+        else:
+            gpu.destroy()
 
     def free(self) -> None:
         """Release the GPU memory (deferred while a submitted command still uses it).
@@ -183,7 +205,7 @@ class Buffer:
         with _live_lock:
             _live_count -= 1
         if destroy and gpu is not None:
-            gpu.destroy()
+            self._discard(gpu)
 
     def _device_closed(self) -> None:
         """The device closed: the memory goes with it, whatever still refers to the buffer."""
@@ -227,6 +249,21 @@ class Buffer:
         finally:
             self._release()
 
+    # -- how kernels bind it -----------------------------------------------------------
+    def _binding(self, argument: str = "buffer"):
+        """(GPUBuffer, byte offset) a kernel binds this buffer's data at."""
+        self._check(argument)
+        return self._gpu, 0
+
+    def _bound_bytes(self) -> int:
+        """Bytes a kernel binds: the data rounded up to the 16-byte granule kernels read (a
+        pooled allocation may be larger; a view's granule lies inside its base)."""
+        return max(_ALIGN, -(-self.nbytes // _ALIGN) * _ALIGN)
+
+    def _bindable(self) -> bool:
+        """Whether kernels can bind it where it is (a view: at an aligned offset)."""
+        return True
+
     def to_numpy(self) -> np.ndarray:
         """A new numpy array with the buffer's contents (blocks until ready)."""
         return self._download().view(self._dt.numpy).reshape(self._shape)
@@ -241,6 +278,252 @@ class Buffer:
         if dtype is not None and np.dtype(dtype) != a.dtype:
             a = a.astype(dtype)
         return a
+
+    # -- numpy-style arrays: operators, views, indexing (ops.py does the work) -----------
+    # Each operator runs one kernel on the GPU and waits for it, like wgc.add; none reads the
+    # GPU back. float(), int() and item() are reads (they block); bool() refuses, since it
+    # would read behind `if` and `and`.
+    def __add__(self, other):
+        from . import ops
+        return ops.binary("add", self, other)
+
+    def __radd__(self, other):
+        from . import ops
+        return ops.binary("add", self, other, reflected=True)
+
+    def __sub__(self, other):
+        from . import ops
+        return ops.binary("sub", self, other)
+
+    def __rsub__(self, other):
+        from . import ops
+        return ops.binary("sub", self, other, reflected=True)
+
+    def __mul__(self, other):
+        from . import ops
+        return ops.binary("mul", self, other)
+
+    def __rmul__(self, other):
+        from . import ops
+        return ops.binary("mul", self, other, reflected=True)
+
+    def __truediv__(self, other):
+        from . import ops
+        return ops.binary("div", self, other)
+
+    def __rtruediv__(self, other):
+        from . import ops
+        return ops.binary("div", self, other, reflected=True)
+
+    def __floordiv__(self, other):
+        from . import ops
+        return ops.binary("floordiv", self, other)
+
+    def __rfloordiv__(self, other):
+        from . import ops
+        return ops.binary("floordiv", self, other, reflected=True)
+
+    def __mod__(self, other):
+        from . import ops
+        return ops.binary("mod", self, other)
+
+    def __rmod__(self, other):
+        from . import ops
+        return ops.binary("mod", self, other, reflected=True)
+
+    def __pow__(self, other, modulo=None):
+        from . import ops
+        if modulo is not None:
+            raise ArgumentError("pow: three-argument pow(buf, y, mod) is not supported")
+        return ops.binary("pow", self, other)
+
+    def __rpow__(self, other):
+        from . import ops
+        return ops.binary("pow", self, other, reflected=True)
+
+    # in place, as numpy's: the kernel writes this buffer (every reference sees it)
+    def __iadd__(self, other):
+        from . import ops
+        return ops.inplace("add", self, other)
+
+    def __isub__(self, other):
+        from . import ops
+        return ops.inplace("sub", self, other)
+
+    def __imul__(self, other):
+        from . import ops
+        return ops.inplace("mul", self, other)
+
+    def __itruediv__(self, other):
+        from . import ops
+        return ops.inplace("div", self, other)
+
+    def __ifloordiv__(self, other):
+        from . import ops
+        return ops.inplace("floordiv", self, other)
+
+    def __imod__(self, other):
+        from . import ops
+        return ops.inplace("mod", self, other)
+
+    def __ipow__(self, other):
+        from . import ops
+        return ops.inplace("pow", self, other)
+
+    def __matmul__(self, other):
+        from . import ops
+        return ops.matmul_op(self, other)
+
+    def __rmatmul__(self, other):
+        from . import ops
+        return ops.matmul_op(self, other, reflected=True)
+
+    def __neg__(self):
+        from . import ops
+        return ops.unary("neg", self)
+
+    def __pos__(self):
+        from . import ops
+        return ops.copy(self)
+
+    def __abs__(self):
+        from . import ops
+        return ops.unary("abs", self)
+
+    def __lt__(self, other):
+        from . import ops
+        return ops.binary("lt", self, other)
+
+    def __le__(self, other):
+        from . import ops
+        return ops.binary("le", self, other)
+
+    def __gt__(self, other):
+        from . import ops
+        return ops.binary("gt", self, other)
+
+    def __ge__(self, other):
+        from . import ops
+        return ops.binary("ge", self, other)
+
+    def __eq__(self, other):
+        from . import ops
+        return ops.binary("eq", self, other)
+
+    def __ne__(self, other):
+        from . import ops
+        return ops.binary("ne", self, other)
+
+    __hash__ = object.__hash__  # buffers stay usable as dict keys (by identity)
+
+    def __bool__(self):
+        raise ArgumentError(
+            f"bool() of {self!r} would read the GPU behind an `if`; read explicitly: "
+            f"buf.item() (one element), or buf.to_numpy() and numpy's any()/all()")
+
+    def __contains__(self, value):
+        raise ArgumentError("`in` on a buffer would read the GPU; compare with == and read "
+                            "the result (to_numpy())")
+
+    def __float__(self) -> float:
+        """The one element as a float: a read (blocks until ready)."""
+        from . import ops
+        return float(ops.item(self))
+
+    def __int__(self) -> int:
+        """The one element as an int: a read (blocks until ready)."""
+        from . import ops
+        return int(ops.item(self))
+
+    def item(self):
+        """The one element as a Python number: a read (blocks until ready)."""
+        from . import ops
+        return ops.item(self)
+
+    def __getitem__(self, key) -> Buffer:
+        """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
+        result is contiguous in memory (rows, leading-axis slices), else a copy made on the
+        GPU. Index arrays and masks are not supported."""
+        from . import ops
+        return ops.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        raise ArgumentError(
+            "buffers take no item assignment; compute the result with kernels or operators "
+            "into a buffer of its own (or write() a contiguous view: buf[2:5].write([...]))")
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d buffer")
+        for i in range(self._shape[0]):
+            yield self[i]
+
+    def reshape(self, *shape) -> Buffer:
+        """The same memory in another shape (one dimension may be -1): a view, no copy."""
+        from . import ops
+        return ops.reshape(self, shape)
+
+    def view(self, dtype=None) -> Buffer:
+        """A view of the same memory, as ``dtype`` when given (numpy's view): no copy."""
+        from . import ops
+        return ops.view(self, dtype)
+
+    def ravel(self) -> Buffer:
+        """The elements as 1-D: a view."""
+        return self.reshape(-1)
+
+    def flatten(self) -> Buffer:
+        """The elements as a new 1-D buffer (a copy, as numpy's flatten)."""
+        return self.copy().reshape(-1)
+
+    def copy(self) -> Buffer:
+        """A new buffer with the same elements, copied on the GPU."""
+        from . import ops
+        return ops.copy(self)
+
+    def astype(self, dtype, *, rounding: str | None = None, casting: str = "exact"
+               ) -> Buffer:
+        """A new buffer converted to ``dtype``, exactly unless told otherwise: see
+        wgc.astype (it checks on the GPU, and reads one word back, when values could change)."""
+        from . import ops
+        return ops.astype(self, dtype, rounding=rounding, casting=casting)
+
+    @property
+    def T(self) -> Buffer:
+        """The axes reversed (a 2-D buffer transposed): a new buffer, copied on the GPU."""
+        if self.ndim < 2:
+            return self
+        return self.transpose()
+
+    def transpose(self, *axes) -> Buffer:
+        """numpy's transpose (reversed axes, or the order given): a new buffer."""
+        from . import ops
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return ops.transpose(self, axes=axes or None)
+
+    def sum(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        """numpy's sum (default: everything): see wgc.sum for dtypes."""
+        from . import ops
+        return ops.reduction("sum", self, axis, keepdims, out)
+
+    def max(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        from . import ops
+        return ops.reduction("max", self, axis, keepdims, out)
+
+    def min(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        from . import ops
+        return ops.reduction("min", self, axis, keepdims, out)
+
+    def mean(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        from . import ops
+        return ops.reduction("mean", self, axis, keepdims, out)
+
+    def argmax(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None
+               ) -> Buffer:
+        """u32 index of the first maximum (of the flattened buffer by default)."""
+        from . import ops
+        return ops.reduction("argmax", self, axis, keepdims, out)
 
     # -- writing -----------------------------------------------------------------------
     def write(self, data) -> None:
@@ -288,6 +571,149 @@ class Buffer:
         raise ArgumentError(
             f"{self!r}: a GPU buffer does not pickle (it cannot be sent to another process); "
             f"send its contents (buf.to_numpy(), a numpy array) and make a buffer there")
+
+
+class BufferView(Buffer):
+    """A buffer that is part of another's memory: ``reshape``, ``view`` and contiguous
+    slices make one without copying. Kernels read it where it lies when its offset is a
+    multiple of the adapter's min-storage-buffer-offset-alignment, and through a GPU copy
+    otherwise; no kernel writes into it. Freeing the base invalidates its views (using one
+    then raises BufferFreedError); freeing a view leaves the base alone."""
+
+    __slots__ = ("_base", "_offset")
+
+    def __init__(self, base: Buffer, shape: tuple[int, ...], byte_offset: int = 0,
+                 dt: DType | None = None):
+        global _next_id
+        root = base._base if base._base is not None else base
+        self._base = root
+        self._offset = base._offset + byte_offset
+        self._dev = root._dev
+        self._gpu = None  # the memory is the base's
+        self._shape = shape
+        self._dt = dt if dt is not None else base._dt
+        self._label = root._label
+        self._freed = False
+        self._holds = root._holds  # a use of the view holds the base's memory
+        self._lock = threading.Lock()
+        self._pool_serial = 0
+        with _live_lock:
+            _next_id += 1
+            self._id = _next_id
+        self._key = self._id
+
+    @property
+    def base(self) -> Buffer:
+        """The buffer whose memory this view is part of."""
+        return self._base
+
+    def __repr__(self) -> str:
+        state = " freed" if self._freed or self._base._freed else ""
+        label = f" of {self._base._label!r}" if self._base._label else ""
+        return (f"<wgc.Buffer view{label} {self._dt.name} shape={self._shape} "
+                f"{_fmt_bytes(self.nbytes)} at byte {self._offset}{state}>")
+
+    @property
+    def gpu_buffer(self):
+        raise ArgumentError(f"{self!r} is part of another buffer's memory and has no GPU "
+                            f"buffer of its own; take view.copy() for one")
+
+    def _check(self, argument: str = "buffer") -> None:
+        if self._freed or self._base._freed or not self._dev.alive:
+            self._refuse(argument)
+
+    def _refuse(self, argument: str) -> None:
+        if not self._dev.alive:
+            self._dev.check(argument)
+        if self._freed:
+            raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
+        raise BufferFreedError(f"{argument}: {self!r} is a view of a buffer that was freed")
+
+    def _pin(self, argument: str = "buffer") -> None:
+        self._holds.append(None)
+        if self._freed or self._base._freed or not self._dev.alive:
+            self._release()
+            self._refuse(argument)
+
+    def _release(self) -> None:
+        self._holds.pop()
+        root = self._base
+        if root._freed and not self._holds:
+            root._drop_memory()
+
+    def free(self) -> None:
+        """Stop using this view (the base and its memory stay)."""
+        self._freed = True
+
+    def _device_closed(self) -> None:
+        self._freed = True
+
+    def __del__(self):
+        pass
+
+    def _binding(self, argument: str = "buffer"):
+        self._check(argument)
+        return self._base._gpu, self._offset
+
+    def _bindable(self) -> bool:
+        return self._offset % self._dev.limit("min-storage-buffer-offset-alignment") == 0
+
+    def _download(self) -> np.ndarray:
+        start = self._offset // 4 * 4  # copies move whole 4-byte words
+        skip = self._offset - start
+        self._pin()
+        try:
+            raw = transfers.download(self._dev, self._base._gpu, start, skip + self.nbytes)
+        finally:
+            self._release()
+        return raw[skip:]
+
+    def write(self, data) -> None:
+        """Replace the view's elements (its base's memory) with ``data``. The view must
+        start and end on 4-byte boundaries (GPU copies move whole words)."""
+        self._check()
+        if self._offset % 4 or self.nbytes % 4:
+            raise ArgumentError(f"{self!r}: writes move whole 4-byte words, and this view "
+                                f"starts or ends inside one; write the base instead")
+        arr = _to_array(data, self._dt, "data")
+        if arr.size != self.size:
+            raise ShapeError(f"data: has {arr.size} elements, view {self._shape} holds "
+                             f"{self.size}")
+        if arr.size:
+            self._pin()
+            try:
+                transfers.upload(self._dev, self._base._gpu, self._offset, arr, fence=False)
+            finally:
+                self._release()
+
+    def to(self, device: Device) -> Buffer:
+        if device is self._dev:
+            return self
+        return super().to(device)
+
+
+def result_buffer(shape: tuple[int, ...], dt: DType, dev: Device, label: str = "") -> Buffer:
+    """A buffer for a result that a kernel overwrites whole (operators' outputs): memory
+    from the device's pool when it holds some of the size class, not zeroed; freed, the
+    memory goes back to the pool."""
+    pool = dev.memory_pool
+    nbytes = math.prod(shape) * dt.itemsize
+    if pool.limit <= 0:
+        return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
+    gpu, serial = pool.take(nbytes)
+    if gpu is None:
+        size = result_class(nbytes)
+        if size > dev.limit("max-buffer-size"):
+            return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
+        dev.check()
+        try:
+            gpu = dev.gpu_device.create_buffer(label=label or "wgcompute-result", size=size,
+                                               usage=_USAGE)
+        except Exception as e:
+            raise dev.wrap(e, f"shape: could not allocate {shape} {dt.name} ({nbytes} "
+                              f"bytes)") from e
+        serial = pool.serial()
+    return Buffer(gpu, shape, dt, label, dev, pool_serial=serial)
 
 
 def _fmt_bytes(n: int) -> str:

@@ -156,7 +156,7 @@ class Hold:
         try:
             for h in gpus_for(info):
                 bus = _text(nv.nvmlDeviceGetPciInfo(h).busId)
-                dev = _check(cu, cu.cuDeviceGetByPCIBusId(bus), f"device {bus}")
+                dev = _check(cu, cu.cuDeviceGetByPCIBusId(bus.encode()), f"device {bus}")
                 _check(cu, cu.cuDevicePrimaryCtxRetain(dev), f"context on {bus}")
                 self._devices.append(dev)
         except BaseException:

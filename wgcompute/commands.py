@@ -26,7 +26,7 @@ from .errors import (
 )
 from .errors import TimeoutError as WgTimeoutError
 from .kernels import Dispatch, Kernel, bind, registry
-from .kernels.base import same_device
+from .kernels.base import MultiDispatch, same_device
 from .runtime import Device, current_device, open_devices
 
 _ids = itertools.count(1)
@@ -388,7 +388,9 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     """bind(), cached per device by kernel, buffer identities and params."""
     try:
         device = output._dev
-        key = (kernel.name, id(kernel), tuple([b._id for b in inputs]), output._id,
+        # _key is the buffer's id, or for pooled memory (memory serial, shape, dtype): a
+        # result reusing pooled memory finds the run bound to it
+        key = (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
                _freeze(params) if params else ())
         cache = device.binds
         # Reads take no lock (OrderedDict's get and move_to_end are atomic); a writer may
@@ -411,6 +413,9 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
             output._check(f"{kernel.name}: output")
         return d
     d = bind(kernel, inputs, output, params)
+    if isinstance(d, MultiDispatch) and (type(output._key) is tuple or any(
+            type(b._key) is tuple for b in inputs)):
+        return d  # its temporaries go with these Buffer objects, which others' keys outlive
     with device.binds_lock:
         cache[key] = d
         while len(cache) > _BIND_CACHE_SIZE:
@@ -525,6 +530,10 @@ def check_copy(src, dst, where: str = "copy_buffer") -> None:
     check_buffer(dst, f"{where}: destination")
     if src is dst:
         raise ArgumentError(f"{where}: source and destination are the same buffer")
+    for name, b in (("source", src), ("destination", dst)):
+        if b._base is not None:
+            raise ArgumentError(f"{where}: {name} {b!r} is a view; copies move whole "
+                                f"buffers (view.copy() makes a buffer of a view)")
     if src.dtype != dst.dtype:
         raise DtypeError(f"{where}: source is {src.dtype}, destination is {dst.dtype}")
     if src.size != dst.size:
@@ -584,7 +593,8 @@ def start_read(buf: Buffer, cmd: HostCommand) -> None:
         cmd._started = True
         cmd._complete(out)
         return
-    read = transfers.Readback(dev, buf._gpu, 0, nbytes)  # buf is held by cmd
+    gpu, offset = buf._binding("buf")  # a view reads its part of its base's memory
+    read = transfers.Readback(dev, gpu, offset, nbytes)  # buf is held by cmd
     cmd._started = True
 
     def finish():
@@ -604,6 +614,7 @@ def read_async(buf: Buffer) -> HostCommand:
 
     The read sees every command submitted before this call and none submitted after it."""
     check_buffer(buf, "buf")
+    _whole_words(buf, "read")
     cmd = HostCommand("read_async", buf.device, [buf])
     try:
         start_read(buf, cmd)
@@ -620,10 +631,20 @@ def write_async(buf: Buffer, data) -> Command:
     returns and later commands see the new contents); only the GPU copy is asynchronous. For
     a copy off the calling thread, use a Stream."""
     check_buffer(buf, "buf")
+    _whole_words(buf, "write", end=True)
     arr = _to_array(data, buf._dt, "data")
     if arr.size != buf.size:
         raise ShapeError(f"data: has {arr.size} elements, buffer {buf.shape} holds {buf.size}")
     return write_command(buf, arr, "write_async")
+
+
+def _whole_words(buf: Buffer, what: str, end: bool = False) -> None:
+    """GPU copies move whole 4-byte words: a view must start on one (and, written, end on
+    one, or its neighbours in the base would be overwritten)."""
+    if buf._base is not None and (buf._offset % 4 or (end and buf.nbytes % 4)):
+        raise ArgumentError(f"buf: {buf!r} starts or ends inside a 4-byte word, which GPU "
+                            f"copies cannot {what} alone; {what} a copy (buf.copy()) or the "
+                            f"base")
 
 
 def write_command(buf: Buffer, arr: np.ndarray, label: str) -> Command:
@@ -638,7 +659,8 @@ def upload_into(cmd: Command, buf: Buffer, arr: np.ndarray) -> None:
     """Copy ``arr`` into ``buf`` now (host copy in this thread, GPU copy queued) as the work of
     ``cmd``, which completes at the last chunk's fence (or fails with the error, raised)."""
     try:
-        fence = transfers.upload(buf.device, buf._gpu, 0, arr) if arr.size else None
+        gpu, offset = buf._binding("buf")
+        fence = transfers.upload(buf.device, gpu, offset, arr) if arr.size else None
     except BaseException as e:
         cmd._fail(e)
         raise

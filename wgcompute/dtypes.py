@@ -11,9 +11,13 @@ import numpy as np
 from .errors import DtypeError, ShapeError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    name: str  # the seed's spelling: f32, f64, s32, s64, u32, u8, f16
+    """One dtype of the table. It stands for its name: ``DType == "f32"`` is true (also for
+    "float32" and numpy's float32), it hashes, prints and formats as "f32", and
+    ``np.dtype(d)`` is its numpy dtype (through the ``dtype`` attribute, numpy's protocol)."""
+
+    name: str  # wgcompute's spelling: f32, f64, s32, s64, u32, u8, f16
     numpy: np.dtype
     wgsl: str  # WGSL scalar type kernels compute in (u8 travels packed in u32 words)
     itemsize: int
@@ -21,10 +25,39 @@ class DType:
     kind: str  # "f" float, "i" signed int, "u" unsigned int
 
     def __repr__(self) -> str:
-        return f"wgc.dtype({self.name!r})"
+        return repr(self.name)
 
     def __str__(self) -> str:
         return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, DType):
+            return other.name == self.name
+        if isinstance(other, str):
+            if _ALIASES.get(other, other) == self.name:
+                return True
+            if other in DTYPES:
+                return False
+        elif other is None or isinstance(other, (bool, int, float)):
+            return False  # np.dtype(None) would be float64
+        try:
+            return np.dtype(other) == self.numpy
+        except (TypeError, ValueError):
+            return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __reduce__(self):
+        return dtype, (self.name,)  # unpickles to the table's own entry
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype: ``np.dtype(buf.dtype)``, ``np.zeros(3, buf.dtype)`` read it."""
+        return self.numpy
 
     @property
     def is_float(self) -> bool:
@@ -47,13 +80,13 @@ _TABLE = [
 ]
 DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in _TABLE}
-# Other spellings people type; each maps to one seed name.
+# Other spellings people type; each maps to one wgcompute name.
 _ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "s32",
             "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64"}
 
 
 def dtype(spec, argument: str = "dtype") -> DType:
-    """Resolve a dtype given as a seed name ("f32"), a numpy dtype or type, or a DType."""
+    """Resolve a dtype given as a wgcompute name ("f32"), a numpy dtype or type, or a DType."""
     if isinstance(spec, DType):
         return spec
     if isinstance(spec, str):

@@ -53,6 +53,10 @@ class BufferFreedError(WgComputeError):
     """A buffer was used after free()."""
 
 
+class IndexingError(WgComputeError, IndexError):
+    """An index is out of range, or of a kind buffers do not take (advanced indexing)."""
+
+
 class DeviceError(WgComputeError):
     """No usable adapter, the device was lost or closed, or the GPU refused an operation."""
 
@@ -81,3 +85,12 @@ class TimeoutError(WgComputeError, TimeoutError):  # noqa: A001 - also a builtin
 
 class SurfaceError(WgComputeError):
     """A surface (window or offscreen canvas) could not be created or used."""
+
+
+class ModelError(WgComputeError):
+    """A model cannot be loaded or run: unsupported operators (``unsupported`` lists every
+    one as (op type, node name, opset, reason)), a malformed graph, or inputs it cannot take."""
+
+    def __init__(self, message: str, unsupported=()):
+        super().__init__(message)
+        self.unsupported = list(unsupported)

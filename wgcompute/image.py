@@ -23,7 +23,10 @@ from .kernels.base import Meta
 from .kernels.image import ImageKernel
 
 __all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "as_rgba8", "apply", "Stage",
-           "parse_pipeline", "submit_stages", "read_file", "write_file", "remove_stale_temps"]
+           "parse_pipeline", "submit_stages", "read_file", "write_file", "remove_stale_temps",
+           "has_imageio", "INSTALL_HINT"]
+
+INSTALL_HINT = 'pip install "wgcompute[image]"'
 
 _NO_ALPHA = {".jpg", ".jpeg", ".bmp"}
 WRITE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -73,10 +76,12 @@ def from_numpy(array: np.ndarray, label: str = "") -> Buffer:
 
 def to_numpy(buf: Buffer, channels: int = 4) -> np.ndarray:
     """An image buffer as uint8 (H, W, channels): RGBA8 as is, f32 images through to_uint8.
-    channels 3 drops alpha (or replicates grey), 4 adds alpha 255 where there is none."""
+    channels 3 drops alpha (or replicates grey), 4 adds alpha 255 where there is none, 1
+    gives the grey level (H, W) of a grey image (R = G = B, as the grayscale stage makes);
+    a colour image with channels=1 is an error, not a silent conversion."""
     check_buffer(buf, "buf")
-    if channels not in (3, 4):
-        raise ArgumentError(f"channels: expected 3 or 4, got {channels!r}")
+    if isinstance(channels, bool) or channels not in (1, 3, 4):
+        raise ArgumentError(f"channels: expected 1, 3 or 4, got {channels!r}")
     _check_image_array(buf.shape, buf.dtype, "buf")
     return as_rgba8(buf.to_numpy(), channels, "buf")
 
@@ -94,12 +99,35 @@ def _check_image_array(shape, dtype: str, argument: str) -> None:
 
 def as_rgba8(array: np.ndarray, channels: int = 4, argument: str = "array") -> np.ndarray:
     """What to_numpy makes of an image buffer, for its contents already read back: uint8
-    RGBA8 (H, W, 4) as is, float32 images through to_uint8; ``channels`` 3 drops alpha."""
+    RGBA8 (H, W, 4) as is, float32 images through to_uint8; ``channels`` 3 drops alpha, 1
+    gives the grey level of a grey image."""
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{argument}: expected a numpy array, got {type(array).__name__}")
+    if isinstance(channels, bool) or channels not in (1, 3, 4):
+        raise ArgumentError(f"channels: expected 1, 3 or 4, got {channels!r}")
     dt = {np.dtype(np.uint8): "u8", np.dtype(np.float32): "f32"}.get(array.dtype,
                                                                     str(array.dtype))
     _check_image_array(array.shape, dt, argument)
     a = array if dt == "u8" else rgba8(to_uint8(array), argument)
+    if channels == 1:
+        if not _is_grey(a):
+            raise ArgumentError("channels: 1 takes a grey image (R = G = B everywhere), and "
+                                "this one has colour; run the grayscale stage first, or take "
+                                "channels=3")
+        return np.ascontiguousarray(a[..., 0])
     return a if channels == 4 else np.ascontiguousarray(a[..., :3])
+
+
+def _is_grey(a: np.ndarray) -> bool:
+    return bool((a[..., 0] == a[..., 1]).all() and (a[..., 1] == a[..., 2]).all())
+
+
+def compact(a: np.ndarray) -> np.ndarray:
+    """What a file needs of RGBA8 pixels: RGB when alpha is 255 everywhere, one grey channel
+    (H, W) when the image is also grey; it loads back identical."""
+    if not (a[..., 3] == 255).all():
+        return a
+    return np.ascontiguousarray(a[..., 0]) if _is_grey(a) else np.ascontiguousarray(a[..., :3])
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -107,8 +135,18 @@ def _imageio():
     try:
         import imageio.v3 as iio
     except ImportError:
-        raise WgComputeError("wgc.image needs imageio: pip install 'wgcompute[image]'") from None
+        raise WgComputeError(f"reading and writing image files needs imageio, which is not "
+                             f"installed: {INSTALL_HINT}") from None
     return iio
+
+
+def has_imageio() -> bool:
+    """Whether image files can be read and written here (the ``image`` extra installed)."""
+    try:
+        _imageio()
+    except WgComputeError:
+        return False
+    return True
 
 
 def _path(path, argument: str = "path") -> str:
@@ -156,12 +194,13 @@ def load(path, label: str = "") -> Buffer:
 
 
 def write_file(array: np.ndarray, path) -> str:
-    """Encode uint8 (H, W, 3|4) to ``path`` atomically: a temporary file beside it, then
-    os.replace, so a reader never sees half a file. Formats without alpha drop it."""
+    """Encode uint8 (H, W) grey or (H, W, 3|4) to ``path`` atomically: a temporary file
+    beside it, then os.replace, so a reader never sees half a file. Formats without alpha
+    drop it."""
     path = _path(path)
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or array.ndim != 3 \
-            or array.shape[2] not in (3, 4):
-        raise ArgumentError(f"array: expected a uint8 (H, W, 3|4) numpy array, got "
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not (
+            array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
+        raise ArgumentError(f"array: expected a uint8 (H, W) or (H, W, 3|4) numpy array, got "
                             f"{getattr(array, 'dtype', type(array).__name__)} "
                             f"{getattr(array, 'shape', '')}")
     folder, name = os.path.split(os.path.abspath(path))
@@ -171,7 +210,7 @@ def write_file(array: np.ndarray, path) -> str:
                             f"{', '.join(WRITE_EXTS)}")
     if not os.path.isdir(folder):
         raise ArgumentError(f"path: folder {folder!r} does not exist")
-    if ext in _NO_ALPHA and array.shape[-1] == 4:
+    if ext in _NO_ALPHA and array.ndim == 3 and array.shape[-1] == 4:
         array = array[..., :3]
     # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
     # The writer's pid in it lets remove_stale_temps tell a killed run's leftovers from a
@@ -232,15 +271,13 @@ def remove_stale_temps(path) -> list[str]:
 
 def save(buf: Buffer, path) -> str:
     """Write an image buffer to a file chosen by extension (blocks for the read-back).
-    RGBA8 is written as is (as RGB when alpha is 255 everywhere: it loads back the same);
-    f32 images (H, W[, 1|3|4]) are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP
-    have no alpha: it is dropped. Returns the path."""
+    RGBA8 is written as is, as RGB when alpha is 255 everywhere, and as one grey channel
+    when it is also grey (R = G = B): each loads back the same. f32 images (H, W[, 1|3|4])
+    are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP have no alpha: it is
+    dropped. Returns the path."""
     check_buffer(buf, "buf")
     _path(path)
-    a = to_numpy(buf)
-    if (a[..., 3] == 255).all():  # opaque: RGB is smaller and loads back identical
-        a = a[..., :3]
-    return write_file(a, path)
+    return write_file(compact(to_numpy(buf)), path)
 
 
 # -- running image kernels -------------------------------------------------------------------------

@@ -40,7 +40,7 @@ class _Stage:
 
 
 class Pipeline:
-    """An ordered list of stages (the seed's dicts: op, kernel, inputs, output, params).
+    """An ordered list of stages (dicts: op, kernel, inputs, output, params).
 
     ``run()`` records every stage into one command encoder, submits once and waits;
     ``submit()`` does the same and returns a Command at once. Stages are validated when

@@ -10,6 +10,8 @@ import contextlib
 import contextvars
 import logging
 import os
+import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import wgpu
 
 from . import _native, clocks
-from ._pools import StagingPools, Workers
+from ._pools import MemoryPool, StagingPools, Workers
 from ._queue import LOSS, Submitter, wait
 from ._version import __version__
 from .errors import ArgumentError, DeviceError, DeviceLostError
@@ -92,8 +94,29 @@ def _summary(i: int, adapter) -> AdapterInfo:
                        _is_gpu(info), info.get("description", ""), _vendor(info))
 
 
+def _headless_runtime_dir() -> None:
+    """Linux without a desktop session has no XDG_RUNTIME_DIR, and the Vulkan drivers'
+    Wayland probe then prints "error: XDG_RUNTIME_DIR is invalid or not set in the
+    environment." for every adapter it looks at. There is no display to reach anyway: give
+    this process a private directory (owned by this user, mode 0700) before wgpu starts."""
+    if not sys.platform.startswith("linux"):
+        return
+    if os.environ.get("XDG_RUNTIME_DIR", "").startswith("/"):
+        return  # set by a session (the probe only asks for an absolute path)
+    path = os.path.join(tempfile.gettempdir(), f"wgcompute-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            path = tempfile.mkdtemp(prefix="wgcompute-runtime-")  # someone else's: our own
+    except OSError:
+        path = tempfile.mkdtemp(prefix="wgcompute-runtime-")
+    os.environ["XDG_RUNTIME_DIR"] = path
+
+
 def devices() -> list[AdapterInfo]:
     """Every adapter wgpu finds on this machine, in the order ``device(index)`` uses."""
+    _headless_runtime_dir()
     return [_summary(i, a) for i, a in enumerate(wgpu.gpu.enumerate_adapters_sync())]
 
 
@@ -129,6 +152,7 @@ def _no_adapter(detail: str) -> DeviceError:
 
 def _find_adapter(which, backend: str | None, argument: str):
     """The adapter ``which`` names (index, name substring, AdapterInfo) on ``backend``."""
+    _headless_runtime_dir()
     try:
         found = wgpu.gpu.enumerate_adapters_sync()
     except Exception as e:
@@ -173,6 +197,7 @@ def _default_adapter():
         except DeviceError as e:
             raise DeviceError(f"{e} (WGCOMPUTE_ADAPTER={want_name!r}, WGCOMPUTE_BACKEND="
                               f"{os.environ.get('WGCOMPUTE_BACKEND', '')!r})") from None
+    _headless_runtime_dir()
     try:
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     except Exception as e:  # wgpu raises RuntimeError when nothing is found
@@ -239,6 +264,9 @@ class Device:
         self.staging = StagingPools(gpu_device, self.link, self.submitter, self.label,
                                     self.wrap)
         self.workers = Workers(self.label)
+        # freed array results (operators' outputs) kept for reuse by size class
+        self.memory_pool = MemoryPool(gpu_device, self.label)
+        self.memory_pool.on_release = self._forget_binds
         # What the upper layers cache for this device (they fill these):
         self.pipelines: dict = {}  # PipelineKey -> compiled pipeline (kernels)
         self.pipelines_lock = threading.Lock()
@@ -392,14 +420,16 @@ class Device:
             raise type(self.dead)(f"{argument}: {self.dead}")
 
     def _probe(self) -> None:
-        """Find out whether the GPU device is gone (an empty command buffer cannot be finished
-        on a lost device; ~5 us): after wgpu reported a loss, after a native error, and every
-        quarter second of a long wait (a lost device's fences may never complete)."""
+        """Find out whether the GPU device is gone (a 4-byte buffer cannot be made on a lost
+        device): after wgpu reported a loss, after a native error, at a batch stage's first
+        fill, and every quarter second of a long wait (a lost device's fences may never
+        complete). (An empty command buffer finished and never submitted would tell as well,
+        but wgpu-native kept ~90 KB for each while a staging buffer was mapped.)"""
         self.submitter.seen_epoch = LOSS.epoch
         if not self.alive:
             return
         try:
-            self.link.encoder().finish()
+            self.gpu_device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_DST).destroy()
         except Exception as e:
             if _native.is_lost_error(e):
                 self.mark_lost(str(e).strip().splitlines()[-1].strip())
@@ -449,6 +479,15 @@ class Device:
     def live_buffers(self) -> int:
         return sum(1 for b in list(self._buffers) if not b.freed)
 
+    def release_memory_pool(self) -> int:
+        """Give back the GPU memory this device keeps for reuse by array results (freed
+        results of operators such as ``a + b``); returns the bytes released."""
+        return self.memory_pool.release()
+
+    def _forget_binds(self) -> None:
+        with self.binds_lock:
+            self.binds.clear()
+
     def _drop_caches(self) -> None:
         with self.pipelines_lock:
             self.pipelines.clear()
@@ -481,6 +520,7 @@ class Device:
         self.workers.close()
         for b in list(self._buffers):
             b._device_closed()
+        self.memory_pool.close()
         self._drop_caches()
         self.commands.clear()
         self.finished.clear()
@@ -542,6 +582,9 @@ def device(which=None, *, backend: str | None = None, hold_clocks: bool | None =
     ``hold_clocks=True`` keeps an NVIDIA GPU at full clock while the device is open (see
     docs/guide/devices.md; default: WGCOMPUTE_HOLD_CLOCKS). Close it when done (``close()``
     or ``with``)."""
+    if backend == "":
+        raise ArgumentError("backend: expected one of " + ", ".join(BACKENDS) + " or None, "
+                            "got ''")
     backend = _backend_name(backend, "backend")
     if hold_clocks is not None and not isinstance(hold_clocks, bool):
         raise ArgumentError(f"hold_clocks: expected True, False or None, got {hold_clocks!r}")

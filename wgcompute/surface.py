@@ -578,7 +578,7 @@ class Surface:
             pass
 
 
-# -- the functional facade (the seed's names) ------------------------------------------------
+# -- the functional API ----------------------------------------------------------------------
 
 def _check_size(width, height, where: str, device: Device) -> tuple[int, int]:
     limit = device.gpu_device.limits["max-texture-dimension-2d"]

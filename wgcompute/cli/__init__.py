@@ -12,6 +12,7 @@ SUBCOMMANDS = {
     "demo": "run the quick start: device, buffers, kernels, read back, timings",
     "info": "print the device table (adapters, features, limits)",
     "process": "run an image pipeline over files, globs or directories",
+    "infer": "classify images with an ONNX model (preprocess -> model -> softmax)",
     "view": "open the live image-processing viewer (glfw window)",
     "bench": "run the benchmark suite side by side with peers",
 }

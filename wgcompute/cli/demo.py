@@ -1,4 +1,4 @@
-"""`wgcompute demo`: the seed's quick start, run for real, with results and timings."""
+"""`wgcompute demo`: the quick start, run for real, with results and timings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 import wgcompute as wgc
 
-DESCRIPTION = ("The seed library's quick start on your GPU: device info, buffers, "
+DESCRIPTION = ("wgcompute's quick start on your GPU: device info, buffers, "
                "elementwise add, relu, matmul, read back; each step timed.")
 
 

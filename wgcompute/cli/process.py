@@ -162,7 +162,7 @@ def process(files, dests, stages, workers: int, progress: bool):
     def finish(cmd, out, path, dest, npix):
         try:
             cmd.wait()
-            wgc.image.write_file(wgc.image.to_numpy(out), dest)
+            wgc.image.save(out, dest)  # RGB when opaque, one channel when also grey
         except Exception as e:  # one file's failure must not stop the batch
             fail(path, e)
             return
@@ -234,6 +234,10 @@ def process_on_cluster(files, dests, stages, progress: bool, *, workers=None, sc
 
 
 def run(args) -> int:
+    if not wgc.image.has_imageio():  # once, before any file is read
+        print(f"wgcompute process: error: reading and writing image files needs imageio, "
+              f"which is not installed: {wgc.image.INSTALL_HINT}", file=sys.stderr)
+        return 2
     try:
         if args.threads is not None and args.threads < 1:
             raise UsageError(f"--threads: expected a positive int, got {args.threads}")

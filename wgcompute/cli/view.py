@@ -46,5 +46,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    import sys
+
+    import wgcompute as wgc
+
+    if (args.image or args.out) and not wgc.image.has_imageio():
+        what = "reading IMAGE" if args.image else "writing PNG files to --out"
+        print(f"wgcompute view: error: {what} needs imageio, which is not installed: "
+              f"{wgc.image.INSTALL_HINT}", file=sys.stderr)
+        return 2
     view(args.image, frames=args.frames, out=args.out, keys=args.keys, size=args.size)
     return 0

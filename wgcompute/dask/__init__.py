@@ -14,6 +14,7 @@ except ImportError as _e:  # pragma: no cover - the extra is missing
                          "'wgcompute[dask]'") from _e
 
 from ._arrays import map_blocks, map_overlap, reduce_max, reduce_mean, reduce_min, reduce_sum
+from ._model import ModelKind, ModelRecipe  # noqa: F401 - registers the model kind
 from ._work import Work, WorkKind, register_work_kind, work, work_kinds
 from ._worker import (
     WorkerSetup,

@@ -58,9 +58,17 @@ def _out_chunks(w: Work, x: da.Array):
             specs[shape] = w.output_spec(shape, dt)
         oshape, odt = specs[shape]
         if len(oshape) != x.ndim:
-            raise wgc.ShapeError(f"work: {w!r} turns a {x.ndim}-d block {shape} into a "
-                                 f"{len(oshape)}-d {oshape}; map_blocks keeps the number of "
-                                 f"dimensions (wgc.dask.sum, max, min and mean reduce)")
+            # work that changes the number of dimensions (a classifier: (N, C, H, W) -> (N,
+            # classes)) keeps axis 0's blocks and needs the rest whole
+            split = [a for a in range(1, x.ndim) if len(x.chunks[a]) > 1]
+            if split or not oshape:
+                raise wgc.ShapeError(
+                    f"work: {w!r} turns a {x.ndim}-d block {shape} into a {len(oshape)}-d "
+                    f"{oshape}; map_blocks keeps the number of dimensions, or the first "
+                    f"axis's blocks when the other axes are whole (rechunk axes "
+                    f"{split or list(range(1, x.ndim))} into one block; wgc.dask.sum, max, "
+                    f"min and mean reduce)")
+            return _reshaped_chunks(w, x, dt)
         if out_chunks is None:
             out_chunks = [[None] * len(c) for c in x.chunks]
             out_dt = odt
@@ -76,6 +84,23 @@ def _out_chunks(w: Work, x: da.Array):
     return tuple(tuple(c) for c in out_chunks), out_dt
 
 
+def _reshaped_chunks(w: Work, x: da.Array, dt: str):
+    """Chunks of work whose output has other dimensions: axis 0's blocks, then the output's
+    other axes whole (the same for every block, checked)."""
+    first = []
+    rest = None
+    odt = None
+    for n in x.chunks[0]:
+        oshape, odt = w.output_spec((n,) + tuple(x.shape[1:]), dt)
+        if rest is None:
+            rest = tuple(oshape[1:])
+        elif tuple(oshape[1:]) != rest:
+            raise wgc.ShapeError(f"work: {w!r} gives blocks of other shapes beyond axis 0 "
+                                 f"({rest} and {tuple(oshape[1:])})")
+        first.append(oshape[0])
+    return (tuple(first),) + tuple((d,) for d in rest), odt
+
+
 def map_blocks(work, x, params: dict | None = None, *, name: str | None = None) -> da.Array:
     """Run ``work`` on every chunk of the dask array ``x`` on the GPU of the worker that
     holds the chunk: upload, work, download. ``work`` is a kernel name or Kernel of one input
@@ -86,9 +111,12 @@ def map_blocks(work, x, params: dict | None = None, *, name: str | None = None) 
     w, x = _prepare(work, x, params)
     chunks, out_dt = _out_chunks(w, x)
     np_dt = DTYPES[out_dt].numpy
+    extra = {}
+    if len(chunks) != x.ndim:  # axis 0 kept, the others replaced (see _reshaped_chunks)
+        extra = {"drop_axis": list(range(1, x.ndim)), "new_axis": list(range(1, len(chunks)))}
     return da.map_blocks(_run_block, x, w, dtype=np_dt, chunks=chunks,
-                         meta=np.empty((0,) * x.ndim, np_dt),
-                         name=name or f"wgcompute-{w.kind}-{da.core.tokenize(w, x)}")
+                         meta=np.empty((0,) * len(chunks), np_dt),
+                         name=name or f"wgcompute-{w.kind}-{da.core.tokenize(w, x)}", **extra)
 
 
 def _depth(w: Work, x: da.Array, depth):

@@ -14,7 +14,7 @@ import numpy as np
 import wgpu
 
 from .. import shaders
-from ..buffer import Buffer, check_buffer, empty, from_numpy
+from ..buffer import Buffer, BufferView, check_buffer, empty, from_numpy
 from ..dtypes import DTYPES, DType, convert_exact
 from ..dtypes import dtype as _resolve_dtype
 from ..errors import (
@@ -58,6 +58,10 @@ class PipelineKey:
     constants: tuple[tuple[str, Any], ...] = ()
     in_place: tuple[int, ...] = ()
 
+    def __post_init__(self):
+        # kernels pass buffers' dtypes (DType objects): the key holds their names
+        object.__setattr__(self, "dtypes", tuple(str(d) for d in self.dtypes))
+
 
 @dataclass
 class Launch:
@@ -75,6 +79,14 @@ class Compiled:
     layout: Any
     uniform_fields: tuple[tuple[str, str], ...]
     source: str
+
+
+def _by_name(name: str) -> Kernel:
+    """The registered kernel ``name`` (what an unpickled kernel becomes)."""
+    return lookup_kernel(name)
+
+
+lookup_kernel = None  # set by kernels/registry.py: its get()
 
 
 def pipeline_cache_size(device: Device) -> int:
@@ -103,10 +115,9 @@ class Kernel:
     not_in_place: str | None = "it is not known to give the same result in place"
 
     def __reduce__(self):
-        # a kernel travels by name: the receiving process has the same built-ins
-        from .registry import get
-
-        return get, (self.name,)
+        # a kernel travels by name: the receiving process has the same built-ins (registry.py
+        # sets the lookup, so that this module does not import the registry above it)
+        return _by_name, (self.name,)
 
     # -- what a user sees ------------------------------------------------------------
     def __repr__(self) -> str:
@@ -185,12 +196,14 @@ class Kernel:
         """Multi-pass kernels return ``(temporaries, steps)``: temporaries a list of
         (shape, dtype) buffers to allocate or numpy arrays to upload (small tables such as
         filter weights), steps a list of (kernel, input refs, output ref,
-        params) run in order inside one compute pass, a ref being "in0", "in1"..., "out" or
-        "tmp0"... Inputs and output are Buffers or Metas (only shape and dtype are read).
+        params) run in order inside one compute pass, a ref being "in0", "in1"..., "out",
+        "tmp0"... or a Buffer the kernel keeps alive itself (a model's weights: the bound
+        dispatch holds a reference, never frees it). Inputs and output are Buffers or Metas
+        (only shape and dtype are read).
         None (the default) means a single pass through render()/launches()."""
         return None
 
-    # -- machinery -----------------------------------------------------------------------
+    # -- machinery ---------------------------------------------------------------------------------
     def in_place_refusal(self, inputs, output, aliased: tuple[int, ...]) -> str | None:
         """None if ``output`` may share its buffer with the inputs at indices ``aliased``;
         otherwise why not (a phrase for the error)."""
@@ -317,7 +330,7 @@ class Meta:
 
     @classmethod
     def of(cls, b: Buffer) -> Meta:
-        return cls(b.shape, b.dtype, b._dev)
+        return cls(b.shape, str(b.dtype), b._dev)
 
 
 @dataclass
@@ -387,6 +400,7 @@ class MultiDispatch(Dispatch):
 
     parts: list = field(default_factory=list)
     temps: list = field(default_factory=list)
+    keep: list = field(default_factory=list)  # persistent Buffers the steps bind (not freed)
 
     def encode(self, cpass) -> None:
         for part in self.parts:
@@ -435,14 +449,75 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
              for i, spec in enumerate(temp_specs)]
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
-    parts = [bind(k, [env[r] for r in ins], env[o], p) for k, ins, o, p in steps]
+
+    def ref(r):
+        return r if isinstance(r, Buffer) else env[r]
+
+    parts = [bind(k, [ref(r) for r in ins], ref(o), p) for k, ins, o, p in steps]
+    keep = list({id(r): r for _, ins, o, _ in steps for r in [*ins, o]
+                 if isinstance(r, Buffer)}.values())
     # The bind cache may keep this Dispatch after its buffers are gone: the temporaries go
     # with the first of them to be collected, not with the cache entry.
     for b in list(inputs) + [output]:
         weakref.finalize(b, _free_all, temps)
     return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
                          [launch for part in parts for launch in part.launches],
-                         device=device, parts=parts, temps=temps)
+                         device=device, parts=parts, temps=temps, keep=keep)
+
+
+# The strided_copy kernel that gathers unaligned views (builtin.py puts it here when it makes
+# the built-in kernels: the registry sits above this module).
+GATHER: list = []
+
+
+def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params,
+                   device: Device) -> MultiDispatch:
+    """The kernel over views that cannot be bound where they lie (their offset is not a
+    multiple of min-storage-buffer-offset-alignment): each is first copied on the GPU into
+    a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
+    from .layout import contiguous_strides
+
+    copy = GATHER[0]
+    temps, steps, refs = [], [], []
+    for i, b in enumerate(inputs):
+        if b._bindable():
+            refs.append(f"in{i}")
+            continue
+        item = b._dt.itemsize
+        alias = _alias(b._base, b)
+        t = len(temps)
+        temps.append(empty(b.shape, b._dt, label=f"{kernel.name}-view{i}", device=device))
+        steps.append((copy, [alias], temps[t], {"strides": contiguous_strides(b.shape),
+                                               "offset": b._offset // item}))
+        refs.append(temps[t])
+    env = {f"in{i}": b for i, b in enumerate(inputs)}
+    args = [env[r] if isinstance(r, str) else r for r in refs]
+    parts = [bind(k, ins, out, p) for k, ins, out, p in steps]
+    parts.append(bind(kernel, args, output, params))
+    for b in list(inputs) + ([output] if output is not None else []):
+        weakref.finalize(b, _free_all, temps)
+    resolved = parts[-1].params
+    return GatheredDispatch(kernel, [Meta.of(b) for b in inputs],
+                            Meta.of(output) if output is not None else None, resolved, None,
+                            [launch for part in parts for launch in part.launches],
+                            device=device, parts=parts, temps=temps)
+
+
+@dataclass
+class GatheredDispatch(MultiDispatch):
+    """A kernel bound after copies of its unaligned view inputs (``_bind_gathered``): the
+    copies do not depend on params, so new params go to the kernel's own part."""
+
+    def set_params(self, **params) -> None:
+        self.parts[-1].set_params(**params)
+        self.params = self.parts[-1].params
+        self.launches = [launch for part in self.parts for launch in part.launches]
+
+
+def _alias(root: Buffer, view: Buffer) -> Buffer:
+    """All of ``root``'s memory seen as elements of ``view``'s dtype, from byte 0 (so it
+    binds anywhere)."""
+    return BufferView(root, (root.nbytes // view._dt.itemsize,), 0, view._dt)
 
 
 def same_device(kernel_name: str, named_buffers) -> Device:
@@ -485,8 +560,22 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
             raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported (output is "
                              f"{output.dtype}{like}); expected one of "
                              f"{', '.join(kernel.dtypes)}")
-    aliased = tuple(i for i, b in enumerate(inputs)
-                    if output is not None and _same_memory(b, output))
+    if output is not None and output._base is not None:
+        raise ArgumentError(
+            f"{kernel.name}: output {output!r} is part of another buffer's memory; kernels "
+            f"write whole words past a result's last element, so they write into buffers of "
+            f"their own (write the result there, then copy)")
+    aliased = []
+    for i, b in enumerate(inputs):
+        shared = _shared_memory(b, output) if output is not None else None
+        if shared == "part":
+            raise ArgumentError(
+                f"{kernel.name}: input {kernel.inputs[i]!r} {b!r} is a view of part of the "
+                f"output's memory; a kernel cannot read it while writing the output (write to "
+                f"another buffer)")
+        if shared == "all":
+            aliased.append(i)
+    aliased = tuple(aliased)
     if aliased:
         why = kernel.in_place_refusal(list(inputs), output, aliased)
         if why:
@@ -496,6 +585,8 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
     resolved = kernel.resolve_params(params, dt)
     kernel.check(list(inputs), output, resolved)
+    if not all(b._bindable() for b in inputs):
+        return _bind_gathered(kernel, list(inputs), output, params, device)
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
         return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
@@ -520,13 +611,17 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         device.stats["uniform_buffers_created"] += 1
     n_storage = len(storage)
     slots = kernel.binding_slots()
+    names = kernel.storage_bindings()
+    where = [b._binding(f"{kernel.name}: {names[j]!r}") for j, b in enumerate(storage)]
     for i, launch in enumerate(launches):
         entries = []
         for j, b in enumerate(storage):
-            res = {"buffer": b.gpu_buffer}
-            if launch.ranges is not None:
-                off, size = launch.ranges[j]
-                res = {"buffer": b.gpu_buffer, "offset": off, "size": size}
+            gpu, base = where[j]
+            # the data's own bytes, not the whole allocation: a view lies inside its base's,
+            # a pooled result's may be larger
+            off, size = launch.ranges[j] if launch.ranges is not None else (0,
+                                                                            b._bound_bytes())
+            res = {"buffer": gpu, "offset": base + off, "size": size}
             entries.append({"binding": slots[j], "resource": res})
         if compiled.uniform_fields:
             entries.append({"binding": slots[n_storage], "resource": {
@@ -544,9 +639,21 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     return d
 
 
-def _same_memory(a: Buffer, b: Buffer) -> bool:
-    """Whether two buffers are backed by the one GPU buffer (one Buffer passed twice)."""
-    return a is b or a.gpu_buffer is b.gpu_buffer
+def _shared_memory(a: Buffer, b: Buffer) -> str | None:
+    """How ``a``'s memory relates to ``b``'s: "all" (the same bytes: one Buffer passed twice,
+    or a view of all of it), "part" (a view overlapping part of it), or None."""
+    if a is b:
+        return "all"
+    ra = a._base if a._base is not None else a
+    rb = b._base if b._base is not None else b
+    if ra is not rb and (ra._gpu is None or ra._gpu is not rb._gpu):
+        return None
+    a0, b0 = a._offset, b._offset
+    if a0 == b0 and a.nbytes == b.nbytes:
+        return "all"
+    if a0 < b0 + b.nbytes and b0 < a0 + a.nbytes:
+        return "part"
+    return None
 
 
 def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:
@@ -556,7 +663,7 @@ def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> N
     names = kernel.storage_bindings()
     for launch in launches:
         for j, b in enumerate(storage):
-            size = launch.ranges[j][1] if launch.ranges is not None else b.gpu_buffer.size
+            size = launch.ranges[j][1] if launch.ranges is not None else b._bound_bytes()
             if size > limit:
                 raise ShapeError(
                     f"{kernel.name}: {names[j]!r} {b.shape} {b.dtype} binds {size} bytes; "

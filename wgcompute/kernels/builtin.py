@@ -1,15 +1,30 @@
 """The built-in elementwise kernels (add, sub, multiply, divide, scale, relu): vectorized
-loads and several items per invocation, chunked over the storage-binding limit."""
+loads and several items per invocation, chunked over the storage-binding limit; binary ones
+broadcast as numpy does (a separate shader reads each operand through its strides)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import shaders
+from ..buffer import _ALIGN
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from ..runtime import Device
-from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import GATHER, BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .cast import cast_kernels
+from .layout import (
+    MAX_DIMS,
+    broadcast_shapes,
+    broadcast_strides,
+    check_u32_index,
+    coalesce,
+    index_wgsl,
+    uniform_fields,
+    uniform_values,
+)
 from .matmul import Matmul
 from .reduce import reduce_kernels
 
@@ -51,6 +66,38 @@ def same_shapes(kernel: Kernel, inputs, output) -> None:
             raise cls(f"{kernel.name}: {named} and output is {want}; {rule}")
 
 
+def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
+    """The strided operands' steps along the row (1 or 0, in order) when the broadcast
+    path can take four elements of a row at a time as vec4; None when it cannot (u8 and
+    8-byte dtypes, rows not a multiple of 4, an operand stepping otherwise)."""
+    if dt.packed or dt.itemsize not in (2, 4) or not sizes or sizes[-1] % 4:
+        return None
+    inner = []
+    for steps, offset in strided.values():
+        if steps[-1] not in (0, 1):
+            return None
+        # a vec4 load needs its four elements on a vec4 boundary; a repeated one does not
+        if steps[-1] == 1 and (offset % 4 or any(st % 4 for st in steps[:-1])):
+            return None
+        inner.append(steps[-1])
+    return tuple(inner)
+
+
+def _broadcasts_to(shape, target) -> bool:
+    """Whether numpy would broadcast ``shape`` to exactly ``target`` (an output)."""
+    try:
+        return tuple(np.broadcast_shapes(shape, target)) == tuple(target)
+    except ValueError:
+        return False
+
+
+def _bound_bytes(b) -> int:
+    """Bytes of a buffer's allocation (buffer.py rounds every one up to 16-byte granules);
+    ``b`` may be a Buffer or a Meta."""
+    nbytes = b.size * DTYPES[b.dtype].itemsize
+    return max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
+
+
 def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, device: Device,
                     name: str, uniform: dict, items_per_invocation: int = 1) -> list[Launch]:
     """Launches covering ``n_items`` items, split where the binding limit requires it."""
@@ -77,6 +124,7 @@ class Elementwise(BuiltinKernel):
 
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
+    vec4_rows = True  # the broadcast path may take rows four elements at a time
     not_in_place = None  # each invocation reads its items, then writes the same items
 
     def __init__(self, name: str, arity: int, expr: str, dtypes=ALL, param: Param | None = None,
@@ -90,9 +138,191 @@ class Elementwise(BuiltinKernel):
         self.description = description
 
     def check(self, inputs, output, params) -> None:
-        same_shapes(self, inputs, output)
+        if len(self.inputs) < 2:
+            same_shapes(self, inputs, output)
+            return
+        for name, b in zip(self.inputs, inputs, strict=True):
+            if b.dtype != output.dtype:
+                raise DtypeError(f"{self.name}: input {name!r} is {b.dtype} and output is "
+                                 f"{output.dtype}; dtypes must match")
+        shape = self._broadcast(inputs)
+        if shape != output.shape and not _broadcasts_to(shape, output.shape):
+            raise ShapeError(f"{self.name}: the inputs broadcast to {shape} and out is "
+                             f"{output.shape}; out must have that shape (or one it "
+                             f"broadcasts to)")
+        if any(b.size != output.size for b in inputs):
+            self._plan(inputs, output, params)  # refuses what the strided shader cannot index
+
+    def _broadcast(self, inputs) -> tuple[int, ...]:
+        shapes = [b.shape for b in inputs]
+        if all(s == shapes[0] for s in shapes):
+            return shapes[0]
+        return broadcast_shapes(self.name, [(f"input {n!r}", sh)
+                                            for n, sh in zip(self.inputs, shapes)])
+
+    def output_spec(self, inputs, params):
+        if len(self.inputs) < 2:
+            return super().output_spec(inputs, params)
+        for name, b in zip(self.inputs[1:], inputs[1:]):
+            if b.dtype != inputs[0].dtype:
+                raise DtypeError(f"{self.name}: input 'a' is {inputs[0].dtype} and input "
+                                 f"{name!r} is {b.dtype}; dtypes must match (no implicit "
+                                 f"conversion)")
+        return self._broadcast(inputs), inputs[0].dtype
+
+    # -- broadcasting: operands whose size differs from the output's are read by strides --
+    def _plan(self, inputs, output, params):
+        """(full flags per input, coalesced sizes, {name: (strides, element offset)} of the
+        strided inputs)."""
+        check_u32_index(self.name, output.shape)
+        full = tuple(b.size == output.size for b in inputs)
+        names = tuple(n for n, f in zip(self.inputs, full) if not f)
+        strides = tuple(broadcast_strides(b.shape, output.shape)
+                        for b, f in zip(inputs, full) if not f)
+        sizes, steps = coalesce(output.shape, strides)
+        if len(sizes) > MAX_DIMS:
+            raise ShapeError(f"{self.name}: broadcasting "
+                             f"{' and '.join(str(b.shape) for b in inputs)} alternates over "
+                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
+        return full, sizes, {n: (st, 0) for n, st in zip(names, steps)}
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        # the operands of the output's size share its memory layout: the vectorized path
+        if all(b.size == output.size for b in inputs):
+            return PipelineKey(self.name, (output.dtype,), ())
+        full, sizes, strided = self._plan(inputs, output, params)
+        consts = (("broadcast", len(sizes)), ("full", full))
+        inner = _vec4_inner(DTYPES[output.dtype], sizes, strided) if self.vec4_rows else None
+        if inner is not None:
+            consts += (("vec4", inner),)
+        return PipelineKey(self.name, (output.dtype,), consts)
+
+    def _render_broadcast(self, key: PipelineKey):
+        dt = DTYPES[key.dtypes[0]]
+        consts = dict(key.constants)
+        ndim, full = consts["broadcast"], consts["full"]
+        t = "u32" if dt.packed else dt.wgsl
+        strided = tuple(n for n, f in zip(self.inputs, full) if not f)
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{t}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{t}>;")
+        vec4 = consts.get("vec4")
+        if vec4 is not None:
+            return self._render_vec4(key, dt, ndim, full, strided, vec4)
+        index = index_wgsl(ndim, strided)
+        if dt.packed:
+            args = []
+            for n, f in zip(self.inputs, full):
+                at = "e" if f else f"i_{n}"
+                args.append(f"({n}[{at} / 4u] >> (({at} % 4u) * 8u)) & 0xffu")
+            item = "\n".join([
+                "var w = 0u;",
+                "for (var l = 0u; l < 4u; l = l + 1u) {",
+                "    let e = i * 4u + l;",
+                "    let g = p.start + e;",
+                "    if (g < p.total) {",
+                *("        " + x for x in index.splitlines()),
+                f"        w = w | ((op({', '.join(args)}) & 0xffu) << (l * 8u));",
+                "    }",
+                "}",
+                "out[i] = w;"])
+        else:
+            args = [f"{n}[i]" if f else f"{n}[i_{n}]" for n, f in zip(self.inputs, full)]
+            item = f"let g = p.start + i;\n{index}\nout[i] = op({', '.join(args)});"
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
+        expr = self.expr if dt.is_float else self.int_expr
+        src = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": t,
+            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
+            "EXPR": expr.replace("V(", f"{t}(").replace("T(", f"{t}("),
+            "ITEM": item.replace("\n", "\n        "),
+        })
+        return src, fields
+
+    def _render_vec4(self, key, dt, ndim, full, strided, inner):
+        """Four elements of one row per item (the innermost coalesced size is a multiple
+        of 4): the index is computed once per item, and operands load as vec4 (the output's
+        size, or stepping by one along the row) or as one element repeated (broadcast
+        along it); the op runs on vectors, as on the equal-shape path."""
+        t = dt.wgsl
+        v = f"vec4<{t}>"
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{v}>;")
+        steps = dict(zip(strided, inner))
+        args = []
+        for n, f in zip(self.inputs, full):
+            if f:
+                args.append(f"{n}[i]")
+            elif steps[n]:
+                args.append(f"{n}[i_{n} / 4u]")
+            else:
+                args.append(f"{v}({n}[i_{n} / 4u][i_{n} % 4u])")
+        item = (f"let g = p.start + i * 4u;\n{index_wgsl(ndim, strided)}\n"
+                f"out[i] = op({', '.join(args)});")
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
+        expr = self.expr if dt.is_float else self.int_expr
+        src = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": v,
+            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
+            "EXPR": expr.replace("V(", f"{v}(").replace("T(", f"{t}("),
+            "ITEM": item.replace("\n", "\n        "),
+        })
+        return src, fields
+
+    def _broadcast_launches(self, inputs, output, params, device):
+        total = output.size
+        if total == 0:
+            return []
+        full, sizes, strided = self._plan(inputs, output, params)
+        dt = DTYPES[output.dtype]
+        max_bind = device.limit("max-storage-buffer-binding-size")
+        for name, b, f in zip(self.inputs, inputs, full):
+            if not f and _bound_bytes(b) > max_bind:
+                raise ShapeError(f"{self.name}: input {name!r} {b.shape} {b.dtype} is "
+                                 f"broadcast, so it is bound whole, and it is larger than "
+                                 f"this adapter's max-storage-buffer-binding-size "
+                                 f"({max_bind} bytes)")
+        vec4 = self.vec4_rows and _vec4_inner(dt, sizes, strided) is not None
+        per_item = 4 if dt.packed or vec4 else 1
+        # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets
+        # that are multiples of 256 (the largest min-storage-buffer-offset-alignment)
+        chunk = max(1024, (max_bind // dt.itemsize) // 1024 * 1024)
+        p0 = params[self.params[0].name] if self.params and len(self.inputs) > 1 else 0
+        dims = uniform_values(sizes, strided)
+        out = []
+        for start in range(0, total, chunk):
+            count = min(chunk, total - start)
+            items = -(-count // per_item)
+            groups = math.ceil(items / (self.workgroup_size * self.per_invocation))
+            ranges = None
+            if total > chunk:
+                piece = (start * dt.itemsize, (count * dt.itemsize + 3) // 4 * 4)
+                ranges = tuple(piece if f else (0, _bound_bytes(b))
+                               for b, f in zip(inputs, full)) + (piece,)
+            out.append(Launch(fold_grid(groups, device, self.name),
+                              dict(dims, n=items, start=start, total=total, p0=p0), ranges))
+        return out
 
     def render(self, key: PipelineKey):
+        if key.constants:
+            return self._render_broadcast(key)
         dt = DTYPES[key.dtypes[0]]
         t = dt.wgsl
         v = item_layout(dt)[2]
@@ -123,6 +353,8 @@ class Elementwise(BuiltinKernel):
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
 
     def launches(self, inputs, output, params, device):
+        if any(b.size != output.size for b in inputs):
+            return self._broadcast_launches(inputs, output, params, device)
         dt = DTYPES[output.dtype]
         per_item, item_bytes, _ = item_layout(dt)
         items = -(-output.size // per_item)
@@ -236,8 +468,80 @@ class Copy(BuiltinKernel):
         return linear_launches(words, 16, 2, self.workgroup_size, device, self.name, {"p0": 0})
 
 
+def _check_strides(value) -> str | None:
+    if not isinstance(value, (tuple, list)) or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        return f"expected a tuple of ints (element strides), got {value!r}"
+    return None
+
+
+def _check_offset(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        return f"expected a non-negative int (an element index), got {value!r}"
+    return None
+
+
+class StridedCopy(Elementwise):
+    """out[i0, i1, ...] = a[offset + i0·strides[0] + i1·strides[1] + ...]: a transposed,
+    sliced, reversed or broadcast copy of ``a`` into a contiguous ``out``, for every dtype."""
+
+    vec4_rows = False  # its strides are the caller's: one element at a time
+    not_in_place = "strided_copy reads other elements than the one it writes"
+
+    def __init__(self):
+        super().__init__("strided_copy", 1, "x", ALL, description=(
+            "out = a read through element strides from an element offset (a transposed, "
+            "sliced or broadcast copy)"))
+        self.params = (
+            Param("strides", "strides", doc="a's element stride along each out dimension "
+                  "(0 repeats, negative walks backwards)", check=_check_strides),
+            Param("offset", "offset", 0, "the element of a that out's first element reads",
+                  check=_check_offset))
+
+    def check(self, inputs, output, params) -> None:
+        (a,) = inputs
+        if a.dtype != output.dtype:
+            raise DtypeError(f"strided_copy: a is {a.dtype} and out is {output.dtype}; dtypes "
+                             f"must match")
+        strides, offset = tuple(params["strides"]), int(params["offset"])
+        if len(strides) != output.ndim:
+            raise ShapeError(f"strided_copy: strides {strides} has {len(strides)} entries; out "
+                             f"{output.shape} has {output.ndim} dimensions")
+        if output.size:
+            lo = offset + sum((n - 1) * st for n, st in zip(output.shape, strides) if st < 0)
+            hi = offset + sum((n - 1) * st for n, st in zip(output.shape, strides) if st > 0)
+            if lo < 0 or hi >= a.size:
+                raise ShapeError(f"strided_copy: out {output.shape} read with strides {strides} "
+                                 f"from offset {offset} reaches elements {lo}..{hi}; a "
+                                 f"{a.shape} has {a.size}")
+        self._plan(inputs, output, params)
+
+    def output_spec(self, inputs, params):
+        raise ShapeError("strided_copy: needs an output buffer (its shape is not implied by "
+                         "a and the strides)")
+
+    def _plan(self, inputs, output, params):
+        check_u32_index(self.name, output.shape)
+        strides = tuple(int(v) for v in params["strides"])
+        sizes, (steps,) = coalesce(output.shape, (strides,))
+        if len(sizes) > MAX_DIMS:
+            raise ShapeError(f"strided_copy: out {output.shape} with strides {strides} needs "
+                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
+        return (False,), sizes, {"a": (steps, int(params["offset"]))}
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        _, sizes, _ = self._plan(inputs, output, params)
+        return PipelineKey(self.name, (output.dtype,), (("broadcast", len(sizes)),
+                                                        ("full", (False,))))
+
+    def launches(self, inputs, output, params, device):
+        return self._broadcast_launches(inputs, output, params, device)
+
+
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
+    strided_copy = StridedCopy()
+    GATHER[:] = [strided_copy]  # base.bind gathers unaligned views with it
     return [
         Elementwise("elementwise_add", 2, "x + y", description="out = a + b"),
         Elementwise("elementwise_sub", 2, "x - y", description="out = a - b"),
@@ -252,6 +556,8 @@ def builtin_kernels() -> list[Kernel]:
                     description="out[...] = value"),
         Transpose(),
         Copy(),
+        strided_copy,
+        *cast_kernels(),
         Matmul(),
         *reduce_kernels(),
     ]

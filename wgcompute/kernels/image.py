@@ -23,7 +23,7 @@ MAX_BINDING: int | None = None
 _FMT = {"u8": "rgba8", "u32": "rgba16", "f32": "f32"}
 
 
-# -- layouts ----------------------------------------------------------------------------------
+# -- layouts ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Layout:
     """An image buffer as the shaders see it: H rows of W pixels of C elements, an element
@@ -49,8 +49,11 @@ def layout(b) -> Layout:
 def check_image(kernel: str, b, what: str) -> None:
     if b.dtype == "u8":
         if b.ndim != 3 or b.shape[2] != 4:
+            hint = (" (a uint8 photo as numpy gives it: make the buffer with "
+                    "wgc.image.from_numpy(photo), which adds alpha and packs RGBA8)"
+                    if b.ndim in (2, 3) else "")
             raise ShapeError(f"{kernel}: {what} is u8 {b.shape}; RGBA8 images are u8 "
-                             f"(H, W, 4)")
+                             f"(H, W, 4){hint}")
     elif b.dtype == "f32":
         if b.ndim not in (2, 3):
             raise ShapeError(f"{kernel}: {what} is f32 {b.shape}; float images are (H, W) or "
@@ -67,7 +70,7 @@ def same_image(kernel: str, src, out) -> None:
                          f"{src.dtype} {src.shape} (the input's shape and dtype)")
 
 
-# -- param converters (kernel-specific types; Param.type names them) --------------------------
+# -- param converters (kernel-specific types; Param.type names them) -------------------------------
 def _int(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, (float, np.floating)) and float(value).is_integer():
@@ -131,7 +134,7 @@ def _finite(v):
 MODE = Param("mode", "mode", "clamp", "border: clamp (edge), reflect (about the edge), zero")
 
 
-# -- the shared machinery -----------------------------------------------------------------------
+# -- the shared machinery --------------------------------------------------------------------------
 def _accessor(name: str, binding: int, fmt: str, write: bool) -> str:
     word = "f32" if fmt == "f32" else "u32"
     vt = "f32" if fmt == "f32" else "vec4<f32>"
@@ -301,7 +304,7 @@ def _all_rows(h: int):
     return lambda y0, y1: (0, h)
 
 
-# -- separable filters: gaussian_blur, blur, sharpen ----------------------------------------------
+# -- separable filters: gaussian_blur, blur, sharpen -----------------------------------------------
 class _SeparablePass(ImageKernel):
     """One 1-D pass of a separable filter (internal: gaussian_blur, blur and sharpen run two
     of these through Kernel.passes). Axis x reads the image; axis y reads the x pass."""
@@ -418,7 +421,7 @@ class Sharpen(_Separable):
               Param("sigma", "f32", 1.0, "blur standard deviation", _positive), MODE)
 
 
-# -- 2-D neighbourhood filters: convolve2d, sobel -----------------------------------------------
+# -- 2-D neighbourhood filters: convolve2d, sobel --------------------------------------------------
 _CONV_BODY = """var acc = V(0.0);
     let hy = i32(p.KH / 2u);
     let hx = i32(p.KW / 2u);
@@ -541,7 +544,7 @@ class Sobel(ImageKernel):
         return [_halo(layout(output).h, 1), lambda y0, y1: (y0, y1)]
 
 
-# -- per-pixel colour kernels -----------------------------------------------------------------
+# -- per-pixel colour kernels ----------------------------------------------------------------------
 _LD = "let v = src_ld((y * p.W + x) * C + c);\n    "
 
 
@@ -627,7 +630,7 @@ class Grayscale(_Pointwise):
         return {"OP": op}
 
 
-# -- generate_gradient ---------------------------------------------------------------------------
+# -- generate_gradient -----------------------------------------------------------------------------
 class GenerateGradient(ImageKernel):
     name = "generate_gradient"
     family = "image_gradient.wgsl"
@@ -654,7 +657,7 @@ class GenerateGradient(ImageKernel):
         return [lambda y0, y1: (y0, y1)]
 
 
-# -- resize, preprocess ---------------------------------------------------------------------------
+# -- resize, preprocess ----------------------------------------------------------------------------
 _RESIZE_MAIN = """if (g.x >= p.OW * OC || g.y >= p.rows) {
         return;
     }

@@ -16,6 +16,7 @@ The place where a cooperative-matrix (tensor core) kernel would plug in is
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -25,6 +26,16 @@ from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..runtime import Device
 from .base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from .layout import (
+    MAX_DIMS,
+    broadcast_shapes,
+    broadcast_strides,
+    coalesce,
+    contiguous_strides,
+    index_wgsl,
+    uniform_fields,
+    uniform_values,
+)
 
 FLOATS = ("f32", "f64", "f16")
 PRECISIONS = ("f32", "mixed")
@@ -273,8 +284,60 @@ def _check_precision(value, dt: str) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class MatmulShape:
+    """How a · b runs: numpy's matmul shapes mapped onto the tiled kernel.
+
+    ``out`` is numpy's result shape; m, k, n one product's sizes. A product whose b has no
+    batch extent runs as one 2-D product with a's batch dimensions folded into m (``batch``
+    is then ()); otherwise ``batch`` holds the coalesced batch sizes and ``a_strides`` /
+    ``b_strides`` each operand's element stride along them (0 where it is broadcast)."""
+
+    out: tuple[int, ...]
+    m: int
+    k: int
+    n: int
+    batch: tuple[int, ...] = ()
+    a_strides: tuple[int, ...] = ()
+    b_strides: tuple[int, ...] = ()
+
+    @property
+    def nbatch(self) -> int:
+        return math.prod(self.batch)
+
+
+@functools.lru_cache(maxsize=512, typed=True)
+def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> MatmulShape:
+    """numpy's matmul rules: (..., m, k) · (..., k, n) with the leading (batch) dimensions
+    broadcast; a 1-D a is a row (its m dropped from the result), a 1-D b a column."""
+    for nm, s in (("a", a_shape), ("b", b_shape)):
+        if not s:
+            raise ShapeError(f"matmul: {nm} is 0-d; matmul takes arrays of 1 or more "
+                             f"dimensions (multiply scales by a scalar)")
+    a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
+    b2 = b_shape + (1,) if len(b_shape) == 1 else b_shape
+    (m, k), (k2, n) = a2[-2:], b2[-2:]
+    if k != k2:
+        raise ShapeError(f"matmul: a is {a_shape} and b is {b_shape}; inner dimensions {k} "
+                         f"and {k2} differ")
+    ba, bb = a2[:-2], b2[:-2]
+    batch = broadcast_shapes("matmul", [("a's batch shape", ba), ("b's batch shape", bb)])
+    out = batch + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
+    if math.prod(bb) == 1:  # b is the same matrix for every batch: one (B·m, k) · (k, n)
+        return MatmulShape(out, math.prod(ba) * m, k, n)
+    sa = broadcast_strides(ba, batch, tuple(s * m * k for s in contiguous_strides(ba)))
+    sb = broadcast_strides(bb, batch, tuple(s * k * n for s in contiguous_strides(bb)))
+    sizes, (sa, sb) = coalesce(batch, (sa, sb))
+    if len(sizes) > MAX_DIMS:
+        raise ShapeError(f"matmul: the batch dimensions of a {a_shape} and b {b_shape} "
+                         f"alternate over {len(sizes)} dimensions; at most {MAX_DIMS} are "
+                         f"supported")
+    return MatmulShape(out, m, k, n, sizes, sa, sb)
+
+
 class Matmul(BuiltinKernel):
-    """out = a · b for 2-D f32, f64 and f16 buffers of any shape.
+    """out = a · b for f32, f64 and f16 buffers of any shape, with numpy's matmul rules:
+    2-D products, batches over leading dimensions (broadcast), 1-D operands as vectors.
 
     Params: ``precision`` (f16 only): "f32" (the default) converts a and b to f32 in
     workgroup memory and sums every product in f32; "mixed" multiplies and adds in f16
@@ -307,8 +370,9 @@ class Matmul(BuiltinKernel):
     params = (Param("precision", "str", None,
                     "f16 only: 'f32' (default: every product summed in f32) or 'mixed' (f16 "
                     "sums over each BK-wide k slice, f32 across slices)"),)
-    description = ("out (M×N) = a (M×K) · b (K×N), 2-D row-major, any sizes; f16 accumulates "
-                   "in f32 (precision='mixed': in f16 within each k slice of BK ≤ 16)")
+    description = ("out = a · b (numpy's matmul: (..., M, K) · (..., K, N), batch dimensions "
+                   "broadcast, 1-D operands as vectors); f16 accumulates in f32 "
+                   "(precision='mixed': in f16 within each k slice of BK ≤ 16)")
 
     def check(self, inputs, output, params) -> None:
         a, b = inputs
@@ -316,16 +380,11 @@ class Matmul(BuiltinKernel):
         want_in = "f16" if params.get("_f32_out") else output.dtype
         if params.get("_f32_out") and output.dtype != "f32":
             raise DtypeError(f"matmul: the split-K temporary must be f32, got {output.dtype}")
-        for nm, x in (("a", a), ("b", b), ("out", output)):
-            if x.ndim != 2:
-                raise ShapeError(f"matmul: {nm} must be 2-D, got shape {x.shape}")
-            if nm != "out" and x.dtype != want_in:
+        for nm, x in (("a", a), ("b", b)):
+            if x.dtype != want_in:
                 raise DtypeError(f"matmul: {nm} is {x.dtype}, out is {output.dtype}; "
                                  f"dtypes must match")
-        if a.shape[1] != b.shape[0]:
-            raise ShapeError(f"matmul: a is {a.shape} and b is {b.shape}; inner dimensions "
-                             f"{a.shape[1]} and {b.shape[0]} differ")
-        want = (a.shape[0], b.shape[1])
+        want = matmul_shape(a.shape, b.shape).out
         if output.shape != want:
             raise ShapeError(f"matmul: out is {output.shape}, expected {want} for a {a.shape} "
                              f"· b {b.shape}")
@@ -343,9 +402,9 @@ class Matmul(BuiltinKernel):
 
     def output_spec(self, inputs, params):
         a, b = inputs
-        if a.ndim != 2 or b.ndim != 2:
-            raise ShapeError(f"matmul: a and b must be 2-D, got {a.shape} and {b.shape}")
-        return (a.shape[0], b.shape[1]), a.dtype
+        if a.dtype != b.dtype:
+            raise DtypeError(f"matmul: a is {a.dtype} and b is {b.dtype}; dtypes must match")
+        return matmul_shape(a.shape, b.shape).out, a.dtype
 
     def resolve_params(self, params, dt):
         # "_config" (a TileConfig) pins the tile configuration: for the autotuner and tests
@@ -377,7 +436,7 @@ class Matmul(BuiltinKernel):
             out["_f32_out"] = True
         return out
 
-    # -- configuration ---------------------------------------------------------------------
+    # -- configuration -----------------------------------------------------------------------------
     @staticmethod
     def candidates(dtype: str, device: Device, precision: str = "f32") -> list[TileConfig]:
         """The configs that fit ``device`` for this dtype and precision, best guesses first."""
@@ -413,16 +472,18 @@ class Matmul(BuiltinKernel):
 
     def key(self, inputs, output, params) -> PipelineKey:
         a, b = inputs
-        m, k = a.shape
-        n = b.shape[1]
+        sh = matmul_shape(a.shape, b.shape)
+        m, k, n = sh.m, sh.k, sh.n
         precision = params.get("precision", "f32")
         cfg = params.get("_config")
         cfg = cfg or self.config_for(m, n, k, output.dtype, output.device, precision)
         # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
         # The key's dtype is a's and b's: an f16 split-K step writes f32 bits, as f32 does.
-        return PipelineKey(self.name, (a.dtype,),
-                           (("config", cfg.name), ("precision", precision),
-                            ("vec_a", k > 0 and k % 4 == 0), ("vec_b", k > 0 and n % 4 == 0)))
+        consts = (("config", cfg.name), ("precision", precision),
+                  ("vec_a", k > 0 and k % 4 == 0), ("vec_b", k > 0 and n % 4 == 0))
+        if sh.batch:  # only batched products carry it: 2-D keys (and shaders) stay as they were
+            consts += (("batch", len(sh.batch)),)
+        return PipelineKey(self.name, (a.dtype,), consts)
 
     def passes(self, inputs, output, params):
         """An f16 product whose config splits K runs in two steps of one compute pass: the
@@ -431,34 +492,35 @@ class Matmul(BuiltinKernel):
         if output.dtype != "f16" or params.get("_f32_out"):
             return None
         a, b = inputs
-        m, k = a.shape
-        n = b.shape[1]
-        if m == 0 or n == 0 or params["precision"] != "f32":
+        sh = matmul_shape(a.shape, b.shape)
+        m, k, n = sh.m, sh.k, sh.n
+        if output.size == 0 or params["precision"] != "f32":
             return None
         cfg = params.get("_config") or self.config_for(m, n, k, "f16", output.device, "f32")
         if cfg.split == 1:
             return None
         limit = output.device.limit("max-storage-buffer-binding-size")
-        if m * n * 4 > limit:
+        if output.size * 4 > limit:
             if "_config" in params:
                 raise ShapeError(f"matmul: split-K config {cfg.name} needs an f32 temporary "
-                                 f"of {m * n * 4} bytes for out {output.shape}; this adapter "
-                                 f"binds at most {limit}")
+                                 f"of {output.size * 4} bytes for out {output.shape}; this "
+                                 f"adapter binds at most {limit}")
             return None  # tuned choice: one pass with the class's default tile instead
         first = {"precision": "f32", "_config": cfg, "_f32_out": True}
-        return [((m, n), "f32")], [(self, ["in0", "in1"], "tmp0", first),
-                                   (TO_F16, ["tmp0"], "out", {})]
+        return [(output.shape, "f32")], [(self, ["in0", "in1"], "tmp0", first),
+                                         (TO_F16, ["tmp0"], "out", {})]
 
     def render(self, key):
         consts = dict(key.constants)
         return render_tiled(TileConfig.parse(consts["config"]), DTYPES[key.dtypes[0]].wgsl,
-                            consts["vec_a"], consts["vec_b"], consts["precision"] == "mixed")
+                            consts["vec_a"], consts["vec_b"], consts["precision"] == "mixed",
+                            consts.get("batch", 0))
 
     def launches(self, inputs, output, params, device):
         a, b = inputs
-        m, k = a.shape
-        n = b.shape[1]
-        if m == 0 or n == 0:
+        sh = matmul_shape(a.shape, b.shape)
+        m, k, n = sh.m, sh.k, sh.n
+        if output.size == 0:
             return []
         cfg = TileConfig.parse(dict(self.key(inputs, output, params).constants)["config"])
         limit = device.limit("max-compute-workgroups-per-dimension")
@@ -466,14 +528,25 @@ class Matmul(BuiltinKernel):
         if gx > limit or gy > limit:
             raise ShapeError(f"matmul: output {output.shape} needs a {gy}×{gx} grid; this "
                              f"adapter allows {limit} per dimension")
-        if cfg.split == 1:
-            return [Launch((gx, gy, 1), {"M": m, "N": n, "K": k, "phase": 1, "kchunk": k})]
-        per_split = -(-k // cfg.split)  # ceil: each z slice's share of K, in whole BK steps
-        kchunk = max(cfg.bk, -(-per_split // cfg.bk) * cfg.bk)
-        zero = fold_grid(-(-(m * n) // cfg.threads), device, self.name)
-        return [Launch(zero, {"M": m, "N": n, "K": k, "phase": 0, "kchunk": kchunk}),
-                Launch((gx, gy, max(1, -(-k // kchunk))),
-                       {"M": m, "N": n, "K": k, "phase": 1, "kchunk": kchunk})]
+        u = {"M": m, "N": n, "K": k, "phase": 1, "kchunk": k}
+        kslices = 1
+        if cfg.split > 1:
+            per_split = -(-k // cfg.split)  # ceil: each z slice's share of K, in whole BK steps
+            kchunk = max(cfg.bk, -(-per_split // cfg.bk) * cfg.bk)
+            kslices = max(1, -(-k // kchunk))
+            u["kchunk"] = kchunk
+        if sh.batch:
+            u.update(uniform_values(sh.batch, {"a": (sh.a_strides, 0), "b": (sh.b_strides, 0)}),
+                     kslices=kslices, zbase=0, nbatch=sh.nbatch)
+        # split-K adds into out: a first launch zeroes it
+        zero = [Launch(fold_grid(-(-output.size // cfg.threads), device, self.name),
+                       dict(u, phase=0))] if cfg.split > 1 else []
+        if not sh.batch:
+            return zero + [Launch((gx, gy, kslices), u)]
+        # batched: workgroup z = batch · kslices + k slice, at most `limit` z per launch
+        per = max(1, limit // kslices)
+        return zero + [Launch((gx, gy, min(per, sh.nbatch - z0) * kslices), dict(u, zbase=z0))
+                       for z0 in range(0, sh.nbatch, per)]
 
 
 class _ToF16(BuiltinKernel):
@@ -536,11 +609,32 @@ def _txty(cfg: TileConfig) -> str:
             f"    let ty = (lid / 32u) / {gx // 8}u * 4u + (lid % 32u) / 8u;")
 
 
-def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False):
+def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
+                 batch: int = 0):
     """WGSL for one tile configuration (straight-line register code generated here).
 
     ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
-    BK products in vec4<f16> partial accumulators that are added into the f32 ones after it."""
+    BK products in vec4<f16> partial accumulators that are added into the f32 ones after it.
+    ``batch`` > 0: workgroup z also picks the product of a batch of that many (coalesced)
+    dimensions, whose element offsets into a, b and out the shader computes from z."""
+    subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch)
+    src = shaders.render(shaders.load("matmul_tiled.wgsl"), subs)
+    return src, subs["FIELDS"]
+
+
+def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
+                        hooks: bool = False, batch: int = 0) -> dict:
+    """The generated parts of matmul_tiled.wgsl's templates for one tile configuration
+    (``FIELDS``: the parameter struct's fields, in order).
+
+    ``hooks`` (for kernels built on this tiling with their own template, e.g. convolutions):
+    the tiles are filled by WGSL functions the caller defines, ``load_a4(r, k, kend)`` (a's
+    row r, columns k..k+3) and ``load_b4(k, c, kend)`` (b's row k, columns c..c+3), each a
+    vec4 of the tile element type that is 0 outside the operands; results leave through
+    ``store4(r, c, acc)`` (row r < M, columns c..c+3 that may pass N). No split-K then."""
+    if hooks and (cfg.split > 1 or batch):
+        raise ArgumentError(f"matmul: tile config {cfg.name} splits K or is batched; the hooks "
+                            f"take whole-K, unbatched configs only")
     if mixed and t != "f16":
         raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
     acc = "f32" if t == "f16" else t
@@ -552,13 +646,18 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
     asz, bsz = cfg.bk * cfg.bm // 4, cfg.bk * cfg.bn // 4  # one tile, in vec4
     ka, nb = cfg.bk // 4, cfg.bn // 4
     decl, load, write = [], [], []
+    # element offsets of this workgroup's product (batched only: 2-D shaders stay as they were)
+    ao, bo, oo = ("aoff + ", "boff + ", "ooff + ") if batch else ("", "", "")
     for i in range(la):
         decl.append(f"var ra{i}: {vs};")
         # a tile is BM rows × BK/4 vec4; invocation lid takes vec4 number lid + i·THREADS
         load.append(f"{{ let q = lid + {i * threads}u; let r = row0 + q / {ka}u; "
                     f"let kk = k0 + (q % {ka}u) * 4u;")
-        if vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
-            load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = {vs}(a[(r * p.K + kk) / 4u]); "
+        if hooks:
+            load.append(f"  ra{i} = load_a4(r, kk, kend); }}")
+        elif vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
+            load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = "
+                        f"{vs}(a[({ao}r * p.K + kk) / 4u]); "
                         f"}} else {{ ra{i} = {vs}(0); }} }}")
         else:
             load.append(f"  ra{i} = {vs}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), "
@@ -567,8 +666,11 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         decl.append(f"var rb{i}: {vs};")
         load.append(f"{{ let q = lid + {i * threads}u; let kr = k0 + q / {nb}u; "
                     f"let c = col0 + (q % {nb}u) * 4u;")
-        if vec_b:
-            load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = {vs}(b[(kr * p.N + c) / 4u]); "
+        if hooks:
+            load.append(f"  rb{i} = load_b4(kr, c, kend); }}")
+        elif vec_b:
+            load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = "
+                        f"{vs}(b[({bo}kr * p.N + c) / 4u]); "
                         f"}} else {{ rb{i} = {vs}(0); }} }}")
         else:
             load.append(f"  rb{i} = {vs}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), "
@@ -689,32 +791,34 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         write.append("  if (r < p.M) {")
         for j in range(tb):
             write.append(f"    {{ let c = col0 + (tx + {j * sb}u) * 4u;")
-            if cfg.split > 1:  # a loop, not 4 copies of the compare-and-swap loop
+            if hooks:
+                write.append(f"      store4(r, c, c{i}_{j}); }}")
+            elif cfg.split > 1:  # a loop, not 4 copies of the compare-and-swap loop
                 write.append(f"      let cv = c{i}_{j};")
                 write.append("      for (var lane = 0u; lane < 4u; lane = lane + 1u) {")
-                write.append("        if (c + lane < p.N) { add_out(r * p.N + c + lane, "
+                write.append(f"        if (c + lane < p.N) {{ add_out({oo}r * p.N + c + lane, "
                              "cv[lane]); }")
                 write.append("      }")
                 write.append("    }")
             elif vec_b:
-                write.append(f"      if (c < p.N) {{ out[(r * p.N + c) / 4u] = "
+                write.append(f"      if (c < p.N) {{ out[({oo}r * p.N + c) / 4u] = "
                              f"vec4<{t}>(c{i}_{j}); }} }}")
             else:
                 for lane in range(4):
-                    write.append(f"      if (c + {lane}u < p.N) {{ out[r * p.N + c + {lane}u] = "
-                                 f"{t}(c{i}_{j}[{lane}]); }}")
+                    write.append(f"      if (c + {lane}u < p.N) {{ "
+                                 f"out[{oo}r * p.N + c + {lane}u] = {t}(c{i}_{j}[{lane}]); }}")
                 write.append("    }")
         write.append("  }")
         write.append("}")
     helpers = []
-    if not vec_a:
+    if not vec_a and not hooks:
         helpers.append(f"fn load_a(r: u32, k: u32, kend: u32) -> {s} {{\n"
                        f"    if (r < p.M && k < kend) {{\n"
-                       f"        return {s}(a[r * p.K + k]);\n    }}\n    return {s}(0);\n}}\n")
-    if not vec_b:
+                       f"        return {s}(a[{ao}r * p.K + k]);\n    }}\n    return {s}(0);\n}}\n")
+    if not vec_b and not hooks:
         helpers.append(f"fn load_b(k: u32, c: u32, kend: u32) -> {s} {{\n"
                        f"    if (k < kend && c < p.N) {{\n"
-                       f"        return {s}(b[k * p.N + c]);\n    }}\n    return {s}(0);\n}}\n")
+                       f"        return {s}(b[{bo}k * p.N + c]);\n    }}\n    return {s}(0);\n}}\n")
     phase0 = ""
     if cfg.split > 1:
         helpers.append("fn add_out(i: u32, v: f32) {\n    var old = atomicLoad(&out[i]);\n"
@@ -722,11 +826,26 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
                        "bitcast<u32>(bitcast<f32>(old) + v));\n"
                        "        if (res.exchanged) {\n            break;\n        }\n"
                        "        old = res.old_value;\n    }\n}\n")
+        every = "p.M * p.N * p.nbatch" if batch else "p.M * p.N"  # zeroes all the products
         phase0 = (f"if (p.phase == 0u) {{\n        let i = (wid.y * nwg.x + wid.x) * {threads}u + "
-                  "lid;\n        if (i < p.M * p.N) {\n            atomicStore(&out[i], 0u);\n"
+                  f"lid;\n        if (i < {every}) {{\n            atomicStore(&out[i], 0u);\n"
                   "        }\n        return;\n    }")
     ind = "\n    "
-    src = shaders.render(shaders.load("matmul_tiled.wgsl"), {
+    fields = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
+    kbegin = "let kbegin = wid.z * p.kchunk;"
+    if batch:
+        fields += (("kslices", "u32"), ("zbase", "u32"), ("nbatch", "u32"),
+                   *uniform_fields(batch, ("a", "b")))
+        helpers.insert(0, "var<private> aoff: u32;\nvar<private> boff: u32;\n"
+                          "var<private> ooff: u32;\n")
+        index = index_wgsl(batch, ("a", "b"), "bz").replace("\n", "\n        ")
+        kbegin = ("let bz = p.zbase + wid.z / p.kslices;\n"
+                  f"    {{\n        {index}\n        aoff = i_a;\n        boff = i_b;\n    }}\n"
+                  "    ooff = bz * p.M * p.N;\n"
+                  "    let kbegin = (wid.z % p.kslices) * p.kchunk;")
+    return {
+        "FIELDS": fields,
+        "EXTRA": "".join(f"\n    {nm}: {ft}," for nm, ft in fields[5:]), "KBEGIN": kbegin,
         "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc, "S": s,
         "AT": f"vec4<{t}>" if vec_a else t, "BT": f"vec4<{t}>" if vec_b else t,
         "OT": "atomic<u32>" if cfg.split > 1 else (f"vec4<{t}>" if vec_b else t),
@@ -734,8 +853,7 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
         "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "TN": cfg.tn,
         "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": ind.join(decl),
         "TXTY": _txty(cfg),
-        "MAIN": ind.join(main), "WRITE": ind.join(write)})
-    return src, (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
+        "MAIN": ind.join(main), "WRITE": ind.join(write)}
 
 
 def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Device,

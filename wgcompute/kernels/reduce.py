@@ -1,17 +1,27 @@
-"""Reduction kernels sum, max, min, mean, argmax and softmax, over the last axis (axis=-1) or
-over everything (axis=None); subgroup operations where the adapter has "subgroup".
+"""Reduction kernels sum, max, min, mean, argmax (over any axis, any tuple of axes, or
+everything; keepdims) and softmax (last axis or everything); subgroups where the adapter has them.
 
-Output shapes follow numpy: the last-axis reduction of (..., n) is (...), a full reduction
-is 0-d (shape ()). Output dtypes: sum keeps the dtype (integers wrap around, like
+Output shapes follow numpy: the reduced axes go (or stay as 1 with ``keepdims``); a full
+reduction is 0-d (shape ()). Output dtypes: sum keeps the dtype (integers wrap around, like
 ``np.sum(x, dtype=x.dtype)``) except u8, which sums into u32; max and min keep the dtype;
 mean is f32 for f32 and every integer dtype (accumulated in f32), f16 for f16 (accumulated
 in f32), f64 for f64; argmax is u32 (first index of the maximum; NaN handling unspecified);
-softmax (f32, f16; computed in f32) keeps shape and dtype. max, min, mean and argmax of an
-empty axis are errors, as in numpy; the sum of an empty axis is 0."""
+softmax (f32, f16; computed in f32) keeps shape and dtype. As in numpy, max, min and argmax
+of an empty axis are errors, a sum over one is 0 and a mean nan.
+
+How (``reduce_plan``): reduced axes that are the last ones run as rows (one workgroup per
+output); one block of reduced axes with kept axes after it runs as columns (64 outputs per
+workgroup, four slices of the reduced axis each; split in two steps when the outputs are too
+few to fill a GPU); reduced axes in several blocks are first gathered behind the kept ones by
+a strided copy, then run as rows."""
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
+
+import numpy as np
 
 from .. import shaders
 from ..buffer import _ALIGN
@@ -19,6 +29,7 @@ from ..dtypes import DTYPES, DType
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..runtime import Device
 from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .layout import contiguous_strides
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 _ACC = {"f32": "f32", "f16": "f32", "f64": "f64", "s32": "i32", "s64": "i64", "u32": "u32",
@@ -34,14 +45,24 @@ _PARTIAL_GROUPS = 1024  # workgroups (partials) of the other full reductions: on
 _ACC_DTYPE = {"f32": "f32", "f64": "f64", "i32": "s32", "i64": "s64", "u32": "u32"}
 _ARGMAX_MERGE = ("if (b.v > a.v || (b.v == a.v && b.i < a.i)) {\n        return b;\n    }\n"
                  "    return a;")
+_COLS = 64  # outputs per workgroup in column mode (times _SLICES invocations each)
+_SLICES = 4
+# Column mode splits the reduced axis into parts (two steps) while it has fewer outputs
+# than this: each output's invocations would otherwise walk a long axis alone.
+_COLS_BUSY = 16384
 
 
 def _axis_doc() -> Param:
-    return Param("axis", "axis", -1, "-1 (the last axis) or None (every element)")
+    return Param("axis", "axis", -1, "-1 (the last axis), an axis, a tuple of axes, or None "
+                 "(every element)")
+
+
+def _keepdims_doc() -> Param:
+    return Param("keepdims", "keepdims", False, "keep the reduced axes as size 1")
 
 
 def check_axis(name: str, axis, ndim: int):
-    """Normalized axis: "last" or "all"."""
+    """softmax's axis, normalized: "last" or "all"."""
     if axis is None:
         return "all"
     if isinstance(axis, bool) or not isinstance(axis, int):
@@ -56,6 +77,91 @@ def check_axis(name: str, axis, ndim: int):
                         f"expected -1 (the last axis) or None (every element)")
 
 
+def normalize_axes(name: str, axis, ndim: int, single: bool = False) -> tuple[int, ...]:
+    """The reduced axes, sorted, from numpy's ``axis`` (None, an int, or a tuple of ints).
+    A 0-d input also takes -1 and 0 (the one element). ``single``: an int or None only."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = tuple(axis) if isinstance(axis, tuple) and not single else (axis,)
+    what = "an int or None" if single else "an int, a tuple of ints, or None"
+    out = []
+    for a in items:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise ArgumentError(f"{name}: param 'axis' must be {what}, got "
+                                f"{type(axis).__name__} {axis!r}")
+        a = int(a)
+        if ndim == 0 and a in (-1, 0):
+            continue
+        if not -ndim <= a < ndim:
+            raise ArgumentError(f"{name}: param 'axis' {a} is out of range for a {ndim}-D "
+                                f"input (-{ndim}..{ndim - 1})")
+        a %= ndim
+        if a in out:
+            raise ArgumentError(f"{name}: param 'axis' {axis!r} names axis {a} twice")
+        out.append(a)
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    """How one reduction runs. ``how``: "rows" (rows × n, contiguous), "cols" (outer × n ×
+    inner: each of the outer·inner outputs reads n elements inner apart; ``parts`` > 1 splits
+    n in two steps), "all" (everything into one value), "gather" (a strided copy moves the
+    reduced axes, ``perm`` order, behind the kept ones, then rows), "empty" (nothing along
+    the reduced axes: n = 0), "none" (no output element)."""
+
+    how: str
+    out_shape: tuple[int, ...]
+    n: int
+    rows: int = 1
+    inner: int = 1
+    parts: int = 1
+    perm: tuple[int, ...] = ()
+
+
+@functools.lru_cache(maxsize=1024, typed=True)  # typed: axis=True must not hit axis=1
+def reduce_plan(name: str, shape: tuple[int, ...], axis, keepdims: bool,
+                single: bool = False) -> ReducePlan:
+    axes = normalize_axes(name, axis, len(shape), single)
+    if not isinstance(keepdims, bool):
+        raise ArgumentError(f"{name}: param 'keepdims' must be True or False, got {keepdims!r}")
+    out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape) if keepdims or
+                      d not in axes)
+    n = math.prod(shape[d] for d in axes)
+    kept = math.prod(s for d, s in enumerate(shape) if d not in axes)
+    if n == 0:
+        return ReducePlan("empty", out_shape, 0, kept)
+    if kept == 0:
+        return ReducePlan("none", out_shape, n, 0)
+    if kept == 1:
+        return ReducePlan("all", out_shape, n)
+    # blocks of adjacent dimensions (size-1 ones left out), each all reduced or all kept
+    blocks: list[list] = []
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        red = d in axes
+        if blocks and blocks[-1][0] == red:
+            blocks[-1][1] *= size
+        else:
+            blocks.append([red, size])
+    reduced = [b for b in blocks if b[0]]
+    if not reduced:  # only size-1 axes reduced: one element per output, read as columns
+        return ReducePlan("cols", out_shape, 1, 1, kept)
+    if len(reduced) == 1 and blocks[-1][0]:
+        return ReducePlan("rows", out_shape, n, kept)
+    if len(reduced) == 1:
+        i = blocks.index(reduced[0])
+        outer = math.prod(b[1] for b in blocks[:i])
+        inner = math.prod(b[1] for b in blocks[i + 1:])
+        parts = 1
+        if outer * inner < _COLS_BUSY and n >= 1024 and not single:
+            parts = min(-(-n // 256), -(-_COLS_BUSY // (outer * inner)))
+        return ReducePlan("cols", out_shape, n, outer, inner, parts)
+    perm = tuple(d for d in range(len(shape)) if d not in axes) + axes
+    return ReducePlan("gather", out_shape, n, kept, perm=perm)
+
+
 def _binding_check(name: str, x, device: Device) -> None:
     limit = device.limit("max-storage-buffer-binding-size")
     if x.nbytes > limit:
@@ -63,8 +169,15 @@ def _binding_check(name: str, x, device: Device) -> None:
                          f"most {limit} bytes per buffer")
 
 
+def _uniform(rows: int, n: int, ident, *, phase: int = 0, groups: int = 1, total=None,
+             inner: int = 1, parts: int = 1, chunk=None) -> dict:
+    return {"rows": rows, "n": n, "phase": phase, "groups": groups,
+            "total": n if total is None else total, "inner": inner, "parts": parts,
+            "chunk": n if chunk is None else chunk, "ident": ident}
+
+
 class Reduce(BuiltinKernel):
-    """sum / max / min / mean / argmax over the last axis or everything."""
+    """sum / max / min / mean / argmax over any axes (see reduce_plan)."""
 
     inputs = ("x",)
     workgroup_size = 256
@@ -73,7 +186,7 @@ class Reduce(BuiltinKernel):
     def __init__(self, op: str, description: str):
         self.name = op
         self.op = op
-        self.params = (_axis_doc(),)
+        self.params = (_axis_doc(), _keepdims_doc())
         self.description = description
         self.dtypes = tuple(sorted({self.out_dtype(d) for d in ALL}, key=list(DTYPES).index))
 
@@ -98,65 +211,97 @@ class Reduce(BuiltinKernel):
             return _HIGHEST[acc]
         return 0.0 if acc.startswith("f") else 0
 
+    def plan(self, x, params) -> ReducePlan:
+        params = params or {}
+        keepdims = params.get("keepdims", False)
+        if not isinstance(keepdims, bool):
+            raise ArgumentError(f"{self.name}: param 'keepdims' must be True or False, got "
+                                f"{type(keepdims).__name__} {keepdims!r}")
+        return reduce_plan(self.name, tuple(x.shape), _hashable(params.get("axis", -1)),
+                           keepdims, self.op == "argmax")
+
     # -- boundary -----------------------------------------------------------------------------
     def output_spec(self, inputs, params):
         (x,) = inputs
-        axis = (params or {}).get("axis", -1)
-        how = check_axis(self.name, axis, x.ndim)
-        shape = () if how == "all" else x.shape[:-1]
-        return shape, self.out_dtype(x.dtype)
+        return self.plan(x, params).out_shape, self.out_dtype(x.dtype)
 
     def check(self, inputs, output, params) -> None:
         (x,) = inputs
         if x.dtype not in ALL:
             raise DtypeError(f"{self.name}: x is {x.dtype}; expected one of {', '.join(ALL)}")
-        shape, dt = self.output_spec(inputs, params)
+        plan = self.plan(x, params)
+        dt = self.out_dtype(x.dtype)
         if output.dtype != dt:
             raise DtypeError(f"{self.name}: out is {output.dtype}; {self.name} of {x.dtype} "
                              f"gives {dt}")
-        if output.shape != shape:
-            raise ShapeError(f"{self.name}: out is {output.shape}, expected {shape} for x "
-                             f"{x.shape} with axis={params.get('axis')!r}")
-        n = x.size if check_axis(self.name, params.get("axis"), x.ndim) == "all" else x.shape[-1]
-        if n == 0 and self.op != "sum" and (x.size or not shape):
-            raise ShapeError(f"{self.name}: x {x.shape} has no elements along the reduced "
-                             f"axis; {self.name} of nothing is undefined")
+        if output.shape != plan.out_shape:
+            raise ShapeError(f"{self.name}: out is {output.shape}, expected {plan.out_shape} "
+                             f"for x {x.shape} with axis={params.get('axis')!r}"
+                             + (", keepdims=True" if params.get("keepdims") else ""))
+        if plan.how == "empty" and self.op in ("max", "min", "argmax"):
+            raise ShapeError(f"{self.name}: x {x.shape} has no elements along axis="
+                             f"{params.get('axis')!r}; the {self.name} of nothing is "
+                             f"undefined (numpy raises too)")
         _binding_check(self.name, x, x.device)
 
     # -- plan ---------------------------------------------------------------------------------
-    def _plan(self, x, params, device: Device):
-        """(mode, rows, n, vec, subgroup): how this input is reduced."""
-        how = check_axis(self.name, params.get("axis", -1), x.ndim)
-        rows, n = (1, x.size) if how == "all" else (x.size // max(x.shape[-1], 1), x.shape[-1])
-        if how == "last" and x.shape[-1] == 0:
-            rows = math.prod(x.shape[:-1])
-        acc = self.acc(x.dtype)
-        wide = acc in ("f64", "i64")
-        # "full": argmax over everything; the other full reductions go through passes()
-        mode = "full" if how == "all" and not wide and self.op == "argmax" else "rows"
-        vec = x.dtype in _VEC_OK and (mode == "full" or rows == 1 or n % 4 == 0)
-        sub = use_subgroups and device.has("subgroup") and not wide
-        return mode, rows, n, vec, sub
+    def _mode(self, x, params, device: Device):
+        """(mode, plan, vec, subgroup) of a one-pass reduction."""
+        plan = self.plan(x, params)
+        wide = self.acc(x.dtype) in ("f64", "i64")
+        mode = plan.how
+        if mode == "all":  # argmax (the others go through passes()); 64-bit: one row
+            mode = "rows" if wide else "full"
+        vec = x.dtype in _VEC_OK and (mode == "full" or (
+            mode == "rows" and (plan.rows == 1 or plan.n % 4 == 0)))
+        sub = use_subgroups and device.has("subgroup") and not wide and mode != "cols"
+        return mode, plan, vec, sub
 
     def passes(self, inputs, output, params):
-        """Over everything (except argmax): each workgroup's partial into a temporary, then
-        one workgroup combines them. Partials by atomics on one word cost sum 3× torch's time
-        on an H200: every workgroup's compare-and-swap retried against all the others."""
+        """Everything but argmax: each workgroup's partial into a temporary, then one
+        workgroup combines them (partials by atomics on one word cost sum 3x torch's time on
+        an H200: every workgroup's compare-and-swap retried against all the others). Columns
+        too few to fill the GPU: the reduced axis split in parts, then the parts reduced.
+        Reduced axes in several blocks: a strided copy puts them last, then rows. Nothing
+        to reduce: the output filled with 0 (sum) or nan (mean)."""
+        from .registry import get as kernel
+
         (x,) = inputs
-        if self.op == "argmax" or check_axis(self.name, params.get("axis", -1),
-                                             x.ndim) != "all":
-            return None
+        plan = self.plan(x, params)
         acc = self.acc(x.dtype)
-        items = -(-x.size // 4) if x.dtype in _VEC_OK else x.size
-        groups = max(1, min(_PARTIAL_GROUPS, -(-items // (self.workgroup_size * 8))))
         step = _steps(self)
-        return [((groups,), _ACC_DTYPE[acc])], [
-            (step["partial"], ["in0"], "tmp0", {"total": x.size}),
-            (step["finish"], ["tmp0"], "out", {"total": x.size})]
+        if plan.how == "empty":
+            if not output.size:
+                return [], []
+            return [], [(kernel("fill"), [], "out",
+                         {"value": float("nan") if self.op == "mean" else 0})]
+        if plan.how == "all" and self.op != "argmax":
+            items = -(-x.size // 4) if x.dtype in _VEC_OK else x.size
+            groups = max(1, min(_PARTIAL_GROUPS, -(-items // (self.workgroup_size * 8))))
+            return [((groups,), _ACC_DTYPE[acc])], [
+                (step["partial"], ["in0"], "tmp0", {"total": x.size}),
+                (step["finish"], ["tmp0"], "out", {"total": x.size})]
+        if plan.how == "gather":
+            shape = tuple(x.shape[d] for d in plan.perm)
+            strides = contiguous_strides(tuple(x.shape))
+            return [(shape, x.dtype)], [
+                (kernel("strided_copy"), ["in0"], "tmp0",
+                 {"strides": tuple(strides[d] for d in plan.perm), "offset": 0}),
+                (step["rows"], ["tmp0"], "out", {"rows": plan.rows, "n": plan.n})]
+        if plan.how == "cols" and plan.parts > 1:
+            chunk = -(-plan.n // plan.parts)
+            parts = -(-plan.n // chunk)
+            shape = {"outer": plan.rows, "inner": plan.inner}
+            return [((plan.rows * parts * plan.inner,), _ACC_DTYPE[acc])], [
+                (step["colpart"], ["in0"], "tmp0",
+                 dict(shape, n=plan.n, parts=parts, chunk=chunk, total=plan.n)),
+                (step["cols"], ["tmp0"], "out",
+                 dict(shape, n=parts, parts=1, chunk=parts, total=plan.n))]
+        return None
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
-        mode, _, _, vec, sub = self._plan(x, params, x.device)
+        mode, _, vec, sub = self._mode(x, params, x.device)
         return PipelineKey(self.name, (x.dtype, output.dtype),
                            (("mode", mode), ("vec", vec), ("subgroup", sub)))
 
@@ -173,31 +318,64 @@ class Reduce(BuiltinKernel):
 
     def launches(self, inputs, output, params, device):
         (x,) = inputs
-        mode, rows, n, vec, _ = self._plan(x, params, device)
-        u = {"rows": rows, "n": n, "phase": 0, "groups": 1, "total": n,
-             "ident": self.identity(self.acc(x.dtype))}
+        mode, plan, vec, _ = self._mode(x, params, device)
+        ident = self.identity(self.acc(x.dtype))
+        if mode == "none":
+            return []
         if mode == "rows":
-            if rows == 0:
-                return []
-            rpw = 4 if output.dtype == "u8" else 1
-            return [Launch(fold_grid(-(-rows // rpw), device, self.name), u)]
-        items = -(-n // 4) if vec else n
+            return _rows_launches(self.name, plan.rows, plan.n, ident, output, device)
+        if mode == "cols":
+            return _cols_launches(self.name, plan.rows, plan.n, plan.inner, 1, plan.n,
+                                  plan.n, ident, device)
+        items = -(-plan.n // 4) if vec else plan.n
         groups = max(1, min(_FULL_GROUPS, -(-items // (self.workgroup_size * 8))))
         grid = fold_grid(groups, device, self.name)
         phases = [(0, (1, 1, 1)), (1, grid)] + ([(2, grid)] if self.op == "argmax" else []) \
             + [(3, (1, 1, 1))]
-        return [Launch(wg, dict(u, phase=ph, groups=grid[0] * grid[1])) for ph, wg in phases]
+        u = _uniform(1, plan.n, ident, groups=grid[0] * grid[1])
+        return [Launch(wg, dict(u, phase=ph)) for ph, wg in phases]
+
+
+def _hashable(axis):
+    if isinstance(axis, list):
+        raise ArgumentError(f"param 'axis' must be an int, a tuple of ints or None, got list "
+                            f"{axis!r}")
+    try:
+        hash(axis)
+    except TypeError:
+        raise ArgumentError(f"param 'axis' must be an int, a tuple of ints or None, got "
+                            f"{type(axis).__name__}") from None
+    return axis
+
+
+def _rows_launches(name, rows, n, ident, output, device) -> list[Launch]:
+    if rows == 0:
+        return []
+    rpw = 4 if output.dtype == "u8" else 1  # four rows' u8 results share a word
+    return [Launch(fold_grid(-(-rows // rpw), device, name), _uniform(rows, n, ident))]
+
+
+def _cols_launches(name, outer, n, inner, parts, chunk, total, ident, device) -> list[Launch]:
+    outputs = outer * parts * inner
+    if outputs == 0:
+        return []
+    return [Launch(fold_grid(-(-outputs // _COLS), device, name),
+                   _uniform(outputs, n, ident, total=total, inner=inner, parts=parts,
+                            chunk=chunk))]
 
 
 def _uniform_fields(acc: str):
     return (("rows", "u32"), ("n", "u32"), ("phase", "u32"), ("groups", "u32"),
-            ("total", "u32"), ("ident", acc))
+            ("total", "u32"), ("inner", "u32"), ("parts", "u32"), ("chunk", "u32"),
+            ("ident", acc))
 
 
 class ReduceStep(BuiltinKernel):
-    """One step of a full reduction, bound by Reduce.passes: "partial" (workgroup g's
-    grid-stride partial of x into tmp[g]) or "finish" (one workgroup merges tmp into out).
-    Not in the registry; the parent kernel checked the buffers."""
+    """One step of a multi-step reduction, bound by Reduce.passes: "partial" (workgroup g's
+    grid-stride partial of x into tmp[g]), "finish" (one workgroup merges tmp into out),
+    "rows" (rows × n of a gathered copy), "colpart" (column partials over parts of the
+    reduced axis, unfinished: no mean division) and "cols" (columns, finished). Not in the
+    registry; the parent kernel checked the buffers."""
 
     inputs = ("x",)
     workgroup_size = 256
@@ -207,24 +385,39 @@ class ReduceStep(BuiltinKernel):
         self.step = step
         self.name = f"{parent.op}.{step}"
         self.dtypes = ALL
-        self.params = (Param("total", "u32", 0, "elements of the whole reduction"),)
-        self.description = f"{step} step of {parent.op} over every element"
+        self.params = tuple(Param(n, "u32", 0) for n in ("total", "rows", "n", "outer",
+                                                         "inner", "parts", "chunk"))
+        self.description = f"{step} step of {parent.op}"
+
+    def _vec(self, x, params) -> bool:
+        if self.step in ("partial", "finish"):
+            return x.dtype in _VEC_OK
+        return self.step == "rows" and x.dtype in _VEC_OK and params["n"] % 4 == 0
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
         wide = self.parent.acc(x.dtype) in ("f64", "i64")
-        sub = use_subgroups and x.device.has("subgroup") and not wide
+        sub = (use_subgroups and x.device.has("subgroup") and not wide
+               and self.step not in ("cols", "colpart"))
         return PipelineKey(self.name, (x.dtype, output.dtype),
-                           (("mode", self.step), ("vec", x.dtype in _VEC_OK), ("subgroup", sub)))
+                           (("mode", self.step), ("vec", self._vec(x, params)),
+                            ("subgroup", sub)))
 
     def render(self, key: PipelineKey):
         return self.parent.render(key)
 
     def launches(self, inputs, output, params, device):
         (x,) = inputs
+        ident = self.parent.identity(self.parent.acc(x.dtype))
+        if self.step == "rows":
+            return _rows_launches(self.name, params["rows"], params["n"], ident, output,
+                                  device)
+        if self.step in ("cols", "colpart"):
+            return _cols_launches(self.name, params["outer"], params["n"], params["inner"],
+                                  params["parts"], params["chunk"], params["total"], ident,
+                                  device)
         groups = output.shape[0] if self.step == "partial" else 1
-        u = {"rows": 1, "n": x.size, "phase": 0, "groups": groups, "total": params["total"],
-             "ident": self.parent.identity(self.parent.acc(x.dtype))}
+        u = _uniform(1, x.size, ident, groups=groups, total=params["total"])
         return [Launch(fold_grid(groups, device, self.name), u)]
 
 
@@ -232,10 +425,11 @@ _STEPS: dict[str, dict[str, ReduceStep]] = {}
 
 
 def _steps(parent: Reduce) -> dict[str, ReduceStep]:
-    """The parent's two step kernels, made once (their names key the pipeline cache)."""
+    """The parent's step kernels, made once (their names key the pipeline cache)."""
     s = _STEPS.get(parent.op)
     if s is None:
-        s = _STEPS[parent.op] = {k: ReduceStep(parent, k) for k in ("partial", "finish")}
+        s = _STEPS[parent.op] = {k: ReduceStep(parent, k)
+                                 for k in ("partial", "finish", "rows", "colpart", "cols")}
     return s
 
 
@@ -363,6 +557,63 @@ def _main_argmax_full(acc: str, wg: int) -> str:
             "    }")
 
 
+def _main_cols(op: str, od: DType, acc: str, finish: bool) -> str:
+    """Column mode: workgroup g owns outputs g·COLS.. (+ COLS); invocation lid reads column
+    lid % COLS, rows lid / COLS, + SLICES, ...; the slices meet in workgroup memory. Output o
+    is (outer q, part, inner c) with o = (q·parts + part)·inner + c; its rows are part·chunk
+    .. (+ chunk). ``finish`` False (colpart): the accumulator is written, undivided."""
+    lines = [f"let col = lid % {_COLS}u;",
+             f"let s = lid / {_COLS}u;",
+             f"let o = g * {_COLS}u + col;",
+             "var mine = VI(p.ident, 0xffffffffu);",
+             "if (o < p.rows) {",
+             "    let c = o % p.inner;",
+             "    let q = o / p.inner;",
+             "    let r0 = (q % p.parts) * p.chunk;",
+             "    let r1 = min(p.n, r0 + p.chunk);",
+             "    let base = (q / p.parts) * p.n * p.inner + c;",
+             f"    for (var r = r0 + s; r < r1; r = r + {_SLICES}u) {{",
+             "        mine = merge(mine, VI(elem(base + r * p.inner), r));",
+             "    }",
+             "}",
+             "wv[lid] = mine.v;",
+             "wi[lid] = mine.i;",
+             "workgroupBarrier();",
+             "var m = mine;",
+             "if (s == 0u) {",
+             f"    for (var k = 1u; k < {_SLICES}u; k = k + 1u) {{",
+             f"        m = merge(m, VI(wv[col + k * {_COLS}u], wi[col + k * {_COLS}u]));",
+             "    }",
+             "}"]
+    if od.packed:  # four outputs share a u32 word: pack them through workgroup memory
+        lines += ["workgroupBarrier();",
+                  "if (s == 0u) {",
+                  "    wv[col] = m.v;",
+                  "}",
+                  "workgroupBarrier();",
+                  f"if (lid < {_COLS // 4}u) {{",
+                  f"    let o0 = g * {_COLS}u + lid * 4u;",
+                  "    var w = 0u;",
+                  "    for (var l = 0u; l < 4u; l = l + 1u) {",
+                  "        if (o0 + l < p.rows) {",
+                  "            w = w | ((u32(wv[lid * 4u + l]) & 0xffu) << (l * 8u));",
+                  "        }",
+                  "    }",
+                  "    if (o0 < p.rows) {",
+                  "        out[o0 / 4u] = w;",
+                  "    }",
+                  "}"]
+        return "\n    ".join(lines)
+    if op == "argmax":
+        val = "m.i"
+    elif not finish:
+        val = "m.v"
+    else:
+        val = f"{od.wgsl}({_final(op, acc, 'm.v', 'p.total')})"
+    lines += ["if (s == 0u && o < p.rows) {", f"    out[o] = {val};", "}"]
+    return "\n    ".join(lines)
+
+
 def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: bool, op: str,
                   merge: str, wg: int) -> str:
     if xd.packed:
@@ -371,7 +622,7 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
         xt = f"vec4<{xd.wgsl}>" if vec else xd.wgsl
     if mode == "full":
         ot = "atomic<u32>"
-    elif mode == "partial":
+    elif mode in ("partial", "colpart"):
         ot = acc
     else:
         ot = "u32" if od.packed else od.wgsl
@@ -391,6 +642,9 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
         val = "r.v & 0xffu" if od.packed else f"{od.wgsl}({_final(op, acc, 'r.v', 'p.total')})"
         main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, lid, {wg}u));\n"
                 f"    if (lid == 0u) {{\n        out[0] = {val};\n    }}")
+    elif mode in ("cols", "colpart"):
+        assert wg == _COLS * _SLICES
+        main = _main_cols(op, od, acc, mode == "cols")
     else:
         main = _main_rows(op, od, acc, wg)
     if not sub:
@@ -416,7 +670,7 @@ class Softmax(BuiltinKernel):
     description = "exp(x - max) / sum(exp(x - max)) along the last axis (axis=-1) or all (None)"
 
     def __init__(self):
-        self.params = (_axis_doc(),)
+        self.params = (Param("axis", "axis", -1, "-1 (the last axis) or None (every element)"),)
 
     def output_spec(self, inputs, params):
         (x,) = inputs

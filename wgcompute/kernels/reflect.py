@@ -362,10 +362,10 @@ def _number(text: str):
     if t.startswith("0x"):
         if "." in t or "p" in t:
             return float.fromhex(t.rstrip("fh"))
-        return int(t.rstrip("iu"), 16)
+        return int(t.rstrip("iul"), 16)  # i, u, and naga's 64-bit li, lu
     if any(c in t for c in ".e") or t[-1] in "fh":
         return float(t.rstrip("fh"))
-    return int(t.rstrip("iu"))
+    return int(t.rstrip("iul"))
 
 
 def _convert(fn: str, value):

@@ -17,6 +17,7 @@ from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
 from ..errors import ArgumentError, DtypeError, KernelNotFoundError, ShaderCompileError, ShapeError
 from ..runtime import Device, current_device, open_devices
+from . import base
 from .base import Kernel, Launch, Param, PipelineKey, fold_grid
 from .reflect import reflect
 
@@ -36,7 +37,7 @@ def add(kernel: Kernel, replace: bool = False, compiled=None,
         device: Device | None = None) -> Kernel:
     """Register ``kernel``. Replacing drops the old kernel's cached pipelines on every device
     (they are keyed by name, and would otherwise keep running the old shader); ``compiled``
-    seeds ``device``'s cache."""
+    goes into ``device``'s cache."""
     with _lock:
         _check_free(kernel.name, replace)
         _aliases.pop(kernel.name, None)
@@ -69,6 +70,9 @@ def get(name) -> Kernel:
         raise KernelNotFoundError(f"kernel: no kernel named {name!r}{hint} "
                                   f"(wgc.kernels() lists them)")
     return k
+
+
+base.lookup_kernel = get  # how a kernel that travelled by name is found again
 
 
 def names() -> list[str]:

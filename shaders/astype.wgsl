@@ -1,0 +1,39 @@
+// astype: out[i] = conv(x[i]) (the conversion), or astype_check: the smallest i whose
+// bad(x[i]) holds, into out[0] by atomicMin. Filled in by wgcompute/kernels/cast.py.
+// Bindings: 0 x (read), 1 out (read_write), 2 params (uniform: n = items, total = elements).
+// Templates: ENABLE, XT (x's array element: its WGSL type, u32 words for u8), OT (out's
+//   array element: its WGSL type, u32 words for u8, atomic<u32> for the check), W (the work
+//   type values are loaded as: f32 for f16, u32 for u8), LOAD (element i of x as W), FN
+//   (conv or bad), ITEM (one item: an element, or a word of four u8 results), WG, U.
+// An item is one element (a word of four for a u8 output, so no two invocations write
+// one word); invocation lid of a workgroup handles items base + lid + j*WG (j < U).
+${ENABLE}
+
+struct Params {
+    n: u32,
+    total: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<${XT}>;
+@group(0) @binding(1) var<storage, read_write> out: array<${OT}>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+fn load(i: u32) -> ${W} {
+    ${LOAD}
+}
+
+${FN}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let base = (wid.y * nwg.x + wid.x) * (${WG}u * ${U}u) + lid;
+    for (var j = 0u; j < ${U}u; j = j + 1u) {
+        let i = base + j * ${WG}u;
+        if (i >= p.n) {
+            return;
+        }
+        ${ITEM}
+    }
+}

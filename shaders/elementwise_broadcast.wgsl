@@ -1,0 +1,44 @@
+// Elementwise kernels with numpy broadcasting: out[g] = op(a[i_a(g)], b[i_b(g)]), where an
+// operand of the output's shape ("full") is read at the output's own index and the others
+// through their element strides (0 along the dimensions they are broadcast over).
+// Bindings: 0 a (read), [1 b (read)], then out (read_write), then params (uniform).
+// Params: n (items in this launch), start (the output element this launch begins at),
+//   total (output elements in all), then the coalesced sizes and each strided operand's
+//   offset and strides (see wgcompute/kernels/layout.py).
+// Templates: ENABLE, T (WGSL scalar type: u32 for u8, whose lanes are unpacked), AT (array
+//   element: T, or u32 words of four u8), DIMS (the size and stride fields), BINDINGS, UB,
+//   WG, U (items per invocation), ARGS (op's signature), EXPR (op on x, y), ITEM (one item:
+//   one element, or one u32 word of four u8 elements).
+// The output (and every full operand) is bound per launch at the same element range; the
+// broadcast operands are bound whole. An item is one element (one word of four for u8, so
+// that no two invocations write the same word); a launch's first element is a multiple of
+// 1024, so a u8 launch starts on a word.
+${ENABLE}
+
+struct Params {
+    n: u32,
+    start: u32,
+    total: u32,
+${DIMS}
+}
+
+${BINDINGS}
+@group(0) @binding(${UB}) var<uniform> p: Params;
+
+fn op(${ARGS}) -> ${T} {
+    return ${EXPR};
+}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let base = (wid.y * nwg.x + wid.x) * (${WG}u * ${U}u) + lid;
+    for (var j = 0u; j < ${U}u; j = j + 1u) {
+        let i = base + j * ${WG}u;
+        if (i >= p.n) {
+            return;
+        }
+        ${ITEM}
+    }
+}

@@ -1,0 +1,784 @@
+"""Convolutions and GEMM with fused epilogues: conv2d as an implicit GEMM on matmul's tiling
+(depthwise convolutions by their own kernel), conv_transpose2d, and gemm (batched, c broadcast).
+
+conv2d's epilogue adds the bias, applies an activation, adds a residual tensor and applies a
+second activation, so Conv → BatchNorm (folded into the weights) → activation → Add → activation
+is one dispatch. Tile configurations come from matmul's TileConfig (whole-K configs only)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import autotune, shaders
+from ..errors import ArgumentError, ShapeError
+from .base import Launch, Param, fold_grid
+from .matmul import CANDIDATES, TileConfig, tiled_substitutions
+from .nn import (
+    ACTIVATION,
+    SHAPES,
+    NNKernel,
+    _merge_dims,
+    act_fn,
+    broadcast_shape,
+    broadcast_strides,
+    f32_bits,
+    pool_out_size,
+)
+
+ALGOS = ("auto", "gemm", "depthwise")
+MAX_BATCH_DIMS = 3
+_DW_WG = 64
+
+
+def _tile_choices(device, elem_bytes: int = 4) -> list[TileConfig]:
+    return [c for c in CANDIDATES if c.split == 1 and c.fits(device, elem_bytes)]
+
+
+# The default tile by output size (rows × columns of the GEMM): small outputs need small tiles
+# to give the GPU enough workgroups. The autotuner may replace these on a real GPU.
+_CONV_DEFAULTS = (("large", "64x128x16_4x8"), ("medium", "64x64x16_4x4"),
+                  ("small", "32x64x16_4x4"), ("tiny", "32x32x16_4x4"))
+_TUNE = {"large": ("64x128x16_4x8", "128x128x16_8x8", "128x64x16_8x4", "64x64x16_4x4"),
+         "medium": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_4x8", "128x64x16_8x4"),
+         "small": ("32x64x16_4x4", "32x32x16_4x4", "64x64x16_4x4"),
+         "tiny": ("32x32x16_4x4", "32x64x16_4x4")}
+# (M, N, K) each class is tuned on: the GEMM of a typical layer of that size
+_TUNE_SHAPES = {"large": (128, 25088, 576), "medium": (192, 3136, 192),
+                "small": (320, 784, 960), "tiny": (160, 49, 960)}
+_TUNE_REVISION = 1
+
+
+def gemm_class(m: int, n: int) -> str:
+    tiles = m * n
+    if tiles >= 1 << 21:
+        return "large"
+    if tiles >= 1 << 18:
+        return "medium"
+    if tiles >= 1 << 15:
+        return "small"
+    return "tiny"
+
+
+def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
+    """The tile configuration for a GEMM with an m × n output on ``device`` (autotuned per
+    class)."""
+    fits = {c.name: c for c in _tile_choices(device)}
+    if not fits:
+        raise ShapeError(f"{kind}: no tile configuration fits this adapter's limits "
+                         f"({device.name})")
+    cls = gemm_class(m, n)
+    default = dict(_CONV_DEFAULTS)[cls]
+    names = [nm for nm in _TUNE[cls] if nm in fits] or list(fits)
+    if default not in names:
+        default = names[0]
+    chosen = autotune.choose(device, f"{kind} {dtype} {cls} r{_TUNE_REVISION}", names, default,
+                             lambda name: _measure(kind, fits[name], dtype, cls, device))
+    return fits[chosen]
+
+
+def _check_config(cfg, kind):
+    if not isinstance(cfg, TileConfig):
+        raise ArgumentError(f"{kind}: param '_config' must be a TileConfig, got "
+                            f"{type(cfg).__name__}")
+    if cfg.split != 1:
+        raise ArgumentError(f"{kind}: tile config {cfg.name} splits K; the fused epilogue "
+                            f"needs whole-K configs")
+    return cfg
+
+
+def _check_fits(cfg, kind, device) -> None:
+    if cfg is not None and not cfg.fits(device, 4):
+        raise ArgumentError(f"{kind}: tile config {cfg.name} does not fit {device.name}'s "
+                            f"limits")
+
+
+def _gemm_bindings(names, types, writes) -> str:
+    lines = []
+    for i, (n, t, w) in enumerate(zip(names, types, writes, strict=True)):
+        lines.append(f"@group(0) @binding({i}) var<storage, {'read_write' if w else 'read'}> "
+                     f"{n}: array<{t}>;")
+    lines.append(f"@group(0) @binding({len(names)}) var<uniform> p: Params;")
+    return "\n".join(lines)
+
+
+def _guarded(name: str, s: str) -> str:
+    """WGSL fn ``ld_NAME(i, ok)``: NAME[i] as S when ok, else 0 (no read past the end)."""
+    return (f"fn ld_{name}(i: u32, ok: bool) -> {s} {{\n    if (ok) {{\n        return "
+            f"{s}({name}[i]);\n    }}\n    return {s}(0);\n}}\n")
+
+
+def _render_tiled(cfg: TileConfig, t: str, fields, bindings: str, helpers: str,
+                  batch: str = "", col0: str = "0u") -> str:
+    subs = tiled_substitutions(cfg, t, True, True, False, hooks=True)
+    subs.update({"FIELDS": "\n".join(f"    {n}: {ty}," for n, ty in fields),
+                 "BINDINGS": bindings, "HELPERS": helpers + subs["HELPERS"], "BATCH": batch,
+                 "COL0": col0})
+    return shaders.render(shaders.load("conv_gemm.wgsl"), subs)
+
+
+# -- conv2d ----------------------------------------------------------------------------------------
+class Conv2d(NNKernel):
+    """out = act1(act0(conv(x, w) + bias) [+ residual]) for NCHW x, w (K, C/group, KH, KW)."""
+
+    name = "conv2d"
+    inputs = ("x", "w", "bias")
+    params = (Param("strides", "pair", (1, 1), "(sh, sw)"),
+              Param("pads", "pads", (0, 0, 0, 0), "(top, left, bottom, right)"),
+              Param("dilations", "pair", (1, 1), "(dh, dw)"),
+              Param("group", "count", 1, "channel groups (C = group: depthwise)"),
+              ACTIVATION,
+              Param("post_activation", "act", None,
+                    "applied after the residual is added (conv2d_residual)"),
+              Param("algo", "choice:" + "|".join(ALGOS), "auto",
+                    "auto (depthwise kernel when each group has one input channel, implicit "
+                    "GEMM otherwise), gemm or depthwise"),
+              SHAPES)
+    description = ("2-D convolution (NCHW) with bias and a fused activation: implicit GEMM on "
+                   "matmul's tiling; depthwise by its own kernel")
+    residual = False
+    not_in_place = "a convolution reads neighbouring pixels"
+
+    def resolve_params(self, params, dt):
+        params = dict(params or {}) if isinstance(params, dict) or params is None else params
+        cfg = params.pop("_config", None) if isinstance(params, dict) else None
+        out = super().resolve_params(params, dt)
+        if out["group"] is None or out["group"] < 1:
+            raise ArgumentError(f"{self.name}: param 'group' must be >= 1")
+        if cfg is not None:
+            out["_config"] = _check_config(cfg, self.name)
+        return out
+
+    def out_shape(self, in_shapes, params):
+        x, w = in_shapes[0], in_shapes[1]
+        if len(x) != 4 or len(w) != 4:
+            raise ShapeError(f"{self.name}: x is {x} and w is {w}; expected (N, C, H, W) and "
+                             f"(K, C/group, KH, KW)")
+        (sh, sw), (dh, dw), (pt, pl, pb, pr) = params["strides"], params["dilations"], \
+            params["pads"]
+        return (x[0], w[0], pool_out_size(x[2], w[2], sh, pt, pb, dh),
+                pool_out_size(x[3], w[3], sw, pl, pr, dw))
+
+    def check_shapes(self, shapes, params):
+        x, w, b = shapes[:3]
+        out = shapes[-1]
+        want = self.out_shape([x, w], params)
+        g = params["group"]
+        if x[1] % g or w[0] % g:
+            raise ShapeError(f"{self.name}: group {g} does not divide x's {x[1]} channels and "
+                             f"w's {w[0]} filters")
+        if w[1] * g != x[1]:
+            raise ShapeError(f"{self.name}: w is {w}; with group {g} its axis 1 must be "
+                             f"{x[1] // g} (x has {x[1]} channels)")
+        if math.prod(b) != w[0]:
+            raise ShapeError(f"{self.name}: bias is {b}; expected ({w[0]},)")
+        if tuple(out) != want:
+            raise ShapeError(f"{self.name}: out is {out}, expected {want} for x {x}, w {w}")
+        if self.residual and tuple(shapes[3]) != want:
+            raise ShapeError(f"{self.name}: residual is {shapes[3]}, expected {want}")
+        if params["algo"] == "depthwise" and w[1] != 1:
+            raise ArgumentError(f"{self.name}: algo 'depthwise' needs one input channel per "
+                                f"group; w is {w}")
+
+    def _algo(self, shapes, params) -> str:
+        if params["algo"] != "auto":
+            return params["algo"]
+        return "depthwise" if shapes[1][1] == 1 and params["group"] > 1 else "gemm"
+
+    def _gemm_dims(self, shapes, params):
+        w = shapes[1]
+        out = shapes[-1]
+        g = params["group"]
+        return w[0] // g, out[0] * out[2] * out[3], w[1] * w[2] * w[3]
+
+    def _config(self, shapes, params, dtype, device) -> TileConfig:
+        cfg = params.get("_config")
+        if cfg is None:
+            m, n, _ = self._gemm_dims(shapes, params)
+            cfg = choose_config("conv2d", m, n, dtype, device)
+        return cfg
+
+    def check(self, inputs, output, params):
+        super().check(inputs, output, params)
+        _check_fits(params.get("_config"), self.name, output.device)
+
+    def constants(self, shapes, params, device=None):
+        w = shapes[1]
+        (sh, sw), (dh, dw) = params["strides"], params["dilations"]
+        algo = self._algo(shapes, params)
+        c = [("algo", algo), ("kh", w[2]), ("kw", w[3]), ("sh", sh), ("sw", sw), ("dh", dh),
+             ("dw", dw), ("act0", params["activation"][0]),
+             ("act1", params["post_activation"][0])]
+        if algo == "gemm":
+            k = w[1] * w[2] * w[3]
+            pointwise = (w[2], w[3], sh, sw) == (1, 1, 1, 1) and not any(params["pads"])
+            out = shapes[-1]
+            # pixels per image a multiple of 4: a column group of 4 never straddles two
+            # images, so x, the residual and out move as vec4 along the pixels
+            vec_p = pointwise and (out[2] * out[3]) % 4 == 0
+            c += [("config", self._config(shapes, params, "f32", device).name),
+                  ("vec_w", k % 4 == 0),
+                  ("pointwise", pointwise), ("vec_p", vec_p)]
+        return tuple(c)
+
+    # -- WGSL --------------------------------------------------------------------------------------
+    _FIELDS = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("C", "u32"), ("H", "u32"),
+               ("W", "u32"), ("OH", "u32"), ("OW", "u32"), ("P", "u32"), ("KO", "u32"),
+               ("Cg", "u32"), ("g", "u32"), ("pt", "u32"), ("pl", "u32"), ("alpha0", "f32"),
+               ("beta0", "f32"), ("alpha1", "f32"), ("beta1", "f32"), ("n", "u32"),
+               ("mult", "u32"))
+
+    def _epilogue(self, c, t: str) -> tuple[str, str]:
+        """(helper functions, the WGSL storing f32 v of out index o, channel k)."""
+        helpers = act_fn("act0", c["act0"], "p.alpha0", "p.beta0")
+        store = "var v = act0(v0 + f32(bias[k]));\n"
+        if self.residual:
+            helpers += act_fn("act1", c["act1"], "p.alpha1", "p.beta1")
+            store += "v = act1(v + f32(residual[o]));\n"
+        store += f"out[o] = {t}(v);"
+        return helpers, store
+
+    def render(self, key):
+        c = dict(key.constants)
+        types = [{"f32": "f32", "f16": "f16"}[d] for d in key.dtypes]
+        t = types[-1]
+        if c["algo"] == "depthwise":
+            return self._render_depthwise(key, c, types, t)
+        cfg = TileConfig.parse(c["config"])
+        names = list(self.inputs) + ["out"]
+        btypes = list(types)
+        if c["vec_w"]:
+            btypes[1] = f"vec4<{types[1]}>"
+        if c.get("vec_p"):
+            btypes[0] = f"vec4<{types[0]}>"
+            btypes[-1] = f"vec4<{types[-1]}>"
+            if self.residual:
+                btypes[3] = f"vec4<{types[3]}>"
+        bindings = _gemm_bindings(names, btypes, [False] * len(self.inputs) + [True])
+        s = "f32"
+        khw, kw = c["kh"] * c["kw"], c["kw"]
+        act_helpers, store = self._epilogue(c, t)
+        if c["vec_w"]:
+            load_a = (f"fn load_a4(r: u32, k: u32, kend: u32) -> vec4<{s}> {{\n"
+                      f"    if (r >= p.M || k >= kend) {{\n        return vec4<{s}>(0);\n    }}\n"
+                      f"    return vec4<{s}>(w[((p.g * p.M + r) * p.K + k) / 4u]);\n}}\n")
+        else:
+            load_a = (_guarded("w", s)
+                      + f"fn load_a4(r: u32, k: u32, kend: u32) -> vec4<{s}> {{\n"
+                      f"    let i = (p.g * p.M + r) * p.K + k;\n    let ok = r < p.M;\n"
+                      f"    return vec4<{s}>(ld_w(i, ok && k < kend), "
+                      f"ld_w(i + 1u, ok && k + 1u < kend), ld_w(i + 2u, ok && k + 2u < kend), "
+                      f"ld_w(i + 3u, ok && k + 3u < kend));\n}}\n")
+        if c.get("vec_p"):
+            gather = f"""    if (c < p.N) {{
+        let n = c / p.P;
+        v = vec4<{s}>(x[((n * p.C + p.g * p.Cg + k) * p.P + c % p.P) / 4u]);
+    }}"""
+        elif c["pointwise"]:
+            # 1×1, stride 1, no pads: b[k, col] = x[n, g·Cg + k, pixel]
+            gather = f"""    let base = p.g * p.Cg + k;
+    var col = c;
+    var n = col / p.P;
+    var pix = col % p.P;
+    for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
+        if (col < p.N) {{
+            v[lane] = {s}(x[(n * p.C + base) * p.P + pix]);
+        }}
+        col = col + 1u;
+        pix = pix + 1u;
+        if (pix == p.P) {{
+            pix = 0u;
+            n = n + 1u;
+        }}
+    }}"""
+        else:
+            gather = f"""    let ci = k / {khw}u;
+    let rr = k % {khw}u;
+    let ih0 = i32((rr / {kw}u) * {c['dh']}u) - i32(p.pt);
+    let iw0 = i32((rr % {kw}u) * {c['dw']}u) - i32(p.pl);
+    let chan = p.g * p.Cg + ci;
+    var col = c;
+    var n = col / p.P;
+    let pix = col % p.P;
+    var oh = pix / p.OW;
+    var ow = pix % p.OW;
+    for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
+        if (col < p.N) {{
+            let ih = ih0 + i32(oh * {c['sh']}u);
+            let iw = iw0 + i32(ow * {c['sw']}u);
+            if (ih >= 0 && ih < i32(p.H) && iw >= 0 && iw < i32(p.W)) {{
+                v[lane] = {s}(x[((n * p.C + chan) * p.H + u32(ih)) * p.W + u32(iw)]);
+            }}
+        }}
+        col = col + 1u;
+        ow = ow + 1u;
+        if (ow == p.OW) {{
+            ow = 0u;
+            oh = oh + 1u;
+            if (oh == p.OH) {{
+                oh = 0u;
+                n = n + 1u;
+            }}
+        }}
+    }}"""
+        load_b = (f"fn load_b4(k: u32, c: u32, kend: u32) -> vec4<{s}> {{\n"
+                  f"    var v = vec4<{s}>(0);\n    if (k >= kend) {{\n        return v;\n    }}\n"
+                  f"{gather}\n    return v;\n}}\n")
+        if c.get("vec_p"):
+            vstore = "var v = act0(acc + vec4<f32>(f32(bias[k])));\n"
+            if self.residual:
+                vstore += "    v = act1(v + vec4<f32>(residual[o / 4u]));\n"
+            vstore += f"    out[o / 4u] = vec4<{t}>(v);"
+            act_helpers = act_helpers.replace("fn act0(v: f32) -> f32", "fn act0s(v: f32) -> f32")
+            act_helpers = act_helpers.replace("fn act1(v: f32) -> f32", "fn act1s(v: f32) -> f32")
+            act_helpers += ("fn act0(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
+                            "act0s(v.x), act0s(v.y), act0s(v.z), act0s(v.w));\n}\n")
+            if self.residual:
+                act_helpers += ("fn act1(v: vec4<f32>) -> vec4<f32> {\n    return vec4<f32>("
+                                "act1s(v.x), act1s(v.y), act1s(v.z), act1s(v.w));\n}\n")
+            store4 = f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
+    if (c >= p.N) {{
+        return;
+    }}
+    let k = p.g * p.M + r;
+    let o = ((c / p.P) * p.KO + k) * p.P + c % p.P;
+    {vstore}
+}}
+"""
+        else:
+            store4 = None
+        store4 = store4 or f"""fn store4(r: u32, c: u32, acc: vec4<f32>) {{
+    let k = p.g * p.M + r;
+    var col = c;
+    var n = col / p.P;
+    var pix = col % p.P;
+    for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
+        if (col < p.N) {{
+            let o = (n * p.KO + k) * p.P + pix;
+            let v0 = acc[lane];
+            {store.replace(chr(10), chr(10) + '            ')}
+        }}
+        col = col + 1u;
+        pix = pix + 1u;
+        if (pix == p.P) {{
+            pix = 0u;
+            n = n + 1u;
+        }}
+    }}
+}}
+"""
+        src = _render_tiled(cfg, t, self._FIELDS, bindings,
+                            act_helpers + load_a + load_b + store4)
+        return src, self._FIELDS
+
+    def _render_depthwise(self, key, c, types, t):
+        names = list(self.inputs) + ["out"]
+        bindings = _gemm_bindings(names, types, [False] * len(self.inputs) + [True])
+        act_helpers, store = self._epilogue(c, t)
+        fields = "\n".join(f"    {n}: {ty}," for n, ty in self._FIELDS)
+        enable = "enable f16;" if "f16" in types else ""
+        src = f"""{enable}
+struct Params {{
+{fields}
+}}
+{bindings}
+{act_helpers}
+@compute @workgroup_size({_DW_WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+    let o = (wid.y * nwg.x + wid.x) * {_DW_WG}u + lid;
+    if (o >= p.n) {{
+        return;
+    }}
+    let pix = o % p.P;
+    let k = (o / p.P) % p.KO;
+    let n = o / (p.P * p.KO);
+    let oh = pix / p.OW;
+    let ow = pix % p.OW;
+    let xb = (n * p.C + k / p.mult) * p.H;
+    let wb = k * {c['kh'] * c['kw']}u;
+    let ih0 = i32(oh * {c['sh']}u) - i32(p.pt);
+    let iw0 = i32(ow * {c['sw']}u) - i32(p.pl);
+    var v0 = 0.0;
+    for (var a = 0u; a < {c['kh']}u; a = a + 1u) {{
+        let ih = ih0 + i32(a * {c['dh']}u);
+        if (ih < 0 || ih >= i32(p.H)) {{
+            continue;
+        }}
+        let xr = (xb + u32(ih)) * p.W;
+        for (var b = 0u; b < {c['kw']}u; b = b + 1u) {{
+            let iw = iw0 + i32(b * {c['dw']}u);
+            if (iw >= 0 && iw < i32(p.W)) {{
+                v0 = v0 + f32(x[xr + u32(iw)]) * f32(w[wb + a * {c['kw']}u + b]);
+            }}
+        }}
+    }}
+    {store.replace(chr(10), chr(10) + '    ')}
+}}
+"""
+        return src, self._FIELDS
+
+    def launches(self, inputs, output, params, device):
+        shapes = self.logical(inputs, output, params)
+        x, w = shapes[0], shapes[1]
+        out = shapes[-1]
+        g = params["group"]
+        (pt, pl, _, _) = params["pads"]
+        _, a0, b0 = params["activation"]
+        _, a1, b1 = params["post_activation"]
+        m, ncols, k = self._gemm_dims(shapes, params)
+        u = {"M": m, "N": ncols, "K": k, "C": x[1], "H": x[2], "W": x[3], "OH": out[2],
+             "OW": out[3], "P": out[2] * out[3], "KO": w[0], "Cg": w[1], "g": 0, "pt": pt,
+             "pl": pl, "alpha0": f32_bits(a0), "beta0": f32_bits(b0), "alpha1": f32_bits(a1),
+             "beta1": f32_bits(b1), "n": math.prod(out), "mult": max(w[0] // max(x[1], 1), 1)}
+        if math.prod(out) == 0:
+            return []
+        if self._algo(shapes, params) == "depthwise":
+            return [Launch(fold_grid(-(-math.prod(out) // _DW_WG), device, self.name), u)]
+        cfg = self._config(shapes, params, "f32", device)
+        limit = device.limit("max-compute-workgroups-per-dimension")
+        gx, gy = -(-ncols // cfg.bn), -(-m // cfg.bm)
+        if gx > limit or gy > limit:
+            raise ShapeError(f"{self.name}: output {tuple(out)} needs a {gy}×{gx} grid; this "
+                             f"adapter allows {limit} per dimension")
+        # one launch per group: its rows of w, its channels of x and of out
+        return [Launch((gx, gy, 1), dict(u, g=gi)) for gi in range(g)]
+
+
+class Conv2dResidual(Conv2d):
+    """conv2d whose epilogue also adds ``residual`` (same shape as out) before
+    ``post_activation``: a residual block's Conv → BatchNorm → Add → Relu in one dispatch."""
+
+    name = "conv2d_residual"
+    inputs = ("x", "w", "bias", "residual")
+    description = ("2-D convolution + bias + activation, then + residual and a second "
+                   "activation, in one dispatch")
+    residual = True
+
+
+# -- conv_transpose2d ------------------------------------------------------------------------------
+class ConvTranspose2d(NNKernel):
+    """out = conv_transpose(x, w) + bias for NCHW x and w (C, K/group, KH, KW): each output
+    gathers the inputs that reach it (ONNX ConvTranspose with explicit pads)."""
+
+    name = "conv_transpose2d"
+    inputs = ("x", "w", "bias")
+    params = (Param("strides", "pair", (1, 1), "(sh, sw)"),
+              Param("pads", "pads", (0, 0, 0, 0), "(top, left, bottom, right)"),
+              Param("dilations", "pair", (1, 1), "(dh, dw)"),
+              Param("group", "count", 1, "channel groups"),
+              Param("output_padding", "ints", (0, 0), "added to the bottom and right"),
+              ACTIVATION, SHAPES)
+    description = "2-D transposed convolution (NCHW) with bias and activation"
+    not_in_place = "a convolution reads neighbouring pixels"
+
+    def out_shape(self, in_shapes, params):
+        x, w = in_shapes[0], in_shapes[1]
+        if len(x) != 4 or len(w) != 4:
+            raise ShapeError(f"{self.name}: x is {x} and w is {w}; expected (N, C, H, W) and "
+                             f"(C, K/group, KH, KW)")
+        (sh, sw), (dh, dw), (pt, pl, pb, pr) = params["strides"], params["dilations"], \
+            params["pads"]
+        oph, opw = (tuple(params["output_padding"]) + (0, 0))[:2]
+        oh = sh * (x[2] - 1) + oph + (w[2] - 1) * dh + 1 - pt - pb
+        ow = sw * (x[3] - 1) + opw + (w[3] - 1) * dw + 1 - pl - pr
+        return (x[0], w[1] * params["group"], oh, ow)
+
+    def check_shapes(self, shapes, params):
+        x, w, b, out = shapes
+        g = params["group"]
+        if x[1] != w[0] or x[1] % g:
+            raise ShapeError(f"{self.name}: x {x} and w {w}: x's channels must equal w's axis "
+                             f"0 and divide by group {g}")
+        if math.prod(b) != w[1] * g:
+            raise ShapeError(f"{self.name}: bias is {b}; expected ({w[1] * g},)")
+        want = self.out_shape([x, w], params)
+        if tuple(out) != want:
+            raise ShapeError(f"{self.name}: out is {out}, expected {want}")
+
+    def constants(self, shapes, params, device=None):
+        w = shapes[1]
+        (sh, sw), (dh, dw) = params["strides"], params["dilations"]
+        return (("kh", w[2]), ("kw", w[3]), ("sh", sh), ("sw", sw), ("dh", dh), ("dw", dw),
+                ("act", params["activation"][0]))
+
+    def render(self, key):
+        c = dict(key.constants)
+        fields = (("n", "u32"), ("C", "u32"), ("H", "u32"), ("W", "u32"), ("KO", "u32"),
+                  ("OH", "u32"), ("OW", "u32"), ("Cg", "u32"), ("Mg", "u32"), ("pt", "u32"),
+                  ("pl", "u32"), ("alpha", "f32"), ("beta", "f32"))
+        t = {"f32": "f32", "f16": "f16"}[key.dtypes[-1]]
+        body = f"""let ow = i % p.OW;
+    let oh = (i / p.OW) % p.OH;
+    let k = (i / (p.OW * p.OH)) % p.KO;
+    let n = i / (p.OW * p.OH * p.KO);
+    let g = k / p.Mg;
+    let kk = k % p.Mg;
+    var v = f32(bias[k]);
+    for (var a = 0u; a < {c['kh']}u; a = a + 1u) {{
+        let th = i32(oh + p.pt) - i32(a * {c['dh']}u);
+        if (th < 0 || th % {c['sh']} != 0) {{
+            continue;
+        }}
+        let ih = u32(th / {c['sh']});
+        if (ih >= p.H) {{
+            continue;
+        }}
+        for (var b = 0u; b < {c['kw']}u; b = b + 1u) {{
+            let tw = i32(ow + p.pl) - i32(b * {c['dw']}u);
+            if (tw < 0 || tw % {c['sw']} != 0) {{
+                continue;
+            }}
+            let iw = u32(tw / {c['sw']});
+            if (iw >= p.W) {{
+                continue;
+            }}
+            for (var ci = 0u; ci < p.Cg; ci = ci + 1u) {{
+                let ch = g * p.Cg + ci;
+                v = v + f32(x[((n * p.C + ch) * p.H + ih) * p.W + iw])
+                    * f32(w[((ch * p.Mg + kk) * {c['kh']}u + a) * {c['kw']}u + b]);
+            }}
+        }}
+    }}
+    out[i] = {t}(act(v));"""
+        src = (self.prelude(key, fields) + act_fn("act", c["act"], "p.alpha", "p.beta")
+               + self.linear_main(body))
+        return src, fields
+
+    def launches(self, inputs, output, params, device):
+        x, w, _, out = self.logical(inputs, output, params)
+        g = params["group"]
+        pt, pl = params["pads"][:2]
+        _, alpha, beta = params["activation"]
+        return self.linear_launch(math.prod(out), {
+            "C": x[1], "H": x[2], "W": x[3], "KO": out[1], "OH": out[2], "OW": out[3],
+            "Cg": x[1] // g, "Mg": w[1], "pt": pt, "pl": pl, "alpha": f32_bits(alpha),
+            "beta": f32_bits(beta)}, device)
+
+
+# -- gemm ------------------------------------------------------------------------------------------
+class Gemm(NNKernel):
+    """out = act(alpha · op(a) · op(b) + beta · c), op transposing the last two axes when asked;
+    leading (batch) axes broadcast as numpy.matmul does, c broadcasts to out."""
+
+    name = "gemm"
+    inputs = ("a", "b", "c")
+    params = (Param("trans_a", "bool", False, "use a's last two axes transposed"),
+              Param("trans_b", "bool", False, "use b's last two axes transposed"),
+              Param("alpha", "f32", 1.0, "factor on the product"),
+              Param("beta", "f32", 1.0, "factor on c"), ACTIVATION, SHAPES)
+    description = ("out = activation(alpha · op(a) · op(b) + beta · c), batched with numpy "
+                   "broadcasting, on matmul's tiling")
+    not_in_place = "gemm reads whole rows"
+
+    def resolve_params(self, params, dt):
+        params = dict(params or {}) if isinstance(params, dict) or params is None else params
+        cfg = params.pop("_config", None) if isinstance(params, dict) else None
+        out = super().resolve_params(params, dt)
+        if cfg is not None:
+            out["_config"] = _check_config(cfg, self.name)
+        return out
+
+    def _dims(self, shapes, params):
+        a, b, c = shapes[:3]
+        if len(a) < 2 or len(b) < 2:
+            raise ShapeError(f"{self.name}: a is {a} and b is {b}; both need at least 2 axes")
+        m, ka = (a[-1], a[-2]) if params["trans_a"] else (a[-2], a[-1])
+        kb, n = (b[-1], b[-2]) if params["trans_b"] else (b[-2], b[-1])
+        if ka != kb:
+            raise ShapeError(f"{self.name}: a is {a} and b is {b}; inner dimensions {ka} and "
+                             f"{kb} differ")
+        batch = broadcast_shape(a[:-2], b[:-2], self.name)
+        return batch, m, n, ka
+
+    def out_shape(self, in_shapes, params):
+        batch, m, n, _ = self._dims(in_shapes, params)
+        return tuple(batch) + (m, n)
+
+    def check_shapes(self, shapes, params):
+        want = self.out_shape(shapes, params)
+        out = shapes[-1]
+        if math.prod(out) != math.prod(want) or (
+                params.get("shapes") is None and tuple(out) != want):
+            raise ShapeError(f"{self.name}: out is {out}, expected {want}")
+        broadcast_shape(shapes[2], want, f"{self.name}: c")
+        if len(shapes[2]) > len(want):
+            raise ShapeError(f"{self.name}: c is {shapes[2]}; it has more axes than out {want}")
+        self._batch_plan(shapes, params)
+
+    def _batch_plan(self, shapes, params):
+        a, b, c = shapes[:3]
+        batch, m, n, k = self._dims(shapes, params)
+        outs = tuple(batch) + (m, n)
+        sa = broadcast_strides(a[:-2], batch)
+        sb = broadcast_strides(b[:-2], batch)
+        sa = [s * a[-1] * a[-2] for s in sa]
+        sb = [s * b[-1] * b[-2] for s in sb]
+        cs = broadcast_strides(c, outs)
+        so = [math.prod(batch[i + 1:]) * m * n for i in range(len(batch))]
+        merged = _merge_dims(batch, sa, sb, cs[:-2], so)
+        if len(merged) > MAX_BATCH_DIMS:
+            raise ShapeError(f"{self.name}: a {a} and b {b} broadcast over {len(merged)} "
+                             f"separate batch axes; at most {MAX_BATCH_DIMS}")
+        return merged, cs[-2], cs[-1], m, n, k, math.prod(batch)
+
+    def _config(self, shapes, params, device) -> TileConfig:
+        cfg = params.get("_config")
+        if cfg is None:
+            _, m, n, _ = self._dims(shapes, params)
+            cfg = choose_config("gemm", m, n, "f32", device)
+        return cfg
+
+    def check(self, inputs, output, params):
+        super().check(inputs, output, params)
+        _check_fits(params.get("_config"), self.name, output.device)
+
+    def constants(self, shapes, params, device=None):
+        merged = self._batch_plan(shapes, params)[0]
+        return (("config", self._config(shapes, params, device).name), ("ta", params["trans_a"]),
+                ("tb", params["trans_b"]), ("nb", len(merged)),
+                ("act", params["activation"][0]))
+
+    def _fields(self, nb):
+        f = [("M", "u32"), ("N", "u32"), ("K", "u32"), ("csr", "u32"), ("csc", "u32"),
+             ("alpha", "f32"), ("beta", "f32"), ("act_a", "f32"), ("act_b", "f32"),
+             ("n0", "u32"), ("nend", "u32")]
+        for d in range(nb):
+            f += [(f"bd{d}", "u32"), (f"ba{d}", "u32"), (f"bb{d}", "u32"), (f"bc{d}", "u32"),
+                  (f"bo{d}", "u32")]
+        return tuple(f)
+
+    def render(self, key):
+        c = dict(key.constants)
+        types = [{"f32": "f32", "f16": "f16"}[d] for d in key.dtypes]
+        t = types[-1]
+        fields = self._fields(c["nb"])
+        bindings = _gemm_bindings(["a", "b", "c", "out"], types, [False, False, False, True])
+        s = "f32"
+        if c["ta"]:  # op(a)[r, k] = a[k, r]
+            ia, ia_step = "za + k * p.M + r", "p.M"
+        else:
+            ia, ia_step = "za + r * p.K + k", "1u"
+        if c["tb"]:  # op(b)[k, col] = b[col, k]; a column band binds from its first column
+            ib, ib_step = "zb + (col - p.n0) * p.K + k", "p.K"
+        else:
+            ib, ib_step = "zb + k * p.N + col", "1u"
+        helpers = _guarded("a", s) + _guarded("b", s) + act_fn("act", c["act"], "p.act_a",
+                                                                "p.act_b")
+        helpers += f"""fn load_a4(r: u32, k: u32, kend: u32) -> vec4<{s}> {{
+    let i = {ia};
+    let ok = r < p.M;
+    return vec4<{s}>(ld_a(i, ok && k < kend), ld_a(i + {ia_step}, ok && k + 1u < kend),
+                     ld_a(i + 2u * {ia_step}, ok && k + 2u < kend),
+                     ld_a(i + 3u * {ia_step}, ok && k + 3u < kend));
+}}
+fn load_b4(k: u32, col: u32, kend: u32) -> vec4<{s}> {{
+    let i = {ib};
+    let ok = k < kend;
+    return vec4<{s}>(ld_b(i, ok && col < p.nend), ld_b(i + {ib_step}, ok && col + 1u < p.nend),
+                     ld_b(i + 2u * {ib_step}, ok && col + 2u < p.nend),
+                     ld_b(i + 3u * {ib_step}, ok && col + 3u < p.nend));
+}}
+fn store4(r: u32, col: u32, acc: vec4<f32>) {{
+    for (var lane = 0u; lane < 4u; lane = lane + 1u) {{
+        let cc = col + lane;
+        if (cc < p.nend) {{
+            let bias = f32(c[zc + r * p.csr + cc * p.csc]);
+            out[zo + r * p.N + cc] = {t}(act(p.alpha * acc[lane] + p.beta * bias));
+        }}
+    }}
+}}
+"""
+        batch = ["za = 0u;", "zb = 0u;", "zc = 0u;", "zo = 0u;", "var rem = wid.z;"]
+        for d in reversed(range(c["nb"])):
+            batch += [f"let i{d} = rem % p.bd{d};", f"rem = rem / p.bd{d};",
+                      f"za = za + i{d} * p.ba{d};", f"zb = zb + i{d} * p.bb{d};",
+                      f"zc = zc + i{d} * p.bc{d};", f"zo = zo + i{d} * p.bo{d};"]
+        src = _render_tiled(TileConfig.parse(c["config"]), t, fields, bindings, helpers,
+                            "\n    ".join(batch), "p.n0")
+        return src, fields
+
+    def launches(self, inputs, output, params, device):
+        shapes = self.logical(inputs, output, params)
+        merged, csr, csc, m, n, k, nb = self._batch_plan(shapes, params)
+        if m == 0 or n == 0 or nb == 0:
+            return []
+        if nb > device.limit("max-compute-workgroups-per-dimension"):
+            raise ShapeError(f"{self.name}: {nb} batches exceed one dispatch's z range")
+        cfg = self._config(shapes, params, device)
+        _, act_a, act_b = params["activation"]
+        u = {"M": m, "N": n, "K": k, "csr": csr, "csc": csc, "alpha": params["alpha"],
+             "beta": params["beta"], "act_a": f32_bits(act_a), "act_b": f32_bits(act_b)}
+        for d, (size, (ba, bb, bc, bo)) in enumerate(merged):
+            u.update({f"bd{d}": size, f"ba{d}": ba, f"bb{d}": bb, f"bc{d}": bc, f"bo{d}": bo})
+        limit = device.limit("max-compute-workgroups-per-dimension")
+        gy = -(-m // cfg.bm)
+        bind_limit = device.limit("max-storage-buffer-binding-size")
+        esize = 2 if inputs[1].dtype == "f16" else 4
+        b_bytes = inputs[1].size * esize
+        if b_bytes <= bind_limit:
+            bands = [(0, n)]
+        else:
+            # b wider than one binding (a big classifier on a small adapter): column bands,
+            # each binding its own rows of b (trans_b) at a 256-byte aligned offset
+            if not params["trans_b"] or nb != 1:
+                raise ShapeError(f"{self.name}: b {inputs[1].shape} is {b_bytes} bytes, more "
+                                 f"than one binding holds ({bind_limit}); only an unbatched "
+                                 f"b with trans_b splits into bands")
+            per = max(64, (bind_limit // (k * esize)) // 64 * 64)
+            bands = [(n0, min(n, n0 + per)) for n0 in range(0, n, per)]
+        out = []
+        for n0, n1 in bands:
+            gx = -(-(n1 - n0) // cfg.bn)
+            if gx > limit or gy > limit:
+                raise ShapeError(f"{self.name}: output ({m}, {n}) needs a {gy}×{gx} grid; this "
+                                 f"adapter allows {limit} per dimension")
+            ranges = None
+            if len(bands) > 1:
+                full = [(0, (b.size * esize + 15) // 16 * 16) for b in [*inputs, output]]
+                full[1] = (n0 * k * esize, (n1 - n0) * k * esize)
+                ranges = tuple(full)
+            out.append(Launch((gx, gy, nb), dict(u, n0=n0, nend=n1), ranges))
+        return out
+
+
+# -- autotuning ------------------------------------------------------------------------------------
+def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
+    """Seconds of one GEMM of the class's tuning shape with ``cfg`` (median of 3 after a
+    warm-up), as a 1×1 convolution or a gemm, on ``device``."""
+    import time
+
+    import numpy as np
+
+    from .. import _queue
+    from ..buffer import empty
+    from .base import bind
+
+    m, n, k = _TUNE_SHAPES[cls]
+    shapes = ([(1, k, 1, n), (m, k, 1, 1), (m,), (1, m, 1, n)] if kind == "conv2d"
+              else [(m, k), (k, n), (1,), (m, n)])
+    bufs = [empty(s, dtype, f"autotune-{kind}", device=device) for s in shapes]
+    try:
+        d = bind(CONV2D if kind == "conv2d" else GEMM, bufs[:3], bufs[3], {"_config": cfg})
+        calls = d.raw_calls() * 3
+        times = []
+        for rep in range(4):
+            enc = device.link.encoder()
+            enc.record_calls(calls)
+            t0 = time.perf_counter()
+            _queue.wait(device.submitter.submit([enc.finish()]))
+            if rep:
+                times.append((time.perf_counter() - t0) / 3)
+        return float(np.median(times))
+    finally:
+        for b in bufs:
+            b.free()
+
+
+CONV2D = Conv2d()
+CONV2D_RESIDUAL = Conv2dResidual()
+CONV_TRANSPOSE2D = ConvTranspose2d()
+GEMM = Gemm()
+
+
+def conv_kernels() -> list:
+    return [CONV2D, CONV2D_RESIDUAL, CONV_TRANSPOSE2D, GEMM]

@@ -1,0 +1,48 @@
+"""The model's intermediate representation: ONNX nodes and graphs with plain-Python
+attributes, and the values a plan computes with (host constants, GPU tensors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Node:
+    op: str
+    name: str
+    inputs: list[str]  # "" for an omitted optional input
+    outputs: list[str]
+    attrs: dict
+    domain: str = ""
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]
+    constants: dict[str, np.ndarray]  # initializers and folded values
+    inputs: list[tuple[str, tuple, int]]  # (name, dims: int, str or None each, elem type)
+    outputs: list[str]
+    opset: int
+    name: str = "model"
+    weights: set = field(default_factory=set)  # constants that are model parameters
+    output_types: list = field(default_factory=list)  # ONNX elem type per output (0: unknown)
+
+
+@dataclass(frozen=True)
+class Const:
+    """A value known on the host. ``name``: a constant of the loaded model (uploaded once per
+    device when a kernel reads it); None: folded for this plan only."""
+
+    array: np.ndarray
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value computed on the GPU: storage ``sid`` read with ``shape`` (aliases of one
+    storage, e.g. a Reshape, share the sid)."""
+
+    sid: int
+    shape: tuple

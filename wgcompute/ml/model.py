@@ -1,0 +1,591 @@
+"""Model: a loaded ONNX graph that runs on the GPU (numpy in, numpy out; Buffer in, Buffer
+out), its plans per input shape, its weights uploaded once per device, and its kernel for
+pipelines; register_model names one for run_kernel / pipeline_add / submit."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import transfers
+from ..buffer import Buffer, empty, from_numpy
+from ..commands import run_blocking, submit_work
+from ..errors import (
+    ArgumentError,
+    CommandFailedError,
+    DtypeError,
+    ModelError,
+    ShapeError,
+    WgComputeError,
+)
+from ..kernels import bind, registry
+from ..kernels.base import Kernel, Param
+from ..runtime import current_device
+from .graph import Graph, read_onnx
+from .plan import Plan, lower
+
+DTYPES = ("f32", "f16")
+FLOAT_TYPES = (1, 10, 11)  # ONNX FLOAT, FLOAT16, DOUBLE
+_FLOAT_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64}  # ONNX elem type -> numpy
+
+
+def _device():
+    """The device a model runs on when its inputs are numpy (the one place that asks)."""
+    return current_device()
+
+
+def _device_key(device) -> int:
+    return id(device)
+
+
+@dataclass
+class _Executable:
+    """A plan bound for the numpy path: persistent input and output buffers, the bound
+    dispatch, a lock (one run at a time uses the buffers)."""
+
+    inputs: list
+    output: Buffer
+    dispatch: object
+    lock: threading.Lock
+
+
+class Model:
+    """A neural network loaded from ONNX, run on the GPU.
+
+    ``m(x)`` runs it: numpy in (float arrays, rounded to float32), numpy out; a wgc.Buffer in,
+    a new Buffer out. Any batch size fits a model whose batch axis is dynamic, and a fixed
+    one is taken as declared. A model with several inputs takes them in order (``m(a, b)``)
+    or by name (``m(a=..., b=...)``); ``run()`` returns every output.
+
+    ``m.kernel`` is the model as a kernel (one input, one output): a pipeline stage, recorded
+    with the stages around it into one command buffer. Weights are uploaded once per device,
+    on first use; ``free()`` releases them."""
+
+    def __init__(self, graph: Graph, name: str, dtype: str = "f32", source: str | None = None):
+        self.graph = graph
+        self.name = name
+        self.dtype = dtype
+        self.source = source
+        self._plans: dict = {}
+        self._weights: dict[int, dict[str, Buffer]] = {}
+        self._exes: dict = {}
+        self._lock = threading.RLock()
+        self._kernel = None
+        self._freed = False
+        self._onnx: bytes | None = None  # the model's bytes when it came from no file
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}{_fmt_dims(d)}" for n, d, _ in self.graph.inputs)
+        state = " freed" if self._freed else ""
+        return (f"<wgc.ml.Model {self.name!r} ({ins}) -> {len(self.graph.outputs)} output(s), "
+                f"{len(self.graph.nodes)} nodes, {self.dtype}{state}>")
+
+    # -- description ------------------------------------------------------------------------
+    def onnx_bytes(self) -> bytes:
+        """The ONNX model this was loaded from, serialized (read from its file, if it came
+        from one): what another process needs to load the same model."""
+        if self._onnx is not None:
+            return self._onnx
+        if self.source is None:
+            raise ModelError(f"{self.name}: not loaded from an ONNX file or bytes")
+        with open(self.source, "rb") as f:
+            return f.read()
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n, _, _ in self.graph.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.graph.outputs)
+
+    @property
+    def input_shapes(self) -> list[tuple]:
+        """Declared input shapes: an int per fixed axis, a name or None per dynamic one."""
+        return [d for _, d, _ in self.graph.inputs]
+
+    # -- plans ----------------------------------------------------------------------------------
+    def _check_open(self):
+        if self._freed:
+            raise ModelError(f"{self!r} was freed")
+
+    @property
+    def host_inputs(self) -> list[str]:
+        """Integer inputs: shape parameters (axes, target shapes, indices) whose values are
+        folded on the host; each new value plans the model anew."""
+        return [n for n, _, t in self.graph.inputs if t not in FLOAT_TYPES]
+
+    def _is_host(self, i: int) -> bool:
+        return self.graph.inputs[i][2] not in FLOAT_TYPES
+
+    def _input_shape(self, i: int, shape) -> tuple:
+        """The shape input ``i`` runs with: as given, or with a batch axis of 1 prepended
+        when it has one axis less than declared (a preprocessed (C, H, W) image)."""
+        name, dims, _ = self.graph.inputs[i]
+        shape = tuple(int(d) for d in shape)
+        if dims is None:
+            return shape
+        if len(shape) == len(dims) - 1:
+            shape = (1,) + shape
+        fixed = all(isinstance(d, int) and d > 0 for d in dims) or not dims
+        if fixed and len(shape) != len(dims) and math.prod(shape) == math.prod(dims):
+            return tuple(dims)  # e.g. a scalar given as a 1-element array
+        bad = len(shape) != len(dims) or any(
+            isinstance(d, int) and d > 0 and d != s for d, s in zip(dims, shape, strict=True))
+        if bad:
+            raise ShapeError(f"{self.name}: input {name!r} is {shape}; the model takes "
+                             f"{_fmt_dims(dims)}")
+        return shape
+
+    def plan(self, *inputs, device=None) -> Plan:
+        """The plan for these inputs, made once per shapes and cached: a shape per float
+        input, the array itself per integer input (see host_inputs); for ``device`` (default:
+        the current one)."""
+        self._check_open()
+        if len(inputs) != len(self.graph.inputs):
+            raise ArgumentError(f"{self.name}: takes {len(self.graph.inputs)} input(s) "
+                                f"({', '.join(self.input_names)}), got {len(inputs)}")
+        spec = []
+        for i, v in enumerate(inputs):
+            if self._is_host(i):
+                if not isinstance(v, np.ndarray):
+                    raise ArgumentError(f"{self.name}: input {self.input_names[i]!r} is an "
+                                        f"integer input; give its values (an array)")
+                spec.append(v)
+            else:
+                spec.append(self._input_shape(i, v))
+        # a plan depends on the device only through its binding limit (how a classifier runs)
+        limit = (device or _device()).limit("max-storage-buffer-binding-size")
+        key = (limit,) + tuple(("host", v.dtype.str, v.shape, v.tobytes())
+                               if isinstance(v, np.ndarray) else v for v in spec)
+        p = self._plans.get(key)
+        if p is None:
+            with self._lock:
+                p = self._plans.get(key)
+                if p is None:
+                    p = lower(self.graph, tuple(spec), self.dtype, limit)
+                    p.key = key
+                    self._plans[key] = p
+        return p
+
+    def _weights_for(self, device, plan: Plan) -> dict[str, Buffer]:
+        """The model's constants this plan reads, uploaded once per device."""
+        cache = self._weights.setdefault(_device_key(device), {})
+        for s in plan.storages.values():
+            if s.kind == "weight" and s.ref not in cache:
+                with self._lock:
+                    if s.ref not in cache:
+                        arr = np.asarray(self.graph.constants[s.ref])
+                        arr = arr.astype(np.float16 if self.dtype == "f16" else np.float32)
+                        cache[s.ref] = from_numpy(np.ascontiguousarray(arr.reshape(-1)),
+                                                  label=f"{self.name}:{s.ref}", device=device)
+        return cache
+
+    def passes(self, plan: Plan, device=None):
+        """``Kernel.passes()`` of ``plan`` on ``device``: (temporaries, steps) with the weights
+        as Buffers; ``plan.extra_temps`` says which temporary holds each further output."""
+        weights = self._weights_for(device or _device(), plan)
+        np_dtype = np.float16 if self.dtype == "f16" else np.float32
+        temps, ref = [], {}
+        for k, size in enumerate(plan.slots):
+            temps.append(((max(size, 1),), plan.slot_dtypes[k]))
+        extras = {}
+        for sid, s in plan.storages.items():
+            if s.kind == "act":
+                if sid in plan.slot_of:
+                    ref[sid] = f"tmp{plan.slot_of[sid]}"
+            elif s.kind == "input":
+                ref[sid] = f"in{s.ref}"
+            elif s.kind == "out":
+                ref[sid] = "out"
+            elif s.kind == "weight":
+                ref[sid] = weights[s.ref]
+            elif s.kind == "const":
+                ref[sid] = f"tmp{len(temps)}"
+                temps.append(np.ascontiguousarray(np.asarray(s.ref, np_dtype).reshape(-1)))
+            elif s.kind == "extra":
+                ref[sid] = f"tmp{len(temps)}"
+                extras[sid] = len(temps)
+                temps.append(((max(s.size, 1),), "f32"))
+        steps = []
+        for st in plan.steps:
+            params = dict(st.params)
+            params["shapes"] = tuple(tuple(t.shape) for t in [*st.ins, st.out])
+            steps.append((st.kernel, [ref[t.sid] for t in st.ins], ref[st.out.sid], params))
+        plan.extra_temps = extras
+        return temps, steps
+
+    # -- running ----------------------------------------------------------------------------------
+    @property
+    def kernel(self) -> ModelKernel:
+        """The model as a kernel: ``wgc.run_kernel(m.kernel, [x])``, a pipeline stage."""
+        if self._kernel is None:
+            self._kernel = ModelKernel(f"model:{self.name}", self)
+        return self._kernel
+
+    def _arrays(self, args, kwargs) -> list:
+        names = self.input_names
+        if kwargs:
+            if args:
+                raise ArgumentError(f"{self.name}: pass inputs by position or by name, not both")
+            unknown = sorted(set(kwargs) - set(names))
+            missing = [n for n in names if n not in kwargs]
+            if unknown or missing:
+                raise ArgumentError(f"{self.name}: inputs are {', '.join(names)}; unknown "
+                                    f"{unknown or 'none'}, missing {missing or 'none'}")
+            args = [kwargs[n] for n in names]
+        if len(args) == 1 and isinstance(args[0], dict):
+            return self._arrays((), args[0])
+        if len(args) != len(names):
+            raise ArgumentError(f"{self.name}: takes {len(names)} input(s) ({', '.join(names)})"
+                                f", got {len(args)}")
+        return list(args)
+
+    def __call__(self, *args, **kwargs):
+        """Run the model: numpy in -> numpy out (the first output, or a tuple of all when the
+        model has several); Buffers in -> a new Buffer (models of one output)."""
+        xs = self._arrays(args, kwargs)
+        if all(isinstance(x, Buffer) for x in xs):
+            if len(self.graph.outputs) != 1:
+                raise ModelError(f"{self.name}: has {len(self.graph.outputs)} outputs; run it "
+                                 f"on numpy arrays, or use run()")
+            from ..commands import run_kernel
+
+            return run_kernel(self.kernel, xs)
+        outs = self.run(xs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run(self, inputs) -> list[np.ndarray]:
+        """Every output as numpy, for ``inputs`` (a list in input order, or a dict by name)."""
+        self._check_open()
+        xs = self._arrays((inputs,), {}) if isinstance(inputs, dict) else \
+            self._arrays(tuple(inputs), {})
+        arrays = []
+        for i, (name, x) in enumerate(zip(self.input_names, xs, strict=True)):
+            if isinstance(x, Buffer):
+                x = x.to_numpy()
+            a = np.asarray(x)
+            if self._is_host(i):
+                if a.dtype.kind not in "iub":
+                    raise DtypeError(f"{self.name}: input {name!r} is {a.dtype}; expected "
+                                     f"integers")
+                arrays.append(a)
+                continue
+            if a.dtype.kind != "f":
+                raise DtypeError(f"{self.name}: input {name!r} is {a.dtype}; expected floats")
+            arrays.append(np.require(a, np.float32, "C"))
+        plan = self.plan(*[a if self._is_host(i) else a.shape for i, a in enumerate(arrays)])
+        if all(o[0] == "const" for o in plan.outputs):
+            return self._typed([np.asarray(o[1]) for o in plan.outputs])
+        exe = self._executable(plan)
+        floats = [a for i, a in enumerate(arrays) if not self._is_host(i)]
+        with exe.lock:
+            if len(plan.outputs) == 1 and _fits_one_chunk([*exe.inputs, exe.output]):
+                return self._typed([self._run_one_submit(exe, floats).reshape(
+                    plan.outputs[0][2])])
+            for buf, a in zip(exe.inputs, floats, strict=True):
+                if a.size:
+                    buf.write(a.reshape(buf.shape))
+            run_blocking(f"model {self.name}", exe.output.device, [*exe.inputs, exe.output],
+                         calls=exe.dispatch.raw_calls())
+            return self._typed(self._collect(plan, exe))
+
+    def _run_one_submit(self, exe: _Executable, arrays) -> np.ndarray:
+        """Upload, run and read back in ONE command buffer, one submit and one wait: the
+        inputs go through mapped upload staging, the output into mapped read staging. (The
+        general path writes, runs and reads with a submission each: three round trips.)"""
+        dev = exe.output.device
+        ups, down, healthy = [], None, False
+        bufs = [*exe.inputs, exe.output]
+        held = []
+        try:
+            for b in bufs:
+                b._pin(f"model {self.name}: buffer")
+                held.append(b)
+            enc = dev.link.encoder()
+            for buf, a in zip(exe.inputs, arrays, strict=True):
+                stage = transfers.UploadStage(dev, a.nbytes)
+                ups.append(stage)
+                stage.record(enc, buf.gpu_buffer, stage.fill(a))
+            calls = exe.dispatch.raw_calls()
+            if calls:
+                enc.record_calls(calls)
+            down = transfers.DownloadStage(dev, exe.output.nbytes)
+            down.record(enc, exe.output.gpu_buffer)
+            dev.submitter.submit([enc.finish()], fence=False)
+            for stage in ups:
+                stage.remap()
+            down.map()
+            down.wait()
+            out = np.empty(exe.output.nbytes, np.uint8)
+            down.copy_into(out)
+            healthy = True
+        except WgComputeError:
+            raise
+        except Exception as e:  # validation error, out of memory, device lost
+            if not dev.alive:
+                raise dev.wrap(e, f"model {self.name}") from e
+            raise CommandFailedError(f"model {self.name} failed: {e}", e) from e
+        finally:
+            for stage in ups:
+                stage.release(healthy)
+            if down is not None:
+                down.release(healthy)
+            for b in held:
+                b._release()
+        return out.view(np.float32)
+
+    def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
+        """Float outputs in the type the graph declares (f64 / f16 models compute in f32)."""
+        typed = []
+        for a, t in zip(outs, self.graph.output_types, strict=True):
+            want = _FLOAT_NUMPY.get(t)
+            typed.append(a.astype(want) if want is not None and a.dtype.kind == "f"
+                         and a.dtype != want else a)
+        return typed
+
+    def _collect(self, plan: Plan, exe: _Executable) -> list[np.ndarray]:
+        outs = []
+        extras = plan.extra_temps
+        for i, o in enumerate(plan.outputs):
+            if o[0] == "const":
+                outs.append(np.asarray(o[1]))
+            elif i == 0:
+                outs.append(exe.output.to_numpy().reshape(o[2]))
+            else:
+                t = exe.dispatch.temps[extras[o[1]]]
+                outs.append(t.to_numpy()[:math.prod(o[2])].reshape(o[2]))
+        return outs
+
+    def _executable(self, plan: Plan) -> _Executable:
+        device = _device()
+        key = (_device_key(device), plan.key)
+        exe = self._exes.get(key)
+        if exe is None:
+            with self._lock:
+                exe = self._exes.get(key)
+                if exe is None:
+                    ins = [empty(s, "f32", label=f"{self.name}:in{i}", device=device)
+                           for i, s in enumerate(plan.input_shapes) if s is not None]
+                    out_shape = plan.output_shape if plan.outputs[0][0] == "tensor" else (1,)
+                    out = empty(out_shape, "f32", label=f"{self.name}:out", device=device)
+                    kernel = self.kernel if not self.host_inputs else \
+                        ModelKernel(f"model:{self.name}", self, plan=plan)
+                    d = bind(kernel, ins, out, None)
+                    exe = self._exes[key] = _Executable(ins, out, d, threading.Lock())
+        return exe
+
+    def profile(self, *inputs, repeat: int = 5) -> list[dict]:
+        """Per-layer GPU times (ms, the median of ``repeat`` runs) from timestamp queries:
+        each step in its own compute pass. Returns dicts with layer (ONNX node names,
+        fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query."""
+        import wgpu
+
+        device = _device()
+        if not device.has("timestamp-query"):
+            raise ArgumentError(f"profile: {device.name} lacks the 'timestamp-query' feature")
+        if not isinstance(repeat, int) or repeat < 1:
+            raise ArgumentError(f"repeat: expected an int >= 1, got {repeat!r}")
+        xs = [np.asarray(x.to_numpy() if isinstance(x, Buffer) else x)
+              for x in self._arrays(inputs, {})]
+        plan = self.plan(*[x if self._is_host(i) else x.shape for i, x in enumerate(xs)])
+        xs = [np.require(x, np.float32, "C") for i, x in enumerate(xs) if not self._is_host(i)]
+        exe = self._executable(plan)
+        parts = exe.dispatch.parts
+        n = len(parts)
+        if n == 0:
+            return []
+        dev = device.gpu_device
+        qs = dev.create_query_set(label=f"{self.name}-profile", type=wgpu.QueryType.timestamp,
+                                  count=2 * n)
+        resolve = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE
+                                    | wgpu.BufferUsage.COPY_SRC)
+        times = [[] for _ in range(n)]
+        try:
+            with exe.lock:
+                for buf, a in zip(exe.inputs, xs, strict=True):
+                    buf.write(a.reshape(buf.shape))
+                for _ in range(repeat + 1):
+                    def record(enc):
+                        for i, part in enumerate(parts):
+                            cpass = enc.begin_compute_pass(timestamp_writes={
+                                "query_set": qs, "beginning_of_pass_write_index": 2 * i,
+                                "end_of_pass_write_index": 2 * i + 1})
+                            part.encode(cpass)
+                            cpass.end()
+                        enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
+
+                    submit_work(f"profile {self.name}", device, record,
+                                [*exe.inputs, exe.output], full=True).wait()
+                    ticks = transfers.download(device, resolve, 0, 16 * n).view(np.uint64)
+                    for i in range(n):
+                        times[i].append(max(int(ticks[2 * i + 1]) - int(ticks[2 * i]), 0) / 1e6)
+        finally:
+            resolve.destroy()
+        return [{"layer": st.label, "kernel": st.kernel.name,
+                 "ms": float(np.median(t[1:]))} for st, t in zip(plan.steps, times, strict=True)]
+
+    def free(self) -> None:
+        """Release the uploaded weights and bound runs (the model can no longer run)."""
+        with self._lock:
+            self._freed = True
+            for exe in self._exes.values():
+                for b in [*exe.inputs, exe.output]:
+                    b.free()
+            self._exes.clear()
+            for cache in self._weights.values():
+                for b in cache.values():
+                    b.free()
+            self._weights.clear()
+
+
+def _fits_one_chunk(buffers) -> bool:
+    return all(b.nbytes <= transfers.CHUNK for b in buffers)
+
+
+def _fmt_dims(dims) -> str:
+    if dims is None:
+        return "(?)"
+    return "(" + ", ".join(str(d) if d else "?" for d in dims) + ")"
+
+
+class ModelKernel(Kernel):
+    """A model as a kernel of one input and one output (a multi-step plan: activations are
+    temporaries, weights the model's per-device buffers). Registered under a name by
+    register_model; ``params={"model": path}`` runs another ONNX file instead."""
+
+    output = "out"
+    dtypes = ("f32",)
+    checked = False
+
+    def __init__(self, name: str, model: Model | None, path: str | None = None,
+                 plan: Plan | None = None):
+        self.name = name
+        self.model = model
+        self.path = path
+        self.fixed_plan = plan  # a model with integer inputs runs the plan of their values
+        self.inputs = ("x",) if model is None else tuple(
+            n for i, n in enumerate(model.input_names) if not model._is_host(i))
+        self.params = (Param("model", "str", None,
+                             "path of an ONNX file to run instead of the registered one"),)
+        self.description = (f"ONNX model {model.name!r}" if model is not None
+                            else f"ONNX model {path!r}")
+
+    def _model(self, params) -> Model:
+        path = (params or {}).get("model")
+        if path is None:
+            if self.model is None:
+                self.model = load_onnx(self.path)
+            return self.model
+        if not isinstance(path, (str, os.PathLike)):
+            raise ArgumentError(f"{self.name}: param 'model' must be a path, got "
+                                f"{type(path).__name__}")
+        return _cached_file(os.fspath(path))
+
+    def convert_param(self, p, value, dt):
+        return value
+
+    def _plan(self, inputs, params, device=None) -> Plan:
+        if self.fixed_plan is not None:
+            return self.fixed_plan
+        m = self._model(params)
+        if m.host_inputs:
+            raise ModelError(f"{self.name}: the model has integer inputs "
+                             f"({', '.join(m.host_inputs)}); run it with Model.run")
+        if len(inputs) != len(m.graph.inputs):
+            raise ArgumentError(f"{self.name}: the model takes {len(m.graph.inputs)} input(s)")
+        for name, b in zip(m.input_names, inputs, strict=True):
+            if b.dtype != "f32":
+                raise DtypeError(f"{self.name}: input {name!r} is {b.dtype}; expected f32")
+        if device is None:
+            device = getattr(inputs[0], "device", None) if inputs else None
+        plan = m.plan(*[b.shape for b in inputs], device=device)
+        if plan.outputs[0][0] != "tensor":
+            raise ModelError(f"{self.name}: the model's output is a constant; nothing to run")
+        return plan
+
+    def check(self, inputs, output, params) -> None:
+        plan = self._plan(inputs, params)
+        want = plan.output_shape
+        if output.dtype != "f32" or output.size != math.prod(want):
+            raise ShapeError(f"{self.name}: out is {output.dtype} {output.shape}; expected f32 "
+                             f"{want} (or any shape of {math.prod(want)} elements)")
+
+    def output_spec(self, inputs, params):
+        return self._plan(inputs, params).output_shape, "f32"
+
+    def passes(self, inputs, output, params):
+        m = self.model if self.fixed_plan is not None else self._model(params)
+        device = getattr(output, "device", None)
+        return m.passes(self._plan(inputs, params, device), device)
+
+
+_files: dict = {}
+_files_lock = threading.Lock()
+
+
+def _cached_file(path: str) -> Model:
+    """The Model of an ONNX file, loaded once per (path, modification time)."""
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        raise ArgumentError(f"model: {path!r} is not a file") from None
+    key = os.path.abspath(path)
+    with _files_lock:
+        hit = _files.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+    m = load_onnx(path)
+    with _files_lock:
+        _files[key] = (stamp, m)
+    return m
+
+
+def load_onnx(source, *, dtype: str = "f32", name: str | None = None) -> Model:
+    """Load an ONNX model (a path, bytes or an onnx.ModelProto) to run on the GPU.
+
+    Every node is checked first: one ModelError lists all the operators wgcompute cannot run.
+    Constants are folded and batch norms folded into the convolutions before them.
+    ``dtype="f16"`` stores weights and activations as f16 (arithmetic in f32; needs the
+    adapter's shader-f16); inputs and outputs stay f32."""
+    if dtype not in DTYPES:
+        raise ArgumentError(f"dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype == "f16" and not _device().has("shader-f16"):
+        raise ModelError(f"dtype 'f16' needs the adapter feature 'shader-f16', which "
+                         f"{_device().name} does not have")
+    try:
+        graph = read_onnx(source)
+    except WgComputeError:
+        raise
+    path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
+    if name is None:
+        name = os.path.splitext(os.path.basename(path))[0] if path else graph.name
+    m = Model(graph, name, dtype, path)
+    if path is None:  # what it was loaded from, for onnx_bytes() (a model that travels)
+        m._onnx = bytes(source) if isinstance(source, (bytes, bytearray, memoryview)) \
+            else source.SerializeToString()
+    return m
+
+
+def register_model(name: str, model, *, replace: bool = False) -> ModelKernel:
+    """Make ``name`` a kernel that runs ``model`` (a Model, or a path loaded on first use):
+    ``{"op": "run_kernel", "kernel": name, "inputs": [x], "output": logits}`` then works in
+    run_kernel, pipeline_add and submit; ``params={"model": other_path}`` runs another file."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ArgumentError(f"name: expected an identifier-like string, got {name!r}")
+    if isinstance(model, Model):
+        k = ModelKernel(name, model)
+    elif isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise ArgumentError(f"model: {path!r} is not a file")
+        k = ModelKernel(name, None, path)
+    else:
+        raise ArgumentError(f"model: expected a wgc.ml.Model or a path, got "
+                            f"{type(model).__name__}")
+    return registry.add(k, replace=replace)
+

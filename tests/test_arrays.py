@@ -441,6 +441,20 @@ def test_results_reuse_pooled_memory_and_their_bound_runs(rng):
     np.testing.assert_array_equal((a + b).to_numpy(), want)  # fresh memory after a release
 
 
+def test_a_result_dying_in_a_reference_cycle_leaves_the_pool_sound():
+    """The garbage collector finalizes a cycle's objects together: a result whose memory went
+    back to the pool from there held a GPUBuffer that wgpu-py had released (the next result of
+    its size failed; on the GL backend wgpu-native aborted the process)."""
+    x = wgc.from_numpy(np.arange(1000, dtype=np.float32))
+    for _ in range(3):
+        y = x + x
+        cycle = [y]
+        cycle.append(cycle)
+        del y, cycle
+        gc.collect()
+        np.testing.assert_array_equal((x + x).to_numpy(), np.arange(1000) * 2.0)
+
+
 def test_the_pool_is_bounded(monkeypatch):
     dev = wgc.current_device()
     dev.release_memory_pool()

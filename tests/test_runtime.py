@@ -349,6 +349,39 @@ def test_gl_and_vulkan_devices_compute_side_by_side(rng):
             np.testing.assert_array_equal(wgc.relu(x).to_numpy(), np.maximum(a, 0))
 
 
+def test_asking_for_adapters_while_a_gl_device_works_never_aborts():
+    """wgpu's GL backend aborts the process (EGL BadAccess) when adapters are enumerated or
+    requested while one of its devices works in another thread: wgcompute asks wgpu once.
+    Here wgc.devices(), wgc.device() and wgc.device(backend="vulkan") run over and over while
+    another thread computes on a GL device."""
+    if "OpenGL" not in {a.backend for a in wgc.devices()}:
+        pytest.skip("this machine has no OpenGL adapter")
+    r = _run("import threading, numpy as np, wgcompute as wgc\n"
+             "try:\n    gl = wgc.device(backend='gl')\n"
+             "except wgc.DeviceError as e:\n    print('no GL device:', e); raise SystemExit\n"
+             "x = wgc.from_numpy(np.arange(-32768, 32768, dtype=np.float32), device=gl)\n"
+             "stop, runs = threading.Event(), []\n"
+             "def work():\n"
+             "    while not stop.is_set():\n"
+             "        runs.append(wgc.run_kernel_async('relu', [x], None).wait().to_numpy())\n"
+             "t = threading.Thread(target=work); t.start()\n"
+             "refused = 0\n"
+             "for _ in range(40):\n"
+             "    assert any(a.backend == 'OpenGL' for a in wgc.devices())\n"
+             "    try:\n        wgc.device(backend='gl')\n"
+             "    except wgc.DeviceError:\n        refused += 1\n"
+             "    if any(a.backend == 'Vulkan' for a in wgc.devices()):\n"
+             "        with wgc.device(backend='vulkan') as vk:\n"
+             "            assert wgc.relu(wgc.buffer([-1.0, 1.0], device=vk)).tolist() == [0, 1]\n"
+             "stop.set(); t.join()\n"
+             "want = np.maximum(np.arange(-32768, 32768), 0)\n"
+             "print('ok', refused, len(runs) > 0 and all(np.array_equal(r, want) for r in runs))\n")
+    assert r.returncode == 0, r.stderr[-3000:]
+    if r.stdout.startswith("no GL device:"):
+        pytest.skip(f"this machine's OpenGL adapter cannot compute: {r.stdout[:200]}")
+    assert r.stdout.strip() == "ok 40 True"
+
+
 def test_exit_with_unclosed_streams_never_crashes():
     code = ("import numpy as np, wgcompute as wgc\n"
             "ss = [wgc.create_stream() for _ in range(4)]\n"

@@ -12,6 +12,7 @@ import wgpu
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 import wgcompute as wgc  # noqa: E402
+from wgcompute.dtypes import dtype as resolve_dtype  # noqa: E402
 from wgcompute.runtime import WANTED_FEATURES  # noqa: E402
 
 # What CI jobs expect to run on: EXPECT_BACKEND (vulkan or gl) makes the suite fail unless the
@@ -28,7 +29,7 @@ def pytest_configure(config):
         f"{', '.join(sorted(CAPABILITIES))} (see tests/conftest.py)")
     config.addinivalue_line(
         "markers", "computes(*params): the test computes on the dtypes its parameters of these "
-        "names hold; it needs each one's adapter feature")
+        "names hold (names or numpy dtypes); it needs each one's adapter feature")
 
 
 def pytest_report_header(config):
@@ -208,9 +209,13 @@ def pytest_runtest_setup(item):
     params = getattr(item, "callspec", None)
     for m in item.iter_markers("computes"):
         for name in m.args:
-            value = params.params.get(name) if params is not None else None
-            if isinstance(value, str) and value in wgc.DTYPES:
-                needed.append(value)
+            if params is None or name not in params.params:
+                raise pytest.UsageError(f"computes({name!r}): {item.nodeid} has no parameter "
+                                        f"{name!r}")
+            try:  # a dtype name, a numpy dtype or type
+                needed.append(resolve_dtype(params.params[name]).name)
+            except wgc.DtypeError:
+                pass  # not a dtype (a test may mix in other values): nothing to need
     for capability in needed:
         why = lacks(capability)
         if why is not None:

@@ -17,7 +17,7 @@ Wall clock as the docs tell users to launch the work, medians after a warm-up ru
                                     [--size H W C] [--rows R] [--repeat N] [--peers]
                                     [--json PATH]
 
-Issue-size run on a two-GPU machine: --size 8192 8192 16 --rows 512 --workers 1,2."""
+Full-size run on a two-GPU machine: --size 8192 8192 16 --rows 512 --workers 1,2."""
 
 from __future__ import annotations
 

@@ -72,8 +72,7 @@ def bench_pipeline(res: Results, n: int, repeat: int, rows: list) -> None:
     case = f"{n}x{n} RGBA8 blur → sharpen → gray"
 
     ds, bufs, pipe = _wgc_stages(img)
-    # (the 5.5x slower runs once blamed on idle clocks here came from CUDA being initialized
-    # after the device: harness.env_info now looks for the peers first)
+    # (runs after a pause start at the NVIDIA idle clock: docs/guide/devices.md)
     wall = queued_wall(pipe.submit)
     if ds is not None:
         t, how = gpu_time(None, record_pass=_record(ds), warmup=10, repeat=repeat)

@@ -2,7 +2,7 @@
 upload and download with wgcompute (mapped staging ring, parallel memcpy) vs raw wgpu-py
 queue.write_buffer / read_buffer vs raw wgpu-py with a hand-written persistent mapped staging
 ring vs torch (pageable and pinned) when importable; plus the round trip of a 4 KB read.
-Goals (issue 4): >= 10 GB/s each way for 256 MB, <= 100 us for the 4 KB read.
+Goals: >= 10 GB/s each way for 256 MB, <= 100 us for the 4 KB read.
 
     python -m benchmarks.bench_transfers [--small] [--repeat N] [--json PATH]
 """

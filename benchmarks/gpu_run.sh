@@ -5,7 +5,7 @@
 # Writes $OUT/tests.log, $OUT/bench.md and $OUT/results.tar.gz (JSON + PNG).
 # PIN="taskset -c 0-7" runs each benchmark pinned to those CPUs: on the H200 machines the
 # host-side latencies (tiny round trip, pipeline per stage) were bimodal unpinned and steady
-# pinned (benchmarks/results/h200/session5/dispatch_pinning.txt).
+# pinned (benchmarks/results/h200/2026-11-22/dispatch_pinning.txt).
 set -u
 what=${1:-all}
 out=${OUT:-/tmp/out}

@@ -4,7 +4,7 @@
 #   source .gl/preamble.sh && bash benchmarks/gpu_steady.sh probe          # ~2-4 min
 #   source .gl/preamble.sh && MINUTES=8 TORCH_AT=240 bash benchmarks/gpu_steady.sh soak
 # A device call lasts at most 10 minutes, preamble and the fresh-process figures (~1 min)
-# included: a soak of 8 minutes fits; the 10 minutes do not fit in one call.
+# included: a soak of 8 minutes fits; a 10-minute soak does not fit in one call.
 # Writes probe_steady.{json,md,log} or bench_soak.{json,png,log} under $OUT.
 set -u
 what=${1:-probe}

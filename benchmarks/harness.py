@@ -267,7 +267,7 @@ def peers() -> dict:
     try:
         torch = importlib.import_module("torch")
         if torch.cuda.is_available():
-            torch.backends.cuda.matmul.allow_tf32 = False  # the issue compares FP32, TF32 off
+            torch.backends.cuda.matmul.allow_tf32 = False  # FP32 against FP32: TF32 off
             torch.backends.cudnn.allow_tf32 = False
             out["torch"] = torch
     except Exception:

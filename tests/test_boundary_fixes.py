@@ -137,7 +137,8 @@ def test_every_wait_refuses_the_same_bad_timeouts(a, timeout):
 
 def test_good_timeouts_still_work(a):
     cmd = wgc.run_kernel_async("relu", [a])
-    for t in (0, 0.0, 5, 2.5, np.float32(5), np.int64(5), None):
+    cmd.wait(np.float32(30))  # a numpy number as a timeout, on a running command
+    for t in (0, 0.0, 5, 2.5, np.float32(5), np.int64(5), None):  # a finished one: at once
         cmd.wait(t)
 
 

@@ -185,8 +185,12 @@ def test_map_blocks_checks_before_running(rng):
         wgc.dask.map_blocks("relu", da.from_array(a > 0))
     with pytest.raises(wgc.ArgumentError, match="one"):
         wgc.dask.map_blocks("elementwise_add", da.from_array(a))
-    with pytest.raises(wgc.ShapeError, match="number of dimensions"):
-        wgc.dask.map_blocks("sum", da.from_array(a), {"axis": -1})
+    with pytest.raises(wgc.ShapeError, match="number of dimensions"):  # axis 1 split
+        wgc.dask.map_blocks("sum", da.from_array(a, chunks=(10, 10)), {"axis": -1})
+    np.testing.assert_allclose(  # axis 1 whole: rows reduced block by block
+        wgc.dask.map_blocks("sum", da.from_array(a, chunks=(10, 20)),
+                            {"axis": -1}).compute(scheduler="sync"),
+        a.astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
     x = wgc.empty((10, 10), "f32")
     p = wgc.pipeline("fixed")
     p.add(kernel="elementwise_add", inputs=[x, wgc.from_numpy(np.ones((10, 10), np.float32))])

@@ -110,7 +110,7 @@ class Command:
     # -- its own transitions (only the submit path and its host work call these) -------------
     def _attach(self, fence: _queue.Fence) -> None:
         self._fence = fence
-        fence.add_callback(self._on_fence)
+        fence.add_callback(self._finish)
 
     def _fail(self, error: BaseException) -> None:
         self._error = error
@@ -121,10 +121,7 @@ class Command:
         self._result = result
         self._finish()
 
-    def _on_fence(self, fence) -> None:
-        self._finish()
-
-    def _finish(self) -> None:
+    def _finish(self, _fence=None) -> None:
         with self._lock:
             if self._done:
                 return
@@ -138,7 +135,9 @@ class Command:
         # remembered by id, weakly: a finished command keeps its result only while the user
         # keeps the Command (a table of results kept every output=None buffer alive)
         dev = self.device
-        dev.finished[self.id] = _Record(self)
+        # a completed command: a weak reference alone (its record is made only if looked up
+        # after the object is gone); a failed one keeps its error
+        dev.finished[self.id] = weakref.ref(self) if self.error is None else _Record(self)
         dev.commands.pop(self.id, None)
         if len(dev.finished) > _KEEP_FINISHED:
             with dev._lock:
@@ -246,12 +245,16 @@ class HostCommand(Command):
 
 
 class _Record:
-    """What a device remembers of a finished command: its status and error, and the Command
-    itself only while something else keeps it."""
+    """What a device remembers of a failed command (its error, and the Command itself only
+    while something else keeps it), or of a completed one whose object is gone."""
 
     __slots__ = ("id", "label", "status", "error", "_ref")
 
-    def __init__(self, cmd: Command):
+    def __init__(self, cmd: Command | None, cmd_id: int = 0):
+        if cmd is None:  # completed, and nothing keeps its Command
+            self.id, self.label, self.status, self.error = cmd_id, "", Status.COMPLETED, None
+            self._ref = lambda: None
+            return
         self.id = cmd.id
         self.label = cmd.label
         self.status = cmd.status
@@ -280,6 +283,9 @@ def lookup(cmd):
                 return c
             rec = dev.finished.get(cmd)
             if rec is not None:
+                if isinstance(rec, weakref.ref):  # completed
+                    c = rec()
+                    return c if c is not None else _Record(None, cmd)
                 c = rec.command()
                 return c if c is not None else rec
         raise ArgumentError(f"cmd: no command with id {cmd} (unknown, finished long ago, or "

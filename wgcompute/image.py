@@ -195,8 +195,9 @@ def load(path, label: str = "") -> Buffer:
 
 def write_file(array: np.ndarray, path) -> str:
     """Encode uint8 (H, W) grey or (H, W, 3|4) to ``path`` atomically: a temporary file
-    beside it, then os.replace, so a reader never sees half a file. Formats without alpha
-    drop it."""
+    beside it, then os.replace, so a reader never sees half a file. RGBA is written in the
+    fewest channels that load back the same (RGB when opaque, grey when also R = G = B);
+    formats without alpha drop it."""
     path = _path(path)
     if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not (
             array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
@@ -210,6 +211,8 @@ def write_file(array: np.ndarray, path) -> str:
                             f"{', '.join(WRITE_EXTS)}")
     if not os.path.isdir(folder):
         raise ArgumentError(f"path: folder {folder!r} does not exist")
+    if array.ndim == 3 and array.shape[-1] == 4:
+        array = compact(array)
     if ext in _NO_ALPHA and array.ndim == 3 and array.shape[-1] == 4:
         array = array[..., :3]
     # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
@@ -277,7 +280,7 @@ def save(buf: Buffer, path) -> str:
     dropped. Returns the path."""
     check_buffer(buf, "buf")
     _path(path)
-    return write_file(compact(to_numpy(buf)), path)
+    return write_file(to_numpy(buf), path)
 
 
 # -- running image kernels -------------------------------------------------------------------------

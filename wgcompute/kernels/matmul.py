@@ -216,7 +216,7 @@ _DEFAULTS = {"large": "128x128x8_8x8", "skinny": "32x64x16_4x4", "small": "64x64
 _MIXED_DEFAULTS = {"large": "128x128x16_8x8", "skinny": "32x64x16_4x4",
                    "small": "64x64x16_4x4"}
 # What the autotuner times per problem class (those that fit; all candidates if none does):
-# the leaders of the H200 sweep (docs/performance.md, benchmarks/results/h200/sweep.json) and
+# the leaders of the H200 sweep (docs/performance.md, benchmarks/results/h200/sweep_matmul.json) and
 # a small tile as a fallback, so that a first matmul on a new adapter tunes in seconds.
 _TUNE_SETS = {
     "large": ("64x128x16_4x8", "128x128x16_8x8_u_sb", "128x128x8_8x8_u_g8", "128x128x8_8x8_u",

@@ -1,26 +1,61 @@
-"""Test setup: report the adapter, enforce lavapipe in CI, helpers shared by the suite."""
+"""Test setup: report the adapter, enforce the CI job's adapter, helpers shared by the suite,
+and the one way a test says what the adapter must be able to do (``needs``)."""
 
+import functools
 import os
+import time
 
 import numpy as np
 import pytest
+import wgpu
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 import wgcompute as wgc  # noqa: E402
+from wgcompute.dtypes import dtype as resolve_dtype  # noqa: E402
+from wgcompute.runtime import WANTED_FEATURES  # noqa: E402
+
+# What CI jobs expect to run on: EXPECT_BACKEND (vulkan or gl) makes the suite fail unless the
+# adapter really is llvmpipe on that backend; EXPECT_NATIVE (fast or portable) unless wgcompute
+# talks to wgpu that way. So a green job can never be one that silently ran elsewhere.
+# EXPECT_LAVAPIPE=1 is EXPECT_BACKEND=vulkan.
+_EXPECT_BACKEND = {"vulkan": "Vulkan", "gl": "OpenGL", "opengl": "OpenGL"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs(*capabilities): the test skips, saying why, where the adapter lacks one "
+        "of them: an adapter feature ('shader-f16'), a dtype ('f64': its feature), or one of "
+        f"{', '.join(sorted(CAPABILITIES))} (see tests/conftest.py)")
+    config.addinivalue_line(
+        "markers", "computes(*params): the test computes on the dtypes its parameters of these "
+        "names hold (names or numpy dtypes); it needs each one's adapter feature")
 
 
 def pytest_report_header(config):
     info = wgc.device_info()
-    return f"wgcompute adapter: {info['name']} ({info['backend']}, {info['adapter_type']})"
+    return [f"wgcompute adapter: {info['name']} ({info['backend']}, {info['adapter_type']}), "
+            f"native calls: {info['native']}",
+            f"wgcompute features: {', '.join(info['features']) or 'none'}"]
 
 
 def pytest_sessionstart(session):
-    if os.environ.get("EXPECT_LAVAPIPE") == "1":
-        info = wgc.device_info()
-        if "llvmpipe" not in info["name"].lower() or info["backend"] != "Vulkan":
-            raise pytest.UsageError(
-                f"EXPECT_LAVAPIPE=1 but the adapter is {info['name']} ({info['backend']})")
+    info = wgc.device_info()
+    want = os.environ.get("EXPECT_BACKEND", "").strip().lower()
+    if not want and os.environ.get("EXPECT_LAVAPIPE") == "1":
+        want = "vulkan"
+    if want:
+        if want not in _EXPECT_BACKEND:
+            raise pytest.UsageError(f"EXPECT_BACKEND={want!r}: expected one of "
+                                    f"{', '.join(_EXPECT_BACKEND)}")
+        if "llvmpipe" not in info["name"].lower() or info["backend"] != _EXPECT_BACKEND[want]:
+            raise pytest.UsageError(f"EXPECT_BACKEND={want} (llvmpipe on {_EXPECT_BACKEND[want]}) "
+                                    f"but the adapter is {info['name']} ({info['backend']})")
+    native = os.environ.get("EXPECT_NATIVE", "").strip().lower()
+    if native and info["native"] != native:
+        note = f" ({info['native_note']})" if info["native_note"] else ""
+        raise pytest.UsageError(f"EXPECT_NATIVE={native} but wgcompute's native calls are "
+                                f"{info['native']!r}{note}")
 
 
 @pytest.fixture
@@ -30,3 +65,164 @@ def rng():
 
 def has_feature(name: str) -> bool:
     return name in wgc.device_info()["features"]
+
+
+# -- what the adapter under test can do -------------------------------------------------------
+# Each capability is found on the default device, by asking it or by measuring, once per run,
+# and only when a test needs it. None: available; else why not (the skip reason).
+
+def _where() -> str:
+    info = wgc.device_info()
+    return f"{info['name']} on {info['backend']} ({info['native']} native calls)"
+
+
+def _several_devices() -> str | None:
+    """A second logical device on the default device's adapter, computing."""
+    dev = wgc.current_device()
+    index = next((a.index for a in wgc.devices()
+                  if a.name == dev.name and a.backend == dev.backend), None)
+    if index is None:
+        return f"the default device's adapter ({_where()}) is not among wgc.devices()"
+    try:
+        other = wgc.device(index)
+    except wgc.DeviceError as e:
+        return f"a second device on {_where()} is refused: {e}"
+    with other:
+        ok = wgc.relu(wgc.buffer([-1.0, 2.0], device=other)).tolist() == [0.0, 2.0]
+    return None if ok else f"a second device on {_where()} computes wrongly"
+
+
+_SPIN = """
+struct Params { n: u32, iters: u32, }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x >= p.n) { return; }
+    var v = x[g.x];
+    for (var k = 0u; k < p.iters; k = k + 1u) { v = v * 0.5 + 1.0; }
+    out[g.x] = v;
+}
+"""
+
+
+def _async_submit() -> str | None:
+    """Whether submit() returns while the GPU still runs the work (a kernel of ~0.3 s)."""
+    name = "conftest_async_probe"
+    if name not in wgc.kernels():
+        wgc.register_kernel(name, _SPIN, bindings=[("x", "read"), ("out", "read_write"),
+                                                   ("p", "uniform")],
+                            params={"n": "u32", "iters": "u32"}, workgroup_size=64)
+    x = wgc.from_numpy(np.zeros(4096, np.float32))
+    out = wgc.empty((4096,), "f32")
+    iters, took = 1000, 0.0
+    while took < 0.1 and iters < 1 << 28:
+        iters *= 4
+        t = time.perf_counter()
+        wgc.run_kernel(name, [x], out, {"iters": iters})
+        took = time.perf_counter() - t
+    t = time.perf_counter()
+    cmd = wgc.submit({"op": "run_kernel", "kernel": name, "inputs": [x], "output": out,
+                      "params": {"iters": iters}})
+    submit_s = time.perf_counter() - t
+    cmd.wait()
+    total_s = time.perf_counter() - t
+    if submit_s > total_s / 2:
+        return (f"on {_where()} a submit runs the work before it returns (measured: submit "
+                f"{submit_s * 1e3:.0f} ms of a {total_s * 1e3:.0f} ms kernel)")
+    return None
+
+
+def _window_surface() -> str | None:
+    """Presenting to a window (glfw under a display): wgpu's GL backend lists no surface
+    format for one (create_surface then raises SurfaceError)."""
+    if wgc.device_info()["backend"] == "OpenGL":
+        return (f"wgpu's GL backend cannot present to a window ({_where()}: it lists no surface "
+                f"format for one; configuring it anyway aborts inside wgpu-native)")
+    return None
+
+
+def _leased_results() -> str | None:
+    """Results lent from mapped staging memory (stream_map's zero-copy results)."""
+    if wgc.device_info()["native"] != "fast":
+        return (f"{_where()}: the portable native calls copy results out of the staging "
+                f"memory instead of lending it (wgpu-py's public API has no mapped range "
+                f"that outlives an unmap)")
+    return None
+
+
+def _out_of_memory_errors() -> str | None:
+    """A buffer the host has no memory for is refused (with an error) when it is made."""
+    if wgc.device_info()["backend"] == "OpenGL":
+        return (f"wgpu's GL backend does not check glBufferStorage for GL_OUT_OF_MEMORY ({_where()}"
+                f"): a buffer past the memory limit is made without storage and reads zeros, "
+                f"so running out cannot be seen")
+    return None
+
+
+def _map_failure_survived() -> str | None:
+    """A staging buffer that cannot be mapped (host memory exhausted) leaves the device usable."""
+    if wgc.device_info()["backend"] == "OpenGL":
+        return (f"wgpu's GL backend loses the device when a buffer cannot be mapped at creation "
+                f"under memory pressure ({_where()}: 'Failed to map buffer while creating: "
+                f"Parent device is lost')")
+    return None
+
+
+CAPABILITIES = {
+    "several-devices": _several_devices,
+    "async-submit": _async_submit,
+    "window-surface": _window_surface,
+    "leased-results": _leased_results,
+    "out-of-memory-errors": _out_of_memory_errors,
+    "map-failure-survived": _map_failure_survived,
+}
+
+
+_FEATURES = set(wgpu.FeatureName) | set(WANTED_FEATURES)
+
+
+@functools.cache
+def lacks(capability: str) -> str | None:
+    """Why the default device cannot do ``capability`` (one of CAPABILITIES, an adapter feature
+    or a dtype name), or None when it can."""
+    if capability in CAPABILITIES:
+        return CAPABILITIES[capability]()
+    features = wgc.device_info()["features"]
+    if capability in wgc.DTYPES:
+        feature = wgc.DTYPES[capability].feature
+        if feature is None or feature in features:
+            return None
+        return f"{_where()} lacks the adapter feature {feature!r}, which kernels on " \
+               f"{capability} need"
+    if capability not in _FEATURES:
+        raise pytest.UsageError(f"needs({capability!r}): not a capability "
+                                f"({', '.join(CAPABILITIES)}), an adapter feature or a dtype")
+    if capability in features:
+        return None
+    return f"{_where()} lacks the adapter feature {capability!r}"
+
+
+def pytest_runtest_setup(item):
+    needed = [c for m in item.iter_markers("needs") for c in m.args]
+    params = getattr(item, "callspec", None)
+    for m in item.iter_markers("computes"):
+        for name in m.args:
+            if params is None or name not in params.params:
+                continue  # a module's mark: its tests without that parameter need nothing
+            try:  # a dtype name, a numpy dtype or type
+                needed.append(resolve_dtype(params.params[name]).name)
+            except wgc.DtypeError:
+                pass  # not a dtype (a test may mix in other values): nothing to need
+    for capability in needed:
+        why = lacks(capability)
+        if why is not None:
+            pytest.skip(why)
+
+
+@pytest.fixture
+def adapter_lacks():
+    """``lacks`` for tests that decide inside (e.g. per docs block): why the adapter cannot do a
+    capability, or None."""
+    return lacks

@@ -91,6 +91,7 @@ def test_arithmetic_between_buffers_broadcasts_like_numpy(rng, dt):
 
 
 @pytest.mark.parametrize("dt", INTS)
+@pytest.mark.computes("dt")
 def test_integer_floor_division_and_remainder_by_zero_and_signs(dt):
     info = np.iinfo(npd(dt))
     vals = [7, 0, 5, 9, 100] if info.min == 0 else [7, -7, 7, -7, 0, 9, -9]
@@ -248,6 +249,7 @@ def test_operator_errors_say_what_to_do():
         other.close()
 
 
+@pytest.mark.needs("f64")  # x.astype("f64") among the operators
 def test_no_operator_reads_the_gpu_back(monkeypatch):
     x = wgc.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4))
     y = wgc.from_numpy(np.ones(4, np.float32))
@@ -332,7 +334,7 @@ def test_index_errors():
 
 
 @pytest.mark.parametrize("dt", ALL)
-def test_unaligned_views_reach_every_kernel(rng, dt):
+def test_unaligned_views_reach_every_kernel(rng, dt, adapter_lacks):
     """A view starting off the adapter's binding alignment is copied on the GPU for the
     kernel (in the same pass); an aligned one is bound where it lies."""
     need(dt)
@@ -349,7 +351,8 @@ def test_unaligned_views_reach_every_kernel(rng, dt):
         same(x.reshape(-1)[5:9], a.reshape(-1)[5:9], dt)  # a read of a view
     if npd(dt).kind == "f":
         same(x[1:17] @ x[2:18], a[1:17] @ a[2:18], dt, rtol=2e-2 if dt == "f16" else 1e-4)
-    same(wgc.astype(tail, "f64"), a[1:].astype(np.float64), "f64")
+    if adapter_lacks("f64") is None:
+        same(wgc.astype(tail, "f64"), a[1:].astype(np.float64), "f64")
 
 
 def test_views_are_not_outputs():
@@ -397,7 +400,7 @@ def test_views_write_through_to_their_base():
         wgc.buffer([0] * 8, dtype="u8")[1:3].write([1, 2])
 
 
-def test_method_forms_match_numpy(rng):
+def test_method_forms_match_numpy(rng, adapter_lacks):
     a = rng.standard_normal((4, 5, 6)).astype(np.float32)
     x = wgc.from_numpy(a)
     assert x.sum().shape == () and abs(x.sum().item() - a.astype(np.float64).sum()) < 1e-3
@@ -409,7 +412,8 @@ def test_method_forms_match_numpy(rng):
     np.testing.assert_array_equal(x.transpose(1, 0, 2).to_numpy(), a.transpose(1, 0, 2))
     np.testing.assert_array_equal(x.flatten().to_numpy(), a.flatten())
     assert float(np.sum(x)) == pytest.approx(float(a.astype(np.float64).sum()), rel=1e-5)
-    assert x.astype("f16").dtype == "f16"
+    if adapter_lacks("f16") is None:
+        assert x.astype("f16").dtype == "f16"
     assert np.dtype(x.dtype) == np.float32
 
 
@@ -439,6 +443,20 @@ def test_results_reuse_pooled_memory_and_their_bound_runs(rng):
     assert dev.release_memory_pool() > 0
     assert dev.memory_pool.held == 0 and dev.memory_pool.stats()["buffers"] == 0
     np.testing.assert_array_equal((a + b).to_numpy(), want)  # fresh memory after a release
+
+
+def test_a_result_dying_in_a_reference_cycle_leaves_the_pool_sound():
+    """The garbage collector finalizes a cycle's objects together: a result whose memory went
+    back to the pool from there held a GPUBuffer that wgpu-py had released (the next result of
+    its size failed; on the GL backend wgpu-native aborted the process)."""
+    x = wgc.from_numpy(np.arange(1000, dtype=np.float32))
+    for _ in range(3):
+        y = x + x
+        cycle = [y]
+        cycle.append(cycle)
+        del y, cycle
+        gc.collect()
+        np.testing.assert_array_equal((x + x).to_numpy(), np.arange(1000) * 2.0)
 
 
 def test_the_pool_is_bounded(monkeypatch):

@@ -67,6 +67,7 @@ def long_command(spin, iters=None, n=65_536):
                        "params": {"iters": iters}}), out
 
 
+@pytest.mark.needs("async-submit")
 def test_submit_returns_before_the_gpu_finishes_and_poll_sees_the_states(spin):
     iters = long_iters(spin)  # calibrated (and compiled) outside the timing
     n = 65_536
@@ -97,6 +98,7 @@ def test_submit_returns_before_the_gpu_finishes_and_poll_sees_the_states(spin):
     assert wgc.poll(cmd.id) == "completed"  # poll accepts the id too
 
 
+@pytest.mark.needs("async-submit")
 def test_wait_with_timeout_then_without(spin):
     cmd, out = long_command(spin)
     with pytest.raises(wgc.TimeoutError) as info:
@@ -108,6 +110,7 @@ def test_wait_with_timeout_then_without(spin):
         cmd.wait(timeout=-1)
 
 
+@pytest.mark.needs("async-submit")
 def test_wait_releases_the_gil(spin):
     cmd, _ = long_command(spin)
     counter = [0]

@@ -56,6 +56,7 @@ def axpby():
 
 @pytest.mark.parametrize("dt", ["f32", "f16"])
 @pytest.mark.parametrize("n", [0, 1, 3, 257, 10_001])
+@pytest.mark.computes("dt")
 def test_axpby_float(axpby, dt, n, rng):
     npd = wgc.DTYPES[dt].numpy
     x = rng.standard_normal(n).astype(npd)

@@ -136,6 +136,7 @@ def test_custom_kernel_travels_as_its_recipe(client, rng):
 
 # -- map_blocks ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint32, np.float64])
+@pytest.mark.computes("dtype")
 def test_map_blocks_scale_and_relu_exact_on_ragged_chunks(client, rng, dtype):
     a = (rng.standard_normal((101, 67)) * 1000).astype(dtype)
     x = da.from_array(a, chunks=(32, 25))
@@ -247,7 +248,12 @@ def test_map_overlap_needs_depth_when_it_cannot_tell(client, rng):
 AXES = [None, 0, 1, -1, (0, 2), (0, 1, 2)]
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.uint32, np.int64])
+_WIDE = pytest.mark.needs("shader-int64")  # sums as numpy's: in 64 bits
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(np.int32, marks=_WIDE), np.uint8,
+                                   pytest.param(np.uint32, marks=_WIDE),
+                                   pytest.param(np.int64, marks=_WIDE)])
 def test_integer_reductions_exact(client, rng, dtype):
     info = np.iinfo(dtype)
     a = rng.integers(info.min, info.max, (33, 20, 17), dtype=dtype, endpoint=True)

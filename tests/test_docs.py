@@ -1,6 +1,8 @@
 """Every ```python block of README.md and docs/**/*.md runs: the blocks of one file in order,
 in one fresh namespace, from the repository root. A block opts out only visibly, with
-``<!-- no-test: reason -->`` on the line before it. And `mkdocs build --strict` passes."""
+``<!-- no-test: reason -->`` on the line before it, or runs only where the adapter can do what
+``<!-- needs: capability, ... -->`` names (tests/conftest.py's ``needs``). And `mkdocs build
+--strict` passes."""
 
 import importlib.util
 import os
@@ -16,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```python\s*$")
 END = re.compile(r"^```\s*$")
 NO_TEST = re.compile(r"^<!--\s*no-test:\s*(?P<reason>.*?)\s*-->\s*$")
+NEEDS = re.compile(r"^<!--\s*needs:\s*(?P<needs>.*?)\s*-->\s*$")
 
 
 def doc_files() -> list[Path]:
@@ -24,7 +27,8 @@ def doc_files() -> list[Path]:
 
 
 def python_blocks(path: Path):
-    """(first line number, source, skip reason or None) for each ```python block."""
+    """(first line number, source, skip reason or None, capabilities needed) for each ```python
+    block."""
     lines = path.read_text(encoding="utf-8").splitlines()
     i = 0
     while i < len(lines):
@@ -43,7 +47,11 @@ def python_blocks(path: Path):
             if m:
                 reason = m.group("reason")
                 assert reason, f"{path.name}:{k + 1}: a no-test marker must give its reason"
-            yield start + 1, "\n".join(lines[start:j]) + "\n", reason
+            n = NEEDS.match(lines[k].strip()) if k >= 0 else None
+            needs = tuple(c.strip() for c in n.group("needs").split(",") if c.strip()) if n \
+                else ()
+            assert not n or needs, f"{path.name}:{k + 1}: a needs marker must name something"
+            yield start + 1, "\n".join(lines[start:j]) + "\n", reason, needs
             i = j + 1
         else:
             i += 1
@@ -53,14 +61,15 @@ FILES = doc_files()
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(f.relative_to(ROOT)) for f in FILES])
-def test_python_blocks_run(path, monkeypatch):
+def test_python_blocks_run(path, monkeypatch, adapter_lacks):
     blocks = list(python_blocks(path))
     if not blocks:
         pytest.skip(f"{path.relative_to(ROOT)} has no ```python blocks")
     monkeypatch.chdir(ROOT)  # snippets use paths as a reader in the repository would
     namespace = {"__name__": "__doc_snippet__"}
     ran = 0
-    for line, source, skip in blocks:
+    for line, source, skip, needs in blocks:
+        skip = skip or next((why for why in map(adapter_lacks, needs) if why), None)
         if skip is not None:
             print(f"{path.name}:{line}: not run ({skip})")
             continue
@@ -77,9 +86,11 @@ def test_python_blocks_run(path, monkeypatch):
 def test_marker_parsing_is_what_the_docs_promise(tmp_path):
     md = tmp_path / "x.md"
     md.write_text("text\n\n```python\nx = 1\n```\n\n<!-- no-test: needs a window -->\n\n"
-                  "```python\nraise SystemExit\n```\n```sh\nnot python\n```\n")
+                  "```python\nraise SystemExit\n```\n```sh\nnot python\n```\n"
+                  "<!-- needs: several-devices, f64 -->\n```python\ny = 2\n```\n")
     got = list(python_blocks(md))
-    assert [(line, skip) for line, _, skip in got] == [(4, None), (10, "needs a window")]
+    assert [(line, skip, needs) for line, _, skip, needs in got] == [
+        (4, None, ()), (10, "needs a window", ()), (17, None, ("several-devices", "f64"))]
     assert got[0][1] == "x = 1\n"
 
 

@@ -12,6 +12,7 @@ from wgcompute.kernels import registry
 
 image_mod = importlib.import_module("wgcompute.kernels.image")
 BuiltinKernel = importlib.import_module("wgcompute.kernels.base").BuiltinKernel
+pytestmark = pytest.mark.computes("dt")  # kernels on f16/f64/s64 need adapter features
 
 ALL = ["f32", "f64", "f16", "s32", "s64", "u32", "u8"]
 N = 100_003  # several workgroups of 256 × 4 items, and a ragged end

@@ -6,6 +6,8 @@ import pytest
 
 import wgcompute as wgc
 
+pytestmark = pytest.mark.computes("dt")  # kernels on f16/f64/s64 need adapter features
+
 BINARY = {
     "elementwise_add": np.add,
     "elementwise_sub": np.subtract,

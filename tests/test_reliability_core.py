@@ -333,6 +333,7 @@ print(json.dumps(res))
 '''
 
 
+@pytest.mark.needs("map-failure-survived")
 def test_transfers_under_memory_pressure_raise_wgcompute_errors():
     """256 MiB transfers with ~96 MiB of address space left (an RLIMIT_AS cap): staging and
     host arrays cannot be made. Each transfer raises a WgComputeError (was: a raw

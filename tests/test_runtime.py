@@ -58,6 +58,7 @@ def test_devices_lists_the_adapters_and_device_opens_them():
         wgc.device(1.5)
 
 
+@pytest.mark.needs("several-devices")
 def test_two_devices_compute_at_once_from_several_threads(two, rng):
     errors, done = [], []
 
@@ -92,6 +93,7 @@ def test_two_devices_compute_at_once_from_several_threads(two, rng):
     assert two[0].submitter.submissions > 0 and two[1].submitter.submissions > 0
 
 
+@pytest.mark.needs("several-devices")
 def test_use_device_is_per_thread_and_per_task(two):
     d0, d1 = two
     seen = {}
@@ -125,6 +127,7 @@ def test_use_device_is_per_thread_and_per_task(two):
             pass
 
 
+@pytest.mark.needs("several-devices")
 def test_mixing_devices_is_a_device_error_naming_the_argument(two):
     d0, d1 = two
     a0 = wgc.buffer([1.0, 2.0], device=d0)
@@ -148,6 +151,7 @@ def test_mixing_devices_is_a_device_error_naming_the_argument(two):
     assert a0.to(d0) is a0
 
 
+@pytest.mark.needs("several-devices")
 def test_close_releases_every_gpu_object_and_later_use_raises():
     before = _counts()
     d = wgc.device()
@@ -187,6 +191,7 @@ def test_close_releases_every_gpu_object_and_later_use_raises():
     assert final["Device"] <= before["Device"] and final["Queue"] <= before["Queue"]
 
 
+@pytest.mark.needs("several-devices")
 def test_a_lost_device_fails_its_work_and_others_go_on(two):
     d0, d1 = two
     x = wgc.from_numpy(np.ones(1 << 18, np.float32), device=d0)
@@ -213,6 +218,7 @@ def test_a_lost_device_fails_its_work_and_others_go_on(two):
     assert wgc.relu(z).tolist() == [0, 0, 0, 0, 0, 1, 2, 3]
 
 
+@pytest.mark.needs("several-devices")
 def test_a_device_lost_under_stream_map_ends_the_iteration_with_the_loss():
     d = wgc.device()
 
@@ -270,6 +276,7 @@ def test_adopting_a_wgpu_device_that_its_owner_keeps():
 
 
 @pytest.mark.parametrize("same", [False, True], ids=["two devices", "one device twice"])
+@pytest.mark.needs("several-devices")
 def test_stream_map_over_several_devices_keeps_input_order(two, same, rng):
     devs = [two[0], two[0]] if same else list(two)
     batches = [rng.standard_normal(3000 + 7 * i).astype(np.float32) for i in range(17)]
@@ -293,6 +300,7 @@ def test_stream_map_over_several_devices_keeps_input_order(two, same, rng):
         np.testing.assert_array_equal(got, np.maximum(b, 0))
 
 
+@pytest.mark.needs("several-devices")
 def test_stream_map_checks_its_devices(two):
     with pytest.raises(wgc.ArgumentError, match="devices: expected a non-empty list"):
         wgc.stream_map("relu", [np.ones(4, np.float32)], devices=[])
@@ -324,6 +332,7 @@ def test_the_portable_backend_computes_the_same():
     assert last == "ok"
 
 
+@pytest.mark.needs("several-devices")
 def test_gl_and_vulkan_devices_compute_side_by_side(rng):
     backends = {a.backend for a in wgc.devices()}
     if "OpenGL" not in backends or "Vulkan" not in backends:
@@ -342,6 +351,39 @@ def test_gl_and_vulkan_devices_compute_side_by_side(rng):
             np.testing.assert_allclose(wgc.matmul(x, y).to_numpy(), a @ b, rtol=1e-5,
                                        atol=1e-5)
             np.testing.assert_array_equal(wgc.relu(x).to_numpy(), np.maximum(a, 0))
+
+
+def test_asking_for_adapters_while_a_gl_device_works_never_aborts():
+    """wgpu's GL backend aborts the process (EGL BadAccess) when adapters are enumerated or
+    requested while one of its devices works in another thread: wgcompute asks wgpu once.
+    Here wgc.devices(), wgc.device() and wgc.device(backend="vulkan") run over and over while
+    another thread computes on a GL device."""
+    if "OpenGL" not in {a.backend for a in wgc.devices()}:
+        pytest.skip("this machine has no OpenGL adapter")
+    r = _run("import threading, numpy as np, wgcompute as wgc\n"
+             "try:\n    gl = wgc.device(backend='gl')\n"
+             "except wgc.DeviceError as e:\n    print('no GL device:', e); raise SystemExit\n"
+             "x = wgc.from_numpy(np.arange(-32768, 32768, dtype=np.float32), device=gl)\n"
+             "stop, runs = threading.Event(), []\n"
+             "def work():\n"
+             "    while not stop.is_set():\n"
+             "        runs.append(wgc.run_kernel_async('relu', [x], None).wait().to_numpy())\n"
+             "t = threading.Thread(target=work); t.start()\n"
+             "refused = 0\n"
+             "for _ in range(40):\n"
+             "    assert any(a.backend == 'OpenGL' for a in wgc.devices())\n"
+             "    try:\n        wgc.device(backend='gl')\n"
+             "    except wgc.DeviceError:\n        refused += 1\n"
+             "    if any(a.backend == 'Vulkan' for a in wgc.devices()):\n"
+             "        with wgc.device(backend='vulkan') as vk:\n"
+             "            assert wgc.relu(wgc.buffer([-1.0, 1.0], device=vk)).tolist() == [0, 1]\n"
+             "stop.set(); t.join()\n"
+             "want = np.maximum(np.arange(-32768, 32768), 0)\n"
+             "print('ok', refused, len(runs) > 0 and all(np.array_equal(r, want) for r in runs))\n")
+    assert r.returncode == 0, r.stderr[-3000:]
+    if r.stdout.startswith("no GL device:"):
+        pytest.skip(f"this machine's OpenGL adapter cannot compute: {r.stdout[:200]}")
+    assert r.stdout.strip() == "ok 40 True"
 
 
 def test_exit_with_unclosed_streams_never_crashes():
@@ -372,6 +414,7 @@ def _nvidia_with_clock_tools() -> str | None:
     return None
 
 
+@pytest.mark.needs("several-devices")
 def test_hold_clocks_where_it_cannot_be_done_says_why():
     if _nvidia_with_clock_tools() is None:
         pytest.skip("this machine can hold its GPU's clocks (tested below)")

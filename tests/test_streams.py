@@ -280,6 +280,7 @@ def test_stream_map_reuses_slot_buffers_and_bindings(rng):
 LEASE_N = (1 << 20) // 4 + 37  # f32 elements: just past the 1 MB where results lease staging
 
 
+@pytest.mark.needs("leased-results")
 def test_stream_map_large_results_view_staging_and_stay_intact(rng):
     """A result of 1 MB or more is an array over the readback staging (no copy) when free
     staging can take its place in the slot. It keeps that staging until it and its views are

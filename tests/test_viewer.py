@@ -92,10 +92,12 @@ def test_viewer_frames_match_compute(tmp_path):
     assert len(shots) == 1
     np.testing.assert_array_equal(wgc.image.read_file(tmp_path / shots[0]),
                                   wgc.image.read_file(paths[26]))
-    # the docs show these frames (produced by this test run)
-    os.makedirs(DOCS_IMAGES, exist_ok=True)
-    shutil.copyfile(paths[14], os.path.join(DOCS_IMAGES, "viewer.png"))
-    shutil.copyfile(paths[19], os.path.join(DOCS_IMAGES, "viewer-edges.png"))
+    # the docs show these frames, as a Vulkan run makes them (wgpu's GL backend rounds ~0.02%
+    # of the edge frame's pixels differently, by up to 2 of 255: a GL run leaves them be)
+    if wgc.device_info()["backend"] == "Vulkan":
+        os.makedirs(DOCS_IMAGES, exist_ok=True)
+        shutil.copyfile(paths[14], os.path.join(DOCS_IMAGES, "viewer.png"))
+        shutil.copyfile(paths[19], os.path.join(DOCS_IMAGES, "viewer-edges.png"))
 
 
 def test_pattern_animates_and_matches_compute(tmp_path):
@@ -130,6 +132,7 @@ def test_cli_frames_and_errors(tmp_path, capsys, monkeypatch):
     assert "--frames N" in capsys.readouterr().err
 
 
+@pytest.mark.needs("window-surface")
 def test_window_loop_under_xvfb(tmp_path):
     from test_surface import start_xvfb
 

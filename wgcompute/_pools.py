@@ -5,6 +5,7 @@ operator results. Owned by a runtime Device, closed with it."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -425,6 +426,22 @@ def result_class(nbytes: int) -> int:
     return -(-n // step) * step
 
 
+# The garbage collector runs the finalizer of every object in a garbage cycle, those another
+# finalizer resurrects included: a result dying in a cycle gave the pool its GPUBuffer while
+# wgpu-py released that same buffer, and the next result of its size bound a released buffer
+# (a DeviceError on lavapipe; wgpu-native aborted the process on its GL backend). Memory
+# handed back while a collection runs is destroyed instead.
+_collecting = False
+
+
+def _on_gc(phase: str, _info) -> None:
+    global _collecting
+    _collecting = phase == "start"
+
+
+gc.callbacks.append(_on_gc)
+
+
 class MemoryPool:
     """GPU buffers of freed array results, kept by size class and handed to the next result
     of that class: a fresh WebGPU buffer is zero-filled by the GPU before its first use, which
@@ -465,7 +482,7 @@ class MemoryPool:
         """Keep a freed result's memory for reuse, or destroy it past the bound."""
         size = gpu.size
         with self._lock:
-            keep = not self.closed and self.held + size <= self.limit
+            keep = not self.closed and not _collecting and self.held + size <= self.limit
             if keep:
                 self._free.setdefault(size, []).append((gpu, serial))
                 self.held += size

@@ -114,10 +114,34 @@ def _headless_runtime_dir() -> None:
     os.environ["XDG_RUNTIME_DIR"] = path
 
 
+# wgpu's adapters, found once per process. Asking wgpu again (enumerate_adapters or
+# request_adapter) while a device of its GL backend works in another thread aborts the process
+# (EGL BadAccess in wgpu-hal's make_current), and one adapter opens any number of devices.
+_found: list | None = None
+_preferred: list = []  # request_adapter's high-performance choice, once asked
+_found_lock = threading.Lock()
+
+
+def _adapters() -> list:
+    global _found
+    with _found_lock:
+        if _found is None:
+            _headless_runtime_dir()
+            _found = wgpu.gpu.enumerate_adapters_sync()
+        return _found
+
+
+def _high_performance():
+    with _found_lock:
+        if not _preferred:
+            _headless_runtime_dir()
+            _preferred.append(wgpu.gpu.request_adapter_sync(power_preference="high-performance"))
+        return _preferred[0]
+
+
 def devices() -> list[AdapterInfo]:
     """Every adapter wgpu finds on this machine, in the order ``device(index)`` uses."""
-    _headless_runtime_dir()
-    return [_summary(i, a) for i, a in enumerate(wgpu.gpu.enumerate_adapters_sync())]
+    return [_summary(i, a) for i, a in enumerate(_adapters())]
 
 
 def adapters() -> list[dict]:
@@ -152,9 +176,8 @@ def _no_adapter(detail: str) -> DeviceError:
 
 def _find_adapter(which, backend: str | None, argument: str):
     """The adapter ``which`` names (index, name substring, AdapterInfo) on ``backend``."""
-    _headless_runtime_dir()
     try:
-        found = wgpu.gpu.enumerate_adapters_sync()
+        found = _adapters()
     except Exception as e:
         raise _no_adapter(str(e)) from e
     if isinstance(which, AdapterInfo):
@@ -197,9 +220,8 @@ def _default_adapter():
         except DeviceError as e:
             raise DeviceError(f"{e} (WGCOMPUTE_ADAPTER={want_name!r}, WGCOMPUTE_BACKEND="
                               f"{os.environ.get('WGCOMPUTE_BACKEND', '')!r})") from None
-    _headless_runtime_dir()
     try:
-        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        adapter = _high_performance()
     except Exception as e:  # wgpu raises RuntimeError when nothing is found
         raise _no_adapter(str(e)) from e
     if adapter is None:
@@ -213,6 +235,9 @@ def _one_gl_device(adapter) -> None:
     device at a time."""
     if adapter.info["backend_type"] != "OpenGL":
         return
+    _adapters()  # asked now, not later while this device works (see _adapters)
+    with contextlib.suppress(Exception):  # no high-performance choice: nothing to ask later
+        _high_performance()
     for dev in list(_open.values()):
         if dev.backend == "OpenGL":
             raise DeviceError(
@@ -303,6 +328,7 @@ class Device:
             raise ArgumentError(f"gpu_device: expected a wgpu.GPUDevice, got "
                                 f"{type(gpu_device).__name__}")
         adapter = adapter if adapter is not None else gpu_device.adapter
+        _one_gl_device(adapter)
         return cls(adapter, gpu_device, owned=False)
 
     # -- the GPU's clocks -----------------------------------------------------------------------

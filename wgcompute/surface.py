@@ -221,6 +221,12 @@ class Surface:
 
     def _configure(self) -> str:
         """Configure the context with the first format it accepts; returns the format."""
+        dev = self._device
+        if _native.surface_formats(dev.link, self._context) == 0:
+            # configuring anyway would abort the process inside wgpu-native
+            raise SurfaceError(f"its {dev.backend} adapter cannot present to this window (wgpu "
+                               f"lists no surface format of it for the window); open the "
+                               f"surface on a device of another backend, or pass offscreen=True")
         preferred = self._context.get_preferred_format(self._device.adapter)
         candidates = [f for f in _FORMATS if f != preferred] + [preferred]
         for i, fmt in enumerate(candidates):

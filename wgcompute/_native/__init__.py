@@ -45,6 +45,16 @@ def link(gpu_device):
     return backend.Link(gpu_device)
 
 
+def surface_formats(link, context) -> int | None:
+    """How many formats ``link``'s adapter can present to the window of a rendercanvas "wgpu"
+    context: 0 when it cannot present there at all, None when unknown (an offscreen canvas,
+    or the portable backend)."""
+    if getattr(context, "_present_info", {}).get("method") != "screen":
+        return None  # a bitmap context renders into a texture wgcompute reads back
+    wgpu_context = getattr(context, "_wgpu_context", None)
+    return None if wgpu_context is None else link.surface_formats(wgpu_context)
+
+
 def process_canvas_events(canvas) -> None:
     """rendercanvas's own per-frame hook: polls the window system, emits resize events,
     flushes queued events (rendercanvas has no public call for it outside its loop)."""

@@ -389,3 +389,21 @@ class Link:
         if handle == ffi.NULL:
             raise NativeError(f"shader module {label!r} could not be created")
         return GPUShaderModule(label, handle, self.gpu_device)
+
+    # -- surfaces ----------------------------------------------------------------------------
+    def surface_formats(self, wgpu_context) -> int | None:
+        """How many texture formats this device's adapter can present to the surface of a
+        wgpu-py canvas context (None when it has no native surface). wgpu-py fills what the
+        native call leaves empty with defaults, and configuring a surface the adapter cannot
+        present to aborts the process inside wgpu-native; so ask wgpu-native itself."""
+        surface = getattr(wgpu_context, "_surface_id", None)
+        if surface is None or surface == ffi.NULL:
+            return None
+        caps = ffi.new("WGPUSurfaceCapabilities *")
+        status = libf.wgpuSurfaceGetCapabilities(surface, self.gpu_device.adapter._internal,
+                                                 caps)
+        if status != lib.WGPUStatus_Success:
+            return 0
+        count = int(caps.formatCount) if caps.formats != ffi.NULL else 0
+        libf.wgpuSurfaceCapabilitiesFreeMembers(caps[0])
+        return count

@@ -94,6 +94,18 @@ class SyncBox:
         return self.status == _OK
 
 
+def _map_async(buf, mode, size: int):
+    """``buf.map_async``; a destroyed device as the loss it is: wgpu-py stops the device's poll
+    thread before it destroys the device, and a map in between raises a RuntimeError about
+    that thread while the device still looks alive."""
+    try:
+        return buf.map_async(mode, 0, size)
+    except RuntimeError as e:
+        if "PollThread" in str(e):
+            raise NativeError(f"the device is lost (wgpu-py stopped its poll thread: {e})") from e
+        raise
+
+
 class _Token:
     def set_done(self) -> None:
         pass
@@ -151,14 +163,21 @@ class Link:
 
     def _fence(self, done) -> None:
         """Call done(ok) once the GPU finished everything submitted so far."""
-        with self._lock:
-            buf = self._fences.pop() if self._fences else self.gpu_device.create_buffer(
-                label="wgcompute-fence", size=4,
-                usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        enc = self.gpu_device.create_command_encoder()
-        enc.copy_buffer_to_buffer(self._fence_src, 0, buf, 0, 4)
-        self._queue.submit([enc.finish()])
-        promise = buf.map_async(wgpu.MapMode.READ, 0, 4)
+        try:
+            with self._lock:
+                src = self._fence_src
+                if src is None:  # closed
+                    raise NativeError("the device's calls are closed")
+                buf = self._fences.pop() if self._fences else self.gpu_device.create_buffer(
+                    label="wgcompute-fence", size=4,
+                    usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            enc = self.gpu_device.create_command_encoder()
+            enc.copy_buffer_to_buffer(src, 0, buf, 0, 4)
+            self._queue.submit([enc.finish()])
+            promise = _map_async(buf, wgpu.MapMode.READ, 4)
+        except Exception:  # the device is gone (wgpu-py stops its poll thread with it): the
+            done(False)    # GPU will not finish this work, which is what the fence reports
+            return
         self._jobs.put((promise, buf, done))
 
     def notifier(self, sink):
@@ -220,12 +239,24 @@ class Link:
             done(ok is True)
 
     def close(self) -> None:
+        """Stop the completion thread and let go of the fence buffers (a racing fence then
+        reports failure; nothing is destroyed under a submission that might use it)."""
         self._jobs.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=1.0)
+        with self._lock:
+            self._fence_src = None
+            self._fences.clear()
 
     # -- maps --------------------------------------------------------------------------------
     def map_async(self, buf, write: bool, size: int) -> MapRequest:
         req = MapRequest()
-        promise = buf.map_async(wgpu.MapMode.WRITE if write else wgpu.MapMode.READ, 0, size)
+        try:
+            promise = _map_async(buf, wgpu.MapMode.WRITE if write else wgpu.MapMode.READ, size)
+        except Exception as e:
+            req.fail(e if isinstance(e, NativeError) else
+                     NativeError(f"could not map a staging buffer: {e}"))
+            return req
 
         def done(ok):
             if ok is not True:
@@ -259,3 +290,11 @@ class Link:
     # -- shaders -----------------------------------------------------------------------------
     def shader_module(self, label: str, code: str, checked: bool):
         return self.gpu_device.create_shader_module(label=label, code=code)
+
+    # -- surfaces ----------------------------------------------------------------------------
+    def surface_formats(self, wgpu_context) -> int | None:
+        """How many formats this device's adapter can present to a window's surface.
+        wgpu-py's public API cannot tell (it reports default formats instead), and configuring
+        a surface the adapter cannot present to aborts the process: so 0 on an OpenGL adapter
+        (those measured list no format for a window), else None (unknown)."""
+        return 0 if self.gpu_device.adapter.info["backend_type"] == "OpenGL" else None

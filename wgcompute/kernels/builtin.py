@@ -546,7 +546,9 @@ def builtin_kernels() -> list[Kernel]:
         Elementwise("elementwise_add", 2, "x + y", description="out = a + b"),
         Elementwise("elementwise_sub", 2, "x - y", description="out = a - b"),
         Elementwise("elementwise_multiply", 2, "x * y", description="out = a * b"),
-        Elementwise("elementwise_divide", 2, "x / y",
+        # x / 0 is x by WGSL's rule, but naga's GLSL output leaves it to GL, where it is
+        # undefined (llvmpipe: 0, or all ones unsigned): divide by 1 instead, on every backend
+        Elementwise("elementwise_divide", 2, "x / y", int_expr="x / select(y, V(1), y == V(0))",
                     description="out = a / b (integers: truncated; x / 0 gives x, as in WGSL)"),
         Elementwise("scale", 1, "x * p.p0", ALL, scalar, description="out = input * scalar"),
         Relu(),

@@ -127,7 +127,19 @@ def check_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
                 f"        return true;\n    }}\n"
                 f"    return trunc(r) != r || r < {_lit(float(info.min), w)} || "
                 f"r >= {_lit(float(info.max) + 1.0, w)};")
-    if dst.is_float:  # integer -> float: the value must come back unchanged
+    if dst.is_float and w in ("i32", "u32"):
+        # integer -> float: exact when its significant bits fit the float's (24 for f32, 11
+        # for f16, which ends at 65504). Counted, not tried: Mesa's GL compiler (llvmpipe)
+        # folded the round trip i32(f32(v)) != v to false, passing every value.
+        magnitude = "select(u32(v), 0u - u32(v), v < 0i)" if w == "i32" else "v"
+        bits = {"f32": 24, "f16": 11}.get(dst.name)
+        if bits is None:  # f64 holds every 32-bit integer
+            return "return false;"
+        cond = f"(a >> min(countTrailingZeros(a), 31u)) >= {1 << bits}u"
+        if dst.name == "f16":
+            cond += " || a > 65504u"
+        return f"let a = {magnitude};\n    return {cond};"
+    if dst.is_float:  # a 64-bit integer -> float: the value must come back unchanged
         info = np.iinfo(src.numpy)
         wide = "f64" if dst.name == "f64" else "f32"
         lines = [f"let f = {wide}(v);",

@@ -223,7 +223,7 @@ def bench_stream(res: Results, size: int, count: int, batch: int, workers: int) 
     files = write_images(folder, count, max(size + 32, size * 8 // 7))
     case = f"{count} images from disk, batch {batch}: decode -> preprocess -> model -> softmax"
     model = wgc.ml.load_onnx(mobilenet_v2(seed=0, size=size).SerializeToString())
-    classify = Classifier(model, size, IMAGENET_MEAN, IMAGENET_STD)
+    classify = Classifier(model.kernel, size, IMAGENET_MEAN, IMAGENET_STD)
 
     def batches():
         for arr, _ok, _failed in decode_batches(files, size, batch, workers):

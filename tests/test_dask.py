@@ -170,6 +170,20 @@ def test_map_blocks_callable_work(client, rng):
     np.testing.assert_array_equal(y.compute(), -a)
 
 
+def test_a_callable_may_give_results_of_another_shape():
+    """out_shape: a classifier's (N, classes) for every batch (wgcompute infer's work)."""
+    def probs(inp, out):
+        return None
+
+    w = wgc.dask.work(probs, {"out_shape": [4, 10], "out_dtype": "f32"})
+    assert w.output_spec((4, 96, 96, 4), "u8") == ((4, 10), "f32")
+    assert w.stream_args((4, 96, 96, 4), "u8")["out_shape"] == (4, 10)
+    with pytest.raises(wgc.ShapeError, match="out_shape"):
+        wgc.dask.work(probs, {"out_shape": "10"})
+    with pytest.raises(wgc.ArgumentError, match="out_dtype and out_shape"):
+        wgc.dask.work(probs, {"shape": (4, 10)})
+
+
 def test_map_blocks_resize_changes_chunks():
     a = np.zeros((40, 60, 4), np.uint8)
     y = wgc.dask.map_blocks("resize", da.from_array(a, chunks=(20, 30, 4)),

@@ -1,11 +1,16 @@
 """`wgcompute infer` and examples/classify.py on a MobileNetV2 the test builds (random
 weights), checked against onnxruntime on the same crops: the probabilities and top classes
-of each bundled photo, with batches of 1 and 2 (the last one padded), labels and --json."""
+of each bundled photo, with batches of 1 and 2 (the last one padded), labels and --json.
+On a Dask cluster (--workers, --scheduler, a worker killed mid-run) the run in one process
+is the reference: the same bytes of output."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +20,7 @@ onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcomp
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
 
 import wgcompute as wgc  # noqa: E402
+from wgcompute.cli import main  # noqa: E402
 from wgcompute.cli.infer import (  # noqa: E402
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -132,7 +138,7 @@ def test_decode_batches_keeps_order_pads_and_reports_failures(tmp_path):
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(b"nope")
     files = [PHOTOS[0], str(bad), PHOTOS[1], PHOTOS[2], str(bad)]
-    got = list(decode_batches(files, 32, 2, workers=3, ahead=1))
+    got = list(decode_batches(files, 32, 2, threads=3, ahead=1))
     assert len(got) == 3
     (a0, ok0, f0), (a1, ok1, f1), (a2, ok2, f2) = got
     assert [p for _, p in ok0] == [PHOTOS[0]] and [p for p, _ in f0] == [str(bad)]
@@ -141,3 +147,94 @@ def test_decode_batches_keeps_order_pads_and_reports_failures(tmp_path):
     np.testing.assert_array_equal(a0[0], load_crop(PHOTOS[0], 32))
     assert not a0[1].any()  # a failed slot is blank
     np.testing.assert_array_equal(a1[1], load_crop(PHOTOS[2], 32))
+
+
+# -- on a Dask cluster ------------------------------------------------------------------------
+def _images(folder, n):
+    from PIL import Image
+
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 256, (100 + 7 * (i % 3), 120 + 5 * (i % 4), 3),
+                                     dtype=np.uint8)).save(folder / f"im{i:02d}.png")
+    return folder
+
+
+def _main(capsys, *args):
+    rc = main(["infer", *map(str, args)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.timeout(300)
+def test_infer_workers_gives_the_bytes_of_one_process(model_path, tmp_path, capsys):
+    """Batches of 2 (the last padded) with a corrupt image among the good ones: the same
+    JSON, byte for byte, from 2 worker processes as from this one, the same failure report
+    and exit code 1; -o writes that JSON too, and leaves no temporary file."""
+    pytest.importorskip("distributed", reason="needs wgcompute[dask]")
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"not an image")
+    files = [PHOTOS[0], str(bad), *PHOTOS[1:]]
+    args = [model_path, *files, "--json", "--top", "3", "--batch", "2", "--no-progress"]
+    rc1, out1, err1 = _main(capsys, *args, "-o", tmp_path / "one.json")
+    rc2, out2, err2 = _main(capsys, *args, "-o", tmp_path / "two.json", "--workers", "2")
+    assert rc1 == rc2 == 1, err2
+    assert out1 == out2
+    doc = json.loads(out2)
+    assert [r["file"] for r in doc["results"]] == PHOTOS
+    assert [f["file"] for f in doc["failed"]] == [str(bad)]
+    failure = f"1 failed:\n  {bad}: ArgumentError: path: cannot decode"
+    assert failure in err1 and failure in err2
+    assert (tmp_path / "one.json").read_text() == (tmp_path / "two.json").read_text() == out1
+    assert sorted(os.listdir(tmp_path)) == ["broken.jpg", "one.json", "two.json"]
+
+
+def test_infer_out_and_cluster_arguments_are_checked(model_path, tmp_path, capsys):
+    for extra, flag in ((["--workers", "2", "--scheduler", "tcp://x:1"], "--workers"),
+                        (["--workers", "0"], "--workers"), (["--workers", "-1"], "--workers"),
+                        (["--threads", "0"], "--threads"), (["--batch", "0"], "--batch"),
+                        (["-o", tmp_path / "none" / "r.json"], "-o"), (["-o", tmp_path], "-o")):
+        rc, out, err = _main(capsys, model_path, PHOTOS[0], *extra)
+        assert rc == 2 and err.startswith(f"wgcompute infer: error: {flag}: "), (extra, err)
+        assert out == ""
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    pytest.importorskip("distributed", reason="needs wgcompute[dask]")
+    with wgc.dask.LocalCluster(n_workers=2, threads_per_worker=4) as cluster, \
+            cluster.get_client() as client:
+        client.wait_for_workers(2, timeout=120)
+        yield client
+
+
+@pytest.mark.timeout(300)
+def test_infer_on_a_scheduler_with_a_worker_killed_mid_run(model_path, tmp_path, capsys,
+                                                            cluster):
+    """A worker SIGKILLed while it classifies: Dask runs its batches again on the other, and
+    the output is complete and the same as in one process."""
+    src = _images(tmp_path / "in", 24)
+    rc1, want, _ = _main(capsys, model_path, src, "--json", "--batch", "2", "--no-progress")
+    assert rc1 == 0
+    pids = cluster.run(os.getpid)
+    got = []
+    run = threading.Thread(target=lambda: got.append(_main(
+        capsys, model_path, src, "--json", "--batch", "2", "--no-progress", "--scheduler",
+        cluster.scheduler.address)))
+    run.start()
+    for _ in range(3000):
+        busy = [w for w, tasks in cluster.processing().items() if tasks and w in pids]
+        if busy:
+            os.kill(pids[busy[0]], signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("no worker was busy")
+    assert run.is_alive()  # killed mid-run
+    run.join(240)
+    rc2, out, err = got[0]
+    assert rc2 == 0, err
+    assert out == want
+    cluster.wait_for_workers(2, timeout=120)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import ast
 import os
 import re
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._atomic import write_atomically
 from .buffer import Buffer, check_buffer, normalize_shape
 from .buffer import empty as _empty
 from .buffer import from_numpy as _buffer_from_numpy
@@ -215,20 +215,13 @@ def write_file(array: np.ndarray, path) -> str:
         array = compact(array)
     if ext in _NO_ALPHA and array.ndim == 3 and array.shape[-1] == 4:
         array = array[..., :3]
-    # Not mkstemp: its 0600 mode would stick to the renamed file; a unique name will do.
-    # The writer's pid in it lets remove_stale_temps tell a killed run's leftovers from a
-    # live run's file.
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp{ext}")
+    data = np.ascontiguousarray(array)
     try:
-        _imageio().imwrite(tmp, np.ascontiguousarray(array), plugin="pillow", extension=ext)
-        os.replace(tmp, path)
+        write_atomically(path, lambda tmp: _imageio().imwrite(tmp, data, plugin="pillow",
+                                                              extension=ext))
+    except WgComputeError:
+        raise
     except Exception as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, WgComputeError):
-            raise
         raise ArgumentError(f"path: cannot write {path!r} ({e})") from None
     return path
 

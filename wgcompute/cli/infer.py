@@ -1,6 +1,7 @@
-"""`wgcompute infer`: classify image files with an ONNX model: decode and crop on worker
-threads (PIL, the GIL released while it decodes and resizes), batches decoded ahead while the
-GPU runs preprocess -> model -> softmax as one submit per batch (stream_map)."""
+"""`wgcompute infer`: classify image files with an ONNX model: decode and crop on threads
+(PIL, the GIL released while it decodes and resizes), batches decoded ahead while the GPU runs
+preprocess -> model -> softmax as one submit per batch (stream_map), or the batches spread
+over a Dask cluster's workers, each with its own stream_map."""
 
 from __future__ import annotations
 
@@ -10,21 +11,30 @@ import sys
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
 import wgcompute as wgc
-from wgcompute.cli.process import UsageError, expand_inputs
+from wgcompute._atomic import write_atomically
+from wgcompute.cli.process import UsageError, check_parallel_args, expand_inputs
 
 DESCRIPTION = """Classify images with an ONNX model on the GPU.
 
   wgcompute infer mobilenet_v2.onnx photos/ extra/*.jpg --top 5 --labels imagenet.txt
 
 Each image is decoded, resized (shorter side to 256/224 of the model's input size) and
-center-cropped on worker threads (a JPEG much larger than that decodes at a reduced scale);
+center-cropped on threads (a JPEG much larger than that decodes at a reduced scale);
 batches then run preprocess (normalize, HWC -> CHW) -> model -> softmax on the GPU, one
-submit per batch, while the next batches decode. Labels
-come from a text file of one class name per line; --json prints the results as JSON."""
+submit per batch, while the next batches decode. Labels come from a text file of one class
+name per line; --json prints the results as JSON, and -o FILE writes them to FILE (a
+temporary file, then a rename: never half-written).
+
+With --workers N (a local Dask cluster of N worker processes, one per GPU) or --scheduler
+ADDRESS (a running Dask cluster whose workers see the same files), the batches are spread
+over the workers; each loads the model once, decodes its images and classifies them on its
+GPU. The results are the same as without a cluster, in the same order. A worker that dies
+has its batches done again by another. Needs wgcompute[dask]."""
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -43,8 +53,16 @@ def add_arguments(p) -> None:
                    help="per-channel mean of [0, 1] values (default: ImageNet's)")
     p.add_argument("--std", type=float, nargs=3, default=IMAGENET_STD, metavar="S",
                    help="per-channel std (default: ImageNet's)")
-    p.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
-                   help="threads decoding images (default: min(4, CPUs))")
+    p.add_argument("-o", "--out", metavar="FILE",
+                   help="also write the results as JSON to FILE (atomically)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads decoding images (default: min(4, CPUs); on a cluster: "
+                        "batches each worker takes at once, default 4)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run on a local Dask cluster of N worker processes, each on its own "
+                        "GPU (in turn if there are fewer GPUs)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on the Dask cluster at ADDRESS (e.g. tcp://host:8786)")
     p.add_argument("--f16", action="store_true",
                    help="store weights and activations as f16 (needs shader-f16)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -105,28 +123,37 @@ def load_crop(path, size: int) -> np.ndarray:
     return np.asarray(rgb.crop((left, top, left + size, top + size)).convert("RGBA"))
 
 
-def decode_batches(files, size: int, batch: int, workers: int, ahead: int = 2):
-    """Batches of ``load_crop``ed images, decoded by ``workers`` threads up to ``ahead``
+def _decode_into(path, size: int, out: np.ndarray, slot: int) -> str | None:
+    """``load_crop`` into ``out[slot]``; a file that fails leaves the slot blank and gives
+    its error message (one bad file must not stop the run)."""
+    try:
+        out[slot] = load_crop(path, size)
+        return None
+    except Exception as e:
+        out[slot] = 0
+        return f"{type(e).__name__}: {e}"
+
+
+def _split(names, errors):
+    """([(slot, path) decoded], [(path, error) failed]) of one batch."""
+    ok = [(i, p) for i, (p, e) in enumerate(zip(names, errors)) if e is None]
+    return ok, [(p, e) for p, e in zip(names, errors) if e is not None]
+
+
+def decode_batches(files, size: int, batch: int, threads: int, ahead: int = 2):
+    """Batches of ``load_crop``ed images, decoded by ``threads`` threads up to ``ahead``
     batches beyond the one being consumed (so decoding goes on while the GPU runs). Yields
     (uint8 (batch, size, size, 4) array, [(slot, path) decoded], [(path, error) failed]) per
     batch holding at least one image; failed and missing slots are zero."""
 
-    def one(path, out, slot):
-        try:
-            out[slot] = load_crop(path, size)
-            return None
-        except Exception as e:  # one bad file must not stop the run
-            out[slot] = 0
-            return e
-
-    with ThreadPoolExecutor(workers, thread_name_prefix="decode") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="decode") as pool:
         pending: deque = deque()
 
         def submit(start):
             arr = np.empty((batch, size, size, 4), np.uint8)
             names = files[start:start + batch]
             arr[len(names):] = 0
-            pending.append((arr, names, [pool.submit(one, p, arr, i)
+            pending.append((arr, names, [pool.submit(_decode_into, p, size, arr, i)
                                          for i, p in enumerate(names)]))
 
         starts = iter(range(0, len(files), batch))
@@ -139,10 +166,7 @@ def decode_batches(files, size: int, batch: int, workers: int, ahead: int = 2):
             nxt = next(starts, None)
             if nxt is not None:
                 submit(nxt)
-            errors = [f.result() for f in futures]
-            ok = [(i, p) for i, (p, e) in enumerate(zip(names, errors)) if e is None]
-            failed = [(p, f"{type(e).__name__}: {e}") for p, e in zip(names, errors)
-                      if e is not None]
+            ok, failed = _split(names, [f.result() for f in futures])
             if ok:
                 yield arr, ok, failed
             elif failed:
@@ -165,10 +189,11 @@ def _load_labels(path: str | None, classes: int) -> list[str]:
 
 class Classifier:
     """preprocess_batch -> model -> softmax as one pipeline per (input, output) buffer pair
-    (stream_map reuses its slots' buffers, so a few pipelines serve a whole run)."""
+    (stream_map reuses its slots' buffers, so a few pipelines serve a whole run). ``kernel``
+    is the model as a kernel: Model.kernel, or the name wgc.ml.register_model gave it."""
 
-    def __init__(self, model, size: int, mean, std):
-        self.model = model
+    def __init__(self, kernel, size: int, mean, std):
+        self.kernel = kernel
         self.size = size
         self.params = {"size": (size, size), "mean": tuple(mean), "std": tuple(std)}
         self.pipelines: dict = {}
@@ -181,7 +206,7 @@ class Classifier:
             p = wgc.pipeline(f"infer batch of {n}")
             p.add(kernel="preprocess_batch", inputs=[inp], params=self.params)
             pre = p.stages[-1]["output"]
-            p.add(kernel=self.model.kernel, inputs=[pre],
+            p.add(kernel=self.kernel, inputs=[pre],
                   output=wgc.empty(out.shape, "f32", label="logits"))
             logits = p.stages[-1]["output"]
             p.add(kernel="softmax", inputs=[logits], output=out)
@@ -189,10 +214,152 @@ class Classifier:
         return p.submit()
 
 
+class ClusterClassifier:
+    """The Classifier as work a Dask worker runs: the model travels as its recipe (its file
+    and sha256, or its bytes). A worker unpickles this once and runs it through its own
+    stream_map; the first batch registers the model as a kernel, once per worker process
+    and model digest (wgc.dask's model work), so the kernels are those of a run without a
+    cluster."""
+
+    def __init__(self, model_recipe, size: int, mean, std):
+        self.model_recipe = model_recipe
+        self.size = size
+        self.mean = tuple(mean)
+        self.std = tuple(std)
+        self.classifier = None
+
+    def __call__(self, inp, out):
+        if self.classifier is None:  # stream_map calls it on one thread, in batch order
+            model = wgc.dask.work(self.model_recipe)
+            kernel = model.stream_args((inp.shape[0], 3, self.size, self.size), "f32")["work"]
+            self.classifier = Classifier(kernel, self.size, self.mean, self.std)
+        return self.classifier(inp, out)
+
+
+def top_classes(row: np.ndarray, top: int) -> list[tuple[int, float]]:
+    """(class, probability) of the ``top`` most probable classes of one image, ties in
+    class order."""
+    return [(int(k), float(row[k])) for k in np.argsort(-row, kind="stable")[:top]]
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="img", desc="infer", file=sys.stderr, dynamic_ncols=True)
+
+
+def classify(files, model, size: int, classes: int, *, mean, std, batch: int, top: int,
+             threads: int, progress: bool):
+    """Decode on ``threads`` threads, classify through one stream_map. Returns (results,
+    failures): (path, top_classes) per image classified, (path, error) per image that
+    failed, both in the order of ``files``."""
+    failures: list[tuple[str, str]] = []
+    ok_slots: list[list[tuple[int, str]]] = []
+    bar = _progress_bar(len(files), progress)
+
+    def batches():
+        # every batch holds `batch` images (the last is padded with blank ones): one
+        # stream_map, its buffers and pipelines reused from the first batch to the last
+        for arr, ok, failed in decode_batches(files, size, batch, threads):
+            failures.extend(failed)
+            if bar is not None:
+                bar.update(len(failed))
+            if arr is not None:
+                ok_slots.append(ok)
+                yield arr
+
+    results = []
+    try:
+        stream = wgc.stream_map(Classifier(model.kernel, size, mean, std), batches(), depth=3,
+                                out_shape=(batch, classes), out_dtype="f32")
+        for i, probs in enumerate(stream):
+            for slot, path in ok_slots[i]:
+                results.append((path, top_classes(probs[slot], top)))
+            if bar is not None:
+                bar.update(len(ok_slots[i]))
+    finally:
+        if bar is not None:
+            bar.close()
+    return results, failures
+
+
+def _classify_batch(w, names, size: int, batch: int, top: int):
+    """One task on a worker: ``names`` decoded into a batch as decode_batches does it (failed
+    and missing slots blank), classified through the worker's stream_map for ``w``. Returns
+    ([(path, top_classes)], [(path, error)])."""
+    from wgcompute.dask._worker import run_chunk
+
+    arr = np.empty((batch, size, size, 4), np.uint8)
+    arr[len(names):] = 0
+    ok, failed = _split(names, [_decode_into(p, size, arr, i) for i, p in enumerate(names)])
+    if not ok:
+        return [], failed
+    probs = run_chunk(w, arr)
+    return [(path, top_classes(probs[slot], top)) for slot, path in ok], failed
+
+
+def classify_on_cluster(files, model, size: int, classes: int, *, mean, std, batch: int,
+                        top: int, progress: bool, workers=None, scheduler=None, threads=None):
+    """The files spread over a Dask cluster's workers (a local one of ``workers`` processes,
+    or the one at ``scheduler``) in tasks of one batch each: a worker runs ``threads`` (4)
+    tasks at once, and they meet in its one stream_map, which overlaps their decoding,
+    upload, GPU work and download as a single process's does, so a task needs no more than
+    a batch; small tasks keep what a dead worker's retries redo small and move the progress
+    bar often. Each batch is laid out as classify() lays it out (padded to ``batch``), so
+    each image meets the same kernels. Returns (results, failures) as classify() does."""
+    import distributed
+
+    fn = ClusterClassifier(wgc.dask.work(model).recipe, size, mean, std)
+    w = wgc.dask.work(fn, {"out_shape": (batch, classes), "out_dtype": "f32"})
+    chunks = [files[i:i + batch] for i in range(0, len(files), batch)]
+    done: list = [None] * len(chunks)
+    bar = _progress_bar(len(files), progress)
+    kw = {} if scheduler is not None or threads is None else {"threads_per_worker": threads}
+    key = f"wgcompute-infer-{w.digest()[:16]}-{time.monotonic_ns()}"
+    try:
+        with wgc.dask.connect(workers=workers, scheduler=scheduler, **kw) as client:
+            futures = {client.submit(_classify_batch, w, names, size, batch, top, pure=False,
+                                     key=f"{key}-{i}"): i for i, names in enumerate(chunks)}
+            try:
+                for f in distributed.as_completed(list(futures)):
+                    i = futures[f]
+                    try:
+                        done[i] = f.result()
+                    except Exception as e:  # a batch's failure must not stop the others
+                        done[i] = [], [(p, f"{type(e).__name__}: {e}") for p in chunks[i]]
+                    if bar is not None:
+                        bar.update(len(chunks[i]))
+            finally:
+                for f in futures:
+                    f.release()
+    finally:
+        if bar is not None:
+            bar.close()
+    return ([r for ok, _ in done for r in ok], [x for _, failed in done for x in failed])
+
+
+def _check_out(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"-o: {path!r} is a directory; give the JSON file to write")
+    if not os.path.isdir(folder):
+        raise UsageError(f"-o: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"-o: cannot write in folder {folder!r}")
+
+
 def run(args) -> int:
     try:
-        if args.top < 1 or args.batch < 1 or args.workers < 1:
-            raise UsageError("--top, --batch and --workers take positive ints")
+        for flag, value in (("--top", args.top), ("--batch", args.batch)):
+            if value < 1:
+                raise UsageError(f"{flag}: expected a positive int, got {value}")
+        check_parallel_args(args)
+        if args.out is not None:
+            _check_out(args.out)
         if not os.path.isfile(args.model):
             raise UsageError(f"MODEL: {args.model!r} is not a file")
         files = expand_inputs(args.inputs)
@@ -208,52 +375,41 @@ def run(args) -> int:
     except (UsageError, wgc.WgComputeError) as e:
         print(f"wgcompute infer: error: {e}", file=sys.stderr)
         return 2
+    stale = wgc.image.remove_stale_temps(args.out) if args.out is not None else []
+    if stale:
+        print(f"removed {len(stale)} temporary file(s) left by an interrupted run",
+              file=sys.stderr)
 
-    failures: list[tuple[str, str]] = []
-    ok_slots: list[list[tuple[int, str]]] = []
-
-    def batches():
-        # every batch holds args.batch images (the last is padded with blank ones): one
-        # stream_map, its buffers and pipelines reused from the first batch to the last
-        for arr, ok, failed in decode_batches(files, size, args.batch, args.workers):
-            failures.extend(failed)
-            if arr is not None:
-                ok_slots.append(ok)
-                yield arr
-
-    bar = None
-    if not args.no_progress and sys.stderr.isatty():
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(files), unit="img", desc="infer", file=sys.stderr,
-                       dynamic_ncols=True)
-        except ImportError:
-            bar = None
-    classify = Classifier(model, size, args.mean, args.std)
-    results = []
+    common = {"mean": args.mean, "std": args.std, "batch": args.batch, "top": args.top,
+              "progress": not args.no_progress and sys.stderr.isatty()}
     t0 = time.perf_counter()
-    stream = wgc.stream_map(classify, batches(), depth=3, out_shape=(args.batch, classes),
-                            out_dtype="f32")
-    for i, probs in enumerate(stream):
-        names = ok_slots[i]
-        for slot, path in names:
-            row = probs[slot]
-            top = np.argsort(-row, kind="stable")[:args.top]
-            results.append({"file": path, "top": [
-                {"class": int(k), "label": labels[k], "prob": float(row[k])} for k in top]})
-        if bar is not None:
-            bar.update(len(names))
+    if args.workers is not None or args.scheduler is not None:
+        found, failures = classify_on_cluster(files, model, size, classes, **common,
+                                              workers=args.workers, scheduler=args.scheduler,
+                                              threads=args.threads)
+    else:
+        found, failures = classify(files, model, size, classes, **common,
+                                   threads=args.threads or min(4, os.cpu_count() or 1))
     dt = time.perf_counter() - t0
-    if bar is not None:
-        bar.close()
+    results = [{"file": path, "top": [{"class": k, "label": labels[k], "prob": p}
+                                      for k, p in top]} for path, top in found]
+    text = json.dumps({"model": args.model, "results": results,
+                       "failed": [{"file": p, "error": m} for p, m in failures]}, indent=1)
     if args.json:
-        print(json.dumps({"model": args.model, "results": results,
-                          "failed": [{"file": p, "error": m} for p, m in failures]}, indent=1))
+        print(text)
     else:
         for r in results:
             tops = ", ".join(f"{t['label']} ({t['prob']:.3f})" for t in r["top"])
             print(f"{r['file']}: {tops}")
+    rc = 1 if failures else 0
+    if args.out is not None:
+        try:
+            write_atomically(args.out, lambda tmp: Path(tmp).write_text(text + "\n",
+                                                                       encoding="utf-8"))
+        except OSError as e:
+            print(f"wgcompute infer: error: -o: cannot write {args.out!r} "
+                  f"({e.strerror or type(e).__name__})", file=sys.stderr)
+            rc = 1
     n = len(results)
     print(f"classified {n} of {len(files)} image(s) in {dt:.2f} s: {n / dt:.1f} images/s",
           file=sys.stderr if args.json else sys.stdout)
@@ -261,5 +417,4 @@ def run(args) -> int:
         print(f"{len(failures)} failed:", file=sys.stderr)
         for path, msg in failures:
             print(f"  {path}: {msg}", file=sys.stderr)
-        return 1
-    return 0
+    return rc

@@ -68,6 +68,17 @@ class UsageError(Exception):
     pass
 
 
+def check_parallel_args(args) -> None:
+    """--threads, --workers and --scheduler, which process and infer share."""
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads: expected a positive int, got {args.threads}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers: expected a positive int, got {args.workers}")
+    if args.workers is not None and args.scheduler is not None:
+        raise UsageError("--workers: give --workers (a local cluster) or --scheduler (a "
+                         "running one), not both")
+
+
 def expand_inputs(specs) -> list[str]:
     """Files, globs and directories -> image files, in order, without duplicates."""
     out, seen = [], set()
@@ -239,13 +250,7 @@ def run(args) -> int:
               f"which is not installed: {wgc.image.INSTALL_HINT}", file=sys.stderr)
         return 2
     try:
-        if args.threads is not None and args.threads < 1:
-            raise UsageError(f"--threads: expected a positive int, got {args.threads}")
-        if args.workers is not None and args.workers < 1:
-            raise UsageError(f"--workers: expected a positive int, got {args.workers}")
-        if args.workers is not None and args.scheduler is not None:
-            raise UsageError("--workers: give --workers (a local cluster) or --scheduler (a "
-                             "running one), not both")
+        check_parallel_args(args)
         stages = wgc.image.parse_pipeline(args.pipeline)
         files = expand_inputs(args.inputs)
         if os.path.exists(args.out) and not os.path.isdir(args.out):

@@ -12,6 +12,7 @@ import numpy as np
 
 import wgcompute as wgc
 
+from ..buffer import normalize_shape
 from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
 from ..kernels import registry
@@ -300,8 +301,9 @@ class ChainKind(PipelineKind):
 
 class CallableKind(WorkKind):
     """A callable ``fn(inp, out)`` queuing GPU work from buffer ``inp`` into ``out``
-    (shaped like ``inp``, or ``out_dtype`` from params), as wgc.stream_map runs it. It
-    travels pickled (by reference, or by value through cloudpickle)."""
+    (shaped like ``inp``, or ``out_shape`` / ``out_dtype`` from params: a classifier's
+    (N, classes) for every batch), as wgc.stream_map runs it. It travels pickled (by
+    reference, or by value through cloudpickle)."""
 
     name = "callable"
 
@@ -310,21 +312,26 @@ class CallableKind(WorkKind):
 
     def make(self, obj, params, like) -> Work:
         params = dict(params or {})
-        bad = set(params) - {"out_dtype"}
+        bad = set(params) - {"out_dtype", "out_shape"}
         if bad:
-            raise wgc.ArgumentError(f"params: a callable takes only out_dtype, got "
-                                    f"{', '.join(sorted(bad))}")
+            raise wgc.ArgumentError(f"params: a callable takes only out_dtype and out_shape, "
+                                    f"got {', '.join(sorted(bad))}")
         if "out_dtype" in params:
             params["out_dtype"] = resolve_dtype(params["out_dtype"], "out_dtype").name
+        if "out_shape" in params:
+            params["out_shape"] = normalize_shape(params["out_shape"], "out_shape")
         import cloudpickle
 
         return Work(self.name, cloudpickle.dumps(obj), freeze(params))
 
     def output_spec(self, w, shape, dtype):
-        return shape, dict(w.params).get("out_dtype", dtype)
+        params = dict(w.params)
+        return params.get("out_shape", shape), params.get("out_dtype", dtype)
 
     def stream_args(self, w, shape, dtype):
-        return {"work": _unpickled(w.recipe), "out_dtype": dict(w.params).get("out_dtype")}
+        params = dict(w.params)
+        return {"work": _unpickled(w.recipe), "out_dtype": params.get("out_dtype"),
+                "out_shape": params.get("out_shape")}
 
     def describe(self, w):
         return f"{_unpickled(w.recipe)!r}"

@@ -15,7 +15,7 @@ export PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp
 # imported, and `python -m` puts the current directory first on sys.path.
 work=/tmp/wgc-run
 rm -rf "$work" && mkdir -p "$work"
-cp -r tests benchmarks examples README.md "$work"/ && [ -d docs ] && cp -r docs "$work"/
+cp -r tests benchmarks examples README.md mkdocs.yml "$work"/ && [ -d docs ] && cp -r docs "$work"/
 cd "$work"
 nvidia-smi -L 2>/dev/null || true
 python3 -c "import wgcompute as w; i = w.device_info(); print(i['name'], i['backend'], i['adapter_type'], sorted(i['features']))"

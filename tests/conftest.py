@@ -154,6 +154,9 @@ def _leased_results() -> str | None:
 
 def _out_of_memory_errors() -> str | None:
     """A buffer the host has no memory for is refused (with an error) when it is made."""
+    if wgc.device_info()["adapter_type"] != "CPU":
+        return (f"the host memory cap cannot exhaust {_where()}: its buffers live in the "
+                f"GPU's own memory (an H100 made 64 of 64 MiB under a 1 GiB cap)")
     if wgc.device_info()["backend"] == "OpenGL":
         return (f"wgpu's GL backend does not check glBufferStorage for GL_OUT_OF_MEMORY ({_where()}"
                 f"): a buffer past the memory limit is made without storage and reads zeros, "

@@ -130,7 +130,9 @@ def test_custom_kernel_travels_as_its_recipe(client, rng):
 
     assert not any(client.run(registered_there).values())
     got = wgc.dask.map_blocks(k, da.from_array(a, chunks=(10, 16)), {"k": 0.5}).compute()
-    np.testing.assert_array_equal(got, a * a + np.float32(0.5))
+    # the multiply and add rounded apart or fused (NVIDIA's compiler fuses): one of the two
+    fused = (a.astype(np.float64) ** 2 + 0.5).astype(np.float32)
+    assert ((got == a * a + np.float32(0.5)) | (got == fused)).all()
     assert any(client.run(registered_there).values())
 
 

@@ -53,10 +53,10 @@ def _arith(op: str, dt: DType) -> str:
             # an integer exponent multiplies (exact for small ones, any sign of x, as numpy);
             # another takes WGSL's pow (exp2(y·log2(x))): nan for x < 0, as in numpy. f64
             # has no pow on Vulkan: the operators refuse non-integer f64 exponents.
-            general = ("let z = abs(x) - abs(x);\n    return z / z;  // nan, made at run time"
-                       if dt.name == "f64" else
-                       "if (x < 0.0) {\n        let z = abs(x) - abs(x);\n"
-                       "        return z / z;  // nan, made at run time\n    }\n"
+            # (nan from its bits: NVIDIA's compiler folds a run-time 0 / 0 to 1, H100)
+            nan = f"{w}(bitcast<f32>(0x7fc00000u))"
+            general = (f"return {nan};" if dt.name == "f64" else
+                       f"if (x < 0.0) {{\n        return {nan};\n    }}\n"
                        "    return pow(x, y);")
             return (f"if (y == floor(y) && abs(y) < {w}(16777216.0)) {{\n"
                     "        var e = u32(abs(y));\n"

@@ -69,6 +69,23 @@ def _work_type(d: DType) -> str:
     return "f32" if d.name == "f16" else d.wgsl
 
 
+def _is_nan(v: str, w: str) -> str:
+    """WGSL: whether ``v`` (of float type ``w``) is nan. f32 by its bits: NVIDIA's compiler
+    assumes no nan in comparisons (``!(r <= big) && !(r > big)`` let nan through to i64 as
+    -2**63, measured on an H100); f64 has no bitcast in WGSL, so ordered comparisons."""
+    if w == "f32":
+        return f"(bitcast<u32>({v}) & 0x7fffffffu) > 0x7f800000u"
+    big = _lit(_MAXF[w], w)
+    return f"!(abs({v}) <= {big}) && !(abs({v}) > {big})"
+
+
+def _not_finite(v: str, w: str) -> str:
+    """WGSL: whether ``v`` is nan or ±inf (f32 by its bits, as _is_nan)."""
+    if w == "f32":
+        return f"(bitcast<u32>({v}) & 0x7fffffffu) >= 0x7f800000u"
+    return f"!(abs({v}) <= {_lit(_MAXF[w], w)})"
+
+
 def convert_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
     """Body of ``fn conv(v: W) -> D``: v in the source's work type, D the target's WGSL type
     (u32 for u8, masked by the caller)."""
@@ -86,8 +103,7 @@ def convert_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
              "ceil": "ceil(v)", None: "trunc(v)"}[rounding]
         info = np.iinfo(dst.numpy)
         it = "u32" if dst.packed else d
-        big = _lit(_MAXF[w], w)  # nan fails both (ordered) comparisons; inf saturates
-        return (f"let r = {r};\n    if (!(abs(r) <= {big}) && !(abs(r) > {big})) {{\n"
+        return (f"let r = {r};\n    if ({_is_nan('r', w)}) {{\n"
                 f"        return {d}(0);\n    }}\n"
                 f"    if (r >= {_lit(float(info.max) + 1.0, w)}) {{\n"
                 f"        return {_lit(info.max, it)};\n    }}\n"
@@ -123,7 +139,7 @@ def check_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
         r = {"trunc": "trunc(v)", "round": "round(v)", "floor": "floor(v)",
              "ceil": "ceil(v)", None: "v"}[rounding]
         # bounds are exact powers of two (or 0) in every float type
-        return (f"let r = {r};\n    if (!(abs(r) <= {_lit(_MAXF[w], w)})) {{\n"
+        return (f"let r = {r};\n    if ({_not_finite('r', w)}) {{\n"
                 f"        return true;\n    }}\n"
                 f"    return trunc(r) != r || r < {_lit(float(info.min), w)} || "
                 f"r >= {_lit(float(info.max) + 1.0, w)};")

@@ -15,6 +15,7 @@ PKG = Path(wgc.__file__).resolve().parent
 LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
     "wgcompute._args": 0,  # argument checks shared by commands and streams (timeouts)
+    "wgcompute._atomic": 0,  # files written whole (a temporary, then a rename)
     "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
     "wgcompute._queue": 2,  # fences and the submitter of one device
     "wgcompute._pools": 2,  # a device's staging pools and host threads

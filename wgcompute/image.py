@@ -23,8 +23,8 @@ from .kernels.base import Meta
 from .kernels.image import ImageKernel
 
 __all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "as_rgba8", "apply", "Stage",
-           "parse_pipeline", "submit_stages", "read_file", "write_file", "remove_stale_temps",
-           "has_imageio", "INSTALL_HINT"]
+           "parse_pipeline", "submit_stages", "read_file", "write_file", "write_atomically",
+           "remove_stale_temps", "has_imageio", "INSTALL_HINT"]
 
 INSTALL_HINT = 'pip install "wgcompute[image]"'
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 import wgcompute as wgc
-from wgcompute._atomic import write_atomically
 from wgcompute.cli.process import UsageError, check_parallel_args, expand_inputs
 
 DESCRIPTION = """Classify images with an ONNX model on the GPU.
@@ -291,14 +290,12 @@ def _classify_batch(w, names, size: int, batch: int, top: int):
     """One task on a worker: ``names`` decoded into a batch as decode_batches does it (failed
     and missing slots blank), classified through the worker's stream_map for ``w``. Returns
     ([(path, top_classes)], [(path, error)])."""
-    from wgcompute.dask._worker import run_chunk
-
     arr = np.empty((batch, size, size, 4), np.uint8)
     arr[len(names):] = 0
     ok, failed = _split(names, [_decode_into(p, size, arr, i) for i, p in enumerate(names)])
     if not ok:
         return [], failed
-    probs = run_chunk(w, arr)
+    probs = wgc.dask.run_chunk(w, arr)
     return [(path, top_classes(probs[slot], top)) for slot, path in ok], failed
 
 
@@ -404,7 +401,7 @@ def run(args) -> int:
     rc = 1 if failures else 0
     if args.out is not None:
         try:
-            write_atomically(args.out, lambda tmp: Path(tmp).write_text(text + "\n",
+            wgc.image.write_atomically(args.out, lambda tmp: Path(tmp).write_text(text + "\n",
                                                                        encoding="utf-8"))
         except OSError as e:
             print(f"wgcompute infer: error: -o: cannot write {args.out!r} "

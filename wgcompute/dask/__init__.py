@@ -21,6 +21,7 @@ from ._worker import (
     close_lanes,
     pin_device,
     pinned_adapter,
+    run_chunk,
     stats,
     usable_adapters,
     worker_setup,
@@ -34,7 +35,8 @@ mean = reduce_mean
 __all__ = ["LocalCluster", "worker_setup", "WorkerSetup", "usable_adapters", "pin_device",
            "pinned_adapter", "map_blocks", "map_overlap", "sum", "max", "min", "mean",
            "reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "Work", "WorkKind", "work",
-           "register_work_kind", "work_kinds", "map_files", "connect", "close_lanes", "stats"]
+           "register_work_kind", "work_kinds", "map_files", "connect", "close_lanes", "stats",
+           "run_chunk"]
 
 
 def __getattr__(name: str):

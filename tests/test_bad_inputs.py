@@ -515,6 +515,9 @@ def _targets() -> list[Target]:
     add("wgc.image.write_file", fn(im.write_file),
         lambda: {"array": np.zeros((4, 4, 3), np.uint8), "path": _out_path()},
         {"array": "image_array", "path": "path"}, im.write_file)
+    add("wgc.image.write_atomically", fn(im.write_atomically),
+        lambda: {"path": _out_path(), "write": lambda tmp: open(tmp, "w").close()},
+        {"path": "path", "write": "callable"}, im.write_atomically)
     add("wgc.image.remove_stale_temps", fn(im.remove_stale_temps),
         lambda: {"path": _out_path()}, {"path": "path"}, im.remove_stale_temps)
     return T

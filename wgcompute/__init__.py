@@ -23,6 +23,7 @@ from .buffer import (
 )
 from .buffer import check_buffer as _check_buffer
 from .commands import Command, Status, poll, run_kernel, run_kernel_async, submit, wait
+from .commands import prepare_output as _prepare_output
 from .dtypes import DTYPES
 from .errors import (
     ArgumentError,
@@ -168,36 +169,45 @@ def kernels_stats(device: Device | None = None) -> dict:
     return dict(resolve(device).stats)
 
 
+def _whole(name: str, inputs: list, out: Buffer | None, params=None) -> Buffer:
+    """run_kernel for a builtin that writes every element of its output: a new output is
+    memory from the device's pool, as ``a + b``'s is (a fresh WebGPU buffer is zero-filled
+    first: 9.6 against 0.34 ms for a 64M-element f32 add on an H100)."""
+    if out is None:
+        out = _prepare_output(_registry.get(name), inputs, None, params, pooled=True)
+    return run_kernel(name, inputs, out, params)
+
+
 def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out = a + b, broadcast as numpy does (dtypes must match). Returns out (new, of the
     broadcast shape, if None)."""
-    return run_kernel("elementwise_add", [a, b], out)
+    return _whole("elementwise_add", [a, b], out)
 
 
 def sub(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out = a - b, broadcast as numpy does (dtypes must match)."""
-    return run_kernel("elementwise_sub", [a, b], out)
+    return _whole("elementwise_sub", [a, b], out)
 
 
 def multiply(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out = a * b, broadcast as numpy does (dtypes must match)."""
-    return run_kernel("elementwise_multiply", [a, b], out)
+    return _whole("elementwise_multiply", [a, b], out)
 
 
 def divide(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out = a / b, broadcast as numpy does (dtypes must match; integers truncate toward
     zero and x / 0 gives x, as in WGSL)."""
-    return run_kernel("elementwise_divide", [a, b], out)
+    return _whole("elementwise_divide", [a, b], out)
 
 
 def scale(inp: Buffer, scalar, out: Buffer | None = None) -> Buffer:
     """out = inp * scalar."""
-    return run_kernel("scale", [inp], out, {"scalar": scalar})
+    return _whole("scale", [inp], out, {"scalar": scalar})
 
 
 def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
     """out = max(inp, 0), or inp * slope where inp < 0 (leaky ReLU)."""
-    return run_kernel("relu", [inp], out, {"slope": slope})
+    return _whole("relu", [inp], out, {"slope": slope})
 
 
 def matmul(a: Buffer, b: Buffer, out: Buffer | None = None, precision: str | None = None

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _queue, transfers
 from ._args import check_timeout
-from .buffer import Buffer, _to_array, check_buffer, empty
+from .buffer import Buffer, _to_array, check_buffer, empty, result_buffer
 from .dtypes import DTYPES
 from .errors import (
     ArgumentError,
@@ -429,9 +429,11 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     return d
 
 
-def prepare_output(kernel: Kernel, inputs, output, params=None):
+def prepare_output(kernel: Kernel, inputs, output, params=None, pooled: bool = False):
     """The output buffer: the given one, or a new one shaped by the kernel from the inputs and
-    params (e.g. resize's size, a reduction's axis), on the inputs' device."""
+    params (e.g. resize's size, a reduction's axis), on the inputs' device. ``pooled``: the
+    kernel writes every element, so a new output may be memory from the device's pool (not
+    zeroed), as the operators' results are."""
     if output is not None:
         return output
     if not isinstance(inputs, (list, tuple)):
@@ -447,6 +449,8 @@ def prepare_output(kernel: Kernel, inputs, output, params=None):
     resolved = kernel.resolve_params(params, DTYPES[inputs[0].dtype]) if inputs else \
         dict(params or {})
     shape, dtype = kernel.output_spec(list(inputs), resolved)
+    if pooled:
+        return result_buffer(shape, DTYPES[dtype], device, label=f"{kernel.name}-out")
     return empty(shape, dtype, label=f"{kernel.name}-out", device=device)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._atomic import write_atomically
+from . import _atomic
 from .buffer import Buffer, check_buffer, normalize_shape
 from .buffer import empty as _empty
 from .buffer import from_numpy as _buffer_from_numpy
@@ -159,6 +159,21 @@ def _path(path, argument: str = "path") -> str:
     return path
 
 
+def write_atomically(path, write) -> str:
+    """Write a file whole or not at all: ``write(tmp)`` fills a temporary file beside
+    ``path``, which is then renamed onto it (a reader never sees half a file; the temporary is
+    removed if ``write`` fails, and remove_stale_temps finds one a killed process left).
+    Returns ``path``."""
+    path = _path(path)
+    if not callable(write):
+        raise ArgumentError(f"write: expected a function taking the temporary file's path, got "
+                            f"{type(write).__name__}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ArgumentError(f"path: the folder of {path!r} does not exist")
+    return _atomic.write_atomically(path, write)
+
+
 def read_file(path) -> np.ndarray:
     """Decode an image file to uint8 (H, W, 4) on the CPU (no GPU involved). A GIF of one
     frame is that frame; an animated GIF (or any file of several frames) is refused."""
@@ -217,7 +232,7 @@ def write_file(array: np.ndarray, path) -> str:
         array = array[..., :3]
     data = np.ascontiguousarray(array)
     try:
-        write_atomically(path, lambda tmp: _imageio().imwrite(tmp, data, plugin="pillow",
+        _atomic.write_atomically(path, lambda tmp: _imageio().imwrite(tmp, data, plugin="pillow",
                                                               extension=ext))
     except WgComputeError:
         raise

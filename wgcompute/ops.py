@@ -6,13 +6,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import transfers
-from .buffer import Buffer, check_buffer, empty
+from .buffer import Buffer, check_buffer, empty, result_buffer
 from .commands import run_kernel
 from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError
+from .kernels.arrayops import COMPARISONS, array_op
 from .kernels.cast import ASTYPE_CHECK, check_options, exact_by_type
 from .kernels.layout import contiguous_strides
+from .kernels.registry import get as kernel
 from .pipeline import Pipeline
 
 _NONE = 0xFFFFFFFF
@@ -115,8 +117,6 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     perm = normalize_permutation(axes, a.ndim, "transpose")
     shape = tuple(a.shape[d] for d in perm)
     if out is None:
-        from .buffer import result_buffer
-
         out = result_buffer(shape, DTYPES[a.dtype], a.device, label="transpose-out")
     if a.ndim == 2 and perm == (1, 0) and a.dtype != "u8":
         return run_kernel("transpose", [a], out)
@@ -190,10 +190,6 @@ def _other(value, where: str):
 def binary(op: str, a: Buffer, b, reflected: bool = False):
     """``a op b`` (``b op a`` when ``reflected``) for a Buffer ``a`` and a Buffer or scalar
     ``b``; NotImplemented for other operand types, as Python's protocol expects."""
-    from .buffer import result_buffer
-    from .kernels.arrayops import COMPARISONS, array_op
-    from .kernels.registry import get as kernel
-
     where = f"operator {_SYMBOL[op]}"
     check_buffer(a, where)
     dt = DTYPES[a.dtype]
@@ -209,12 +205,14 @@ def binary(op: str, a: Buffer, b, reflected: bool = False):
         if op == "pow" and dt.name == "f64":
             raise DtypeError(f"{where}: f64 to the power of an f64 buffer; the GPU has no "
                              f"64-bit pow (f64 takes integer scalar exponents, f32 any)")
-        if op in _BUILTIN:
+        if op in _BUILTIN:  # same shapes (the common case) need no broadcasting rules
             k = kernel(_BUILTIN[op])
+            if x.shape == y.shape:
+                return run_kernel(k, [x, y], result_buffer(x.shape, dt, a.device, _SYMBOL[op]))
         else:
             k = array_op(op, 2)
         shape, out_dt = k.output_spec([x, y], {})
-        out = result_buffer(shape, DTYPES[out_dt], a.device, label=f"{_SYMBOL[op]}")
+        out = result_buffer(shape, DTYPES[out_dt], a.device, label=_SYMBOL[op])
         return run_kernel(k, [x, y], out)
     if not _is_scalar(b):
         _other(b, where)
@@ -230,7 +228,7 @@ def binary(op: str, a: Buffer, b, reflected: bool = False):
                          f"to negative powers are not integers (convert to a float dtype)")
     s = _scalar(b, dt, where)
     out_dt = DTYPES["u8"] if op in COMPARISONS else dt
-    out = result_buffer(a.shape, out_dt, a.device, label=f"{_SYMBOL[op]}")
+    out = result_buffer(a.shape, out_dt, a.device, label=_SYMBOL[op])
     if op == "mul":
         return run_kernel("scale", [a], out, {"scalar": s})
     if op == "add" and reflected:
@@ -243,8 +241,6 @@ def binary(op: str, a: Buffer, b, reflected: bool = False):
 
 
 def unary(op: str, a: Buffer) -> Buffer:
-    from .buffer import result_buffer
-    from .kernels.arrayops import array_op
 
     check_buffer(a, f"operator {'-' if op == 'neg' else op}")
     out = result_buffer(a.shape, DTYPES[a.dtype], a.device, label=op)
@@ -255,7 +251,6 @@ def matmul_op(a: Buffer, b, reflected: bool = False):
     if not isinstance(b, Buffer):
         _other(b, "operator @")
         return NotImplemented
-    from .buffer import result_buffer
     from .kernels.matmul import matmul_shape
 
     x, y = (b, a) if reflected else (a, b)
@@ -271,8 +266,6 @@ def matmul_op(a: Buffer, b, reflected: bool = False):
 
 def reduction(name: str, x: Buffer, axis, keepdims: bool, out: Buffer | None):
     """A Buffer method's reduction: numpy's default axis (None: everything)."""
-    from .buffer import result_buffer
-    from .kernels.registry import get as kernel
 
     check_buffer(x, "self")
     k = kernel(name)
@@ -410,8 +403,6 @@ def item(x: Buffer):
 def inplace(op: str, a: Buffer, b):
     """``a op= b``: the kernel writes ``a`` itself (numpy's in-place operators), so every
     reference to ``a`` sees the result. A view is refused: its memory is its base's."""
-    from .kernels.arrayops import array_op
-    from .kernels.registry import get as kernel
 
     where = f"operator {_SYMBOL[op]}="
     check_buffer(a, where)

@@ -187,6 +187,21 @@ def _other(value, where: str):
                             f"(wgc.from_numpy)")
 
 
+def _check_pair(where: str, op: str, x: Buffer, y: Buffer, div_hint: str, pow_hint: str):
+    """What an operator between two buffers refuses: two dtypes, true division of integers,
+    f64 to an f64 power (no 64-bit pow on the GPU)."""
+    if x.dtype != y.dtype:
+        raise DtypeError(f"{where}: {x.dtype} and {y.dtype} buffers; wgcompute does not "
+                         f"convert implicitly: make them one dtype with .astype()")
+    dt = DTYPES[x.dtype]
+    if op == "div" and not dt.is_float:
+        raise DtypeError(f"{where}: true division of {dt.name} buffers gives floats; "
+                         f"{div_hint}")
+    if op == "pow" and dt.name == "f64":
+        raise DtypeError(f"{where}: f64 to the power of an f64 buffer; the GPU has no 64-bit "
+                         f"pow ({pow_hint})")
+
+
 def binary(op: str, a: Buffer, b, reflected: bool = False):
     """``a op b`` (``b op a`` when ``reflected``) for a Buffer ``a`` and a Buffer or scalar
     ``b``; NotImplemented for other operand types, as Python's protocol expects."""
@@ -196,15 +211,8 @@ def binary(op: str, a: Buffer, b, reflected: bool = False):
     if isinstance(b, Buffer):
         check_buffer(b, where)
         x, y = (b, a) if reflected else (a, b)
-        if x.dtype != y.dtype:
-            raise DtypeError(f"{where}: {x.dtype} and {y.dtype} buffers; wgcompute does not "
-                             f"convert implicitly: make them one dtype with .astype()")
-        if op == "div" and not dt.is_float:
-            raise DtypeError(f"{where}: true division of {dt.name} buffers gives floats; "
-                             f"convert first (.astype('f32')), or use // (floor division)")
-        if op == "pow" and dt.name == "f64":
-            raise DtypeError(f"{where}: f64 to the power of an f64 buffer; the GPU has no "
-                             f"64-bit pow (f64 takes integer scalar exponents, f32 any)")
+        _check_pair(where, op, x, y, "convert first (.astype('f32')), or use // (floor "
+                    "division)", "f64 takes integer scalar exponents, f32 any")
         if op in _BUILTIN:  # same shapes (the common case) need no broadcasting rules
             k = kernel(_BUILTIN[op])
             if x.shape == y.shape:
@@ -413,15 +421,8 @@ def inplace(op: str, a: Buffer, b):
     dt = DTYPES[a.dtype]
     if isinstance(b, Buffer):
         check_buffer(b, where)
-        if b.dtype != a.dtype:
-            raise DtypeError(f"{where}: {a.dtype} and {b.dtype} buffers; wgcompute does not "
-                             f"convert implicitly: make them one dtype with .astype()")
-        if op == "div" and not dt.is_float:
-            raise DtypeError(f"{where}: true division of {dt.name} buffers gives floats; use "
-                             f"//= (floor division)")
-        if op == "pow" and dt.name == "f64":
-            raise DtypeError(f"{where}: f64 to the power of an f64 buffer; the GPU has no "
-                             f"64-bit pow (f64 takes integer scalar exponents)")
+        _check_pair(where, op, a, b, "use //= (floor division)",
+                    "f64 takes integer scalar exponents")
         k = kernel(_BUILTIN[op]) if op in _BUILTIN else array_op(op, 2)
         return run_kernel(k, [a, b], a)
     if not _is_scalar(b):

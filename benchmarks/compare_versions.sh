@@ -9,7 +9,7 @@
 #   python3 -m pip wheel --no-deps -w .whl/new .
 # On the GPU machine (carry [".gl", ".whl"]):
 #   source .gl/preamble.sh && bash benchmarks/compare_versions.sh
-# Knobs: ROUNDS (2: old,new,old,new), KERNELS_ARGS, STREAMS_ARGS, DISPATCH_ARGS, PIN
+# Knobs: ROUNDS (2: old,new,old,new), BENCHES (which of the three), KERNELS_ARGS, STREAMS_ARGS, DISPATCH_ARGS, PIN
 # (e.g. "taskset -c 0-7"). Writes $OUT/compare.md and $OUT/compare.json. ~8 minutes on an H200.
 set -u
 out=${OUT:-/tmp/out}
@@ -34,7 +34,7 @@ cd "$work"
 rounds=${ROUNDS:-2}
 for r in $(seq 1 "$rounds"); do
   for v in old new; do
-    for b in bench_dispatch bench_streams bench_kernels; do
+    for b in ${BENCHES:-bench_dispatch bench_streams bench_kernels}; do
       case $b in
         bench_dispatch) args=${DISPATCH_ARGS:-"--repeat 300"} ;;
         bench_streams) args=${STREAMS_ARGS:-"--repeat 2"} ;;

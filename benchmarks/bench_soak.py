@@ -149,7 +149,7 @@ def line(s: dict, fresh: dict) -> str:
 def summary(data: dict) -> tuple[str, dict]:
     fresh, samples = data["fresh"], data["samples"]
     rows = ["| figure | fresh | median | worst | worst / fresh | within 10% | worst minute's "
-            "median / fresh |", "|---|---:|---:|---:|---:|---|---:|"]
+            "median / fresh | samples within 10% |", "|---|---:|---:|---:|---:|---|---:|---:|"]
     verdict = {}
     for k, (label, unit, wk, gk, higher) in SERIES.items():
         vals = [s[wk] for s in samples if s.get(wk)]
@@ -164,27 +164,37 @@ def summary(data: dict) -> tuple[str, dict]:
             if smp.get(wk):
                 minutes.setdefault(int(smp["t"] // 60), []).append(smp[wk])
         per_minute = [ratio(k, statistics.median(v), fresh[wk]) for v in minutes.values()]
+        share = sum(ratio(k, v, fresh[wk]) >= 1 - TOLERANCE for v in vals) / len(vals)
         rows.append(f"| {label} ({unit}, wall) | {fresh[wk]:,.4g} | {statistics.median(vals):,.4g}"
                     f" | {worst:,.4g} | {r:.2f} | {'yes' if ok else '**no**'} | "
-                    f"{min(per_minute):.2f} |")
+                    f"{min(per_minute):.2f} | {share:.1%} |")
         gv = [s[gk] for s in samples if gk and s.get(gk)]
         if gv and fresh.get(gk):
             gworst = min(gv)
             rows.append(f"| {label} ({unit}, GPU time) | {fresh[gk]:,.4g} | "
                         f"{statistics.median(gv):,.4g} | {gworst:,.4g} | "
                         f"{gworst / fresh[gk]:.2f} | "
-                        f"{'yes' if gworst / fresh[gk] >= 1 - TOLERANCE else 'no'} | |")
-    warm = samples[min(len(samples) - 1, max(1, len(samples) // 5))]
-    last = samples[-1]
+                        f"{'yes' if gworst / fresh[gk] >= 1 - TOLERANCE else 'no'} | | |")
+    warm_i = min(len(samples) - 1, max(1, len(samples) // 5))
+    # CUDA's own context (--torch-at) adds its memory once: growth is measured on each side
+    cuda_i = next((i for i, smp in enumerate(samples) if smp.get("cuda")), None)
+    segments = [(warm_i, len(samples) - 1)]
+    if cuda_i is not None and cuda_i > warm_i:
+        segments = [(warm_i, cuda_i - 1), (cuda_i, len(samples) - 1)]
+    warm, last = samples[warm_i], samples[-1]
     for key, label, tol in (("gpu_objects", "live GPU objects", 0.02),
                             ("wgc_buffers", "live wgcompute buffers", 0.02),
                             ("rss_mb", "RSS (MB)", 0.05)):
-        grew = last[key] - warm[key]
+        grew = sum(samples[b][key] - samples[a][key] for a, b in segments)
         flat = grew <= max(tol * warm[key], 2 if key != "rss_mb" else 64)
         verdict[key] = flat
-        rows.append(f"| {label}: after warm-up (t={warm['t']:.0f} s) → end | {warm[key]:,.0f} |"
-                    f" | {last[key]:,.0f} | {last[key] / max(warm[key], 1):.2f} | "
-                    f"{'flat' if flat else '**grows**'} | |")
+        step = ""
+        if len(segments) == 2:
+            jump = samples[cuda_i][key] - samples[cuda_i - 1][key]
+            step = f" (CUDA's start at t={samples[cuda_i]['t']:.0f} s: {jump:+,.0f}, left out)"
+        rows.append(f"| {label}: after warm-up (t={warm['t']:.0f} s) → end{step} | "
+                    f"{warm[key]:,.0f} | | {last[key]:,.0f} | {grew:+,.0f} | "
+                    f"{'flat' if flat else '**grows**'} | | |")
     return "\n".join(rows), verdict
 
 
@@ -250,8 +260,15 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh-only", action="store_true",
                     help="measure the fresh values, write them, stop")
     ap.add_argument("--plot-from", default="", metavar="JSON", help="only redraw the PNG")
+    ap.add_argument("--summary-from", default="", metavar="JSON",
+                    help="only print the summary table of an earlier run")
     ap.add_argument("--fresh", choices=tuple(steady.FIGURES), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.summary_from:
+        with open(args.summary_from, encoding="utf-8") as f:
+            table, verdict = summary(json.load(f))
+        print(table)
+        return 0 if all(verdict.values()) else 1
     if args.plot_from:
         with open(args.plot_from, encoding="utf-8") as f:
             data = json.load(f)

@@ -177,6 +177,66 @@ def test_repeated_numpy_calls_each_see_their_own_input(monkeypatch, keep):
     assert up.created == created
 
 
+@pytest.mark.parametrize("keep", [True, False])
+def test_inputs_over_a_chunk_go_up_in_pieces_in_the_one_submit(monkeypatch, keep):
+    """An input larger than transfers.CHUNK goes up in pieces, each its own staging copied to
+    its offset of the input buffer (the last one shorter), in the call's one submit: calls
+    alternating between two inputs each compute their own, with the staging kept (and the
+    next command buffer recorded ahead) and not."""
+    from wgcompute import transfers
+    from wgcompute.ml import model as model_module
+
+    monkeypatch.setattr(transfers, "CHUNK", 1024)  # batch 5 is 3840 bytes: 1024 × 3 + 768
+    if not keep:
+        monkeypatch.setattr(model_module, "KEEP_STAGING", 0)
+    made = []
+
+    class Stage(transfers.UploadStage):
+        def __init__(self, dev, nbytes):
+            made.append(nbytes)
+            super().__init__(dev, nbytes)
+
+    monkeypatch.setattr(transfers, "UploadStage", Stage)
+    data = tiny_net()
+    model = wgc.ml.load_onnx(data)
+    model(np.zeros((5, 3, 8, 8), np.float32))  # uploads the weights
+    submitter = wgc.current_device().submitter
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((5, 3, 8, 8)).astype(np.float32) for _ in range(2)]
+    for x in (xs[0], xs[1], xs[0], xs[1]):
+        (want,) = reference(data, {"x": x})
+        before = submitter.submissions
+        got = model(x)
+        assert submitter.submissions == before + 1
+        assert rel_err(got, want) < 1e-4
+    assert made == [1024, 1024, 1024, 768] * (1 if keep else 5)
+    (exe,) = model._exes.values()
+    assert (exe.ups is not None) == keep
+    model.free()
+
+
+def test_outputs_over_a_chunk_take_the_general_path(monkeypatch):
+    """One download staging holds the output of the one-submit path: an output of CHUNK
+    bytes still goes that way, a larger one is written, run and read in submissions of
+    their own (and right)."""
+    from wgcompute import transfers
+
+    monkeypatch.setattr(transfers, "CHUNK", 80)  # the output of batch 4: (4, 5) f32
+    data = tiny_net()
+    model = wgc.ml.load_onnx(data)
+    submitter = wgc.current_device().submitter
+    rng = np.random.default_rng(7)
+    for n, one_submit in ((4, True), (5, False)):
+        model(np.zeros((n, 3, 8, 8), np.float32))  # the first call uploads weights, constants
+        x = rng.standard_normal((n, 3, 8, 8)).astype(np.float32)
+        (want,) = reference(data, {"x": x})
+        before = submitter.submissions
+        got = model(x)
+        assert (submitter.submissions == before + 1) == one_submit
+        assert rel_err(got, want) < 1e-4
+    model.free()
+
+
 def test_unsupported_nodes_are_all_listed_before_anything_runs():
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
              helper.make_node("Erf", ["c"], ["e"], name="erf_1"),

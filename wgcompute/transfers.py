@@ -195,8 +195,9 @@ class Readback:
 
 class UploadStage:
     """A batch pipeline's upload staging: ``fill(array)`` copies into its mapped memory,
-    ``record(enc, dst)`` queues the GPU copy, ``remap()`` (after the submit) maps it again for
-    the next fill. Borrowed from the device's pool; ``release()`` gives it back."""
+    ``record(enc, dst, padded, dst_offset)`` queues the GPU copy, ``remap()`` (after the
+    submit) maps it again for the next fill. Borrowed from the device's pool; ``release()``
+    gives it back."""
 
     def __init__(self, dev, nbytes: int):
         self._dev = dev
@@ -225,9 +226,11 @@ class UploadStage:
         dev.link.unmap(self.buf)
         return padded
 
-    def record(self, enc, dst, padded: int) -> None:
+    def record(self, enc, dst, padded: int, dst_offset: int = 0) -> None:
+        """Queue the copy of the filled bytes into ``dst`` at ``dst_offset`` (a multiple of 4:
+        one piece of a larger upload)."""
         if padded:
-            enc.copy(self.buf, 0, dst, 0, padded)
+            enc.copy(self.buf, 0, dst, dst_offset, padded)
 
     def remap(self) -> None:
         self._request = self._dev.link.map_async(self.buf, True, self.buf.size)

@@ -57,7 +57,9 @@ class _Executable:
     output: Buffer
     dispatch: object
     lock: threading.Lock
-    ups: list | None = None  # UploadStage per input (kept), or None
+    # (UploadStage, input index, byte offset) per piece of at most CHUNK of each input
+    # (kept), or None
+    ups: list | None = None
     down: object = None  # DownloadStage (kept), or None
     recorded: object = None  # the next call's finished command buffer, or None
 
@@ -67,7 +69,7 @@ class _Executable:
         cb, self.recorded = self.recorded, None
         if cb is not None:
             cb.release()
-        for stage in self.ups or ():
+        for stage, _, _ in self.ups or ():
             stage.release(healthy)
         if self.down is not None:
             self.down.release(healthy)
@@ -305,7 +307,10 @@ class Model:
         exe = self._executable(plan)
         floats = [a for i, a in enumerate(arrays) if not self._is_host(i)]
         with exe.lock:
-            if len(plan.outputs) == 1 and _fits_one_chunk([*exe.inputs, exe.output]):
+            # the output comes back in one download staging of at most CHUNK; a larger one
+            # (or several outputs, read from temporaries) goes the general way: write, run,
+            # then a chunked read
+            if len(plan.outputs) == 1 and exe.output.nbytes <= transfers.CHUNK:
                 return self._typed([self._run_one_submit(exe, floats).reshape(
                     plan.outputs[0][2])])
             for buf, a in zip(exe.inputs, floats, strict=True):
@@ -318,7 +323,10 @@ class Model:
     def _run_one_submit(self, exe: _Executable, arrays) -> np.ndarray:
         """Upload, run and read back in ONE command buffer, one submit and one wait: the
         inputs go through mapped upload staging, the output into mapped read staging. (The
-        general path writes, runs and reads with a submission each: three round trips.)
+        general path writes, runs and reads with a submission each: three round trips.) An
+        input of any size goes up in pieces of at most CHUNK, each its own staging copied to
+        its offset: the staging size every large transfer uses, which the pool keeps, not a
+        staging per input size (a 256 MB buffer for 154 MB).
 
         A small run keeps its staging and, while the GPU works, records and finishes the
         command buffer of the next call (the same copies and dispatches; encoding and
@@ -334,16 +342,23 @@ class Model:
                 b._pin(f"model {self.name}: buffer")
                 held.append(b)
             if exe.ups is None:
-                exe.ups = [transfers.UploadStage(dev, a.nbytes) for a in arrays]
+                exe.ups = []  # built in place: a failure part way releases what it holds
+                step = transfers.CHUNK
+                for i, a in enumerate(arrays):
+                    for offset in range(0, a.nbytes, step):
+                        stage = transfers.UploadStage(dev, min(step, a.nbytes - offset))
+                        exe.ups.append((stage, i, offset))
                 exe.down = transfers.DownloadStage(dev, exe.output.nbytes)
+            flat = [a.reshape(-1).view(np.uint8) for a in arrays]
             # fill() waits for the staging's re-map after the previous call; a lost device
             # fails that wait (or, on the first fill, a probe) before the mapped range is used
-            pads = [stage.fill(a) for stage, a in zip(exe.ups, arrays, strict=True)]
+            pads = [stage.fill(flat[i][offset:offset + stage.nbytes])
+                    for stage, i, offset in exe.ups]
             cb, exe.recorded = exe.recorded, None
             if cb is None:
                 cb = self._record(exe, pads)
             dev.submitter.submit([cb], fence=False)
-            for stage in exe.ups:
+            for stage, _, _ in exe.ups:
                 stage.remap()
             exe.down.map()
             if keep:
@@ -370,11 +385,11 @@ class Model:
 
     @staticmethod
     def _record(exe: _Executable, pads) -> object:
-        """The finished command buffer of one numpy run: staging -> inputs, the model's
-        dispatches in one compute pass, output -> staging."""
+        """The finished command buffer of one numpy run: staging pieces -> inputs, the
+        model's dispatches in one compute pass, output -> staging."""
         enc = exe.output.device.link.encoder()
-        for stage, buf, padded in zip(exe.ups, exe.inputs, pads, strict=True):
-            stage.record(enc, buf.gpu_buffer, padded)
+        for (stage, i, offset), padded in zip(exe.ups, pads, strict=True):
+            stage.record(enc, exe.inputs[i].gpu_buffer, padded, offset)
         calls = exe.dispatch.raw_calls()
         if calls:
             enc.record_calls(calls)
@@ -485,10 +500,6 @@ class Model:
                 for b in cache.values():
                     b.free()
             self._weights.clear()
-
-
-def _fits_one_chunk(buffers) -> bool:
-    return all(b.nbytes <= transfers.CHUNK for b in buffers)
 
 
 def _fmt_dims(dims) -> str:

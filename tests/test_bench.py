@@ -2,9 +2,13 @@
 results (JSON, PNG, markdown ratios) say what they should."""
 
 import json
+import os
+import sys
+import tempfile
 
 import pytest
 
+import wgcompute as wgc
 from wgcompute.cli import main
 
 
@@ -102,3 +106,22 @@ def test_bench_arrays_runs_and_checks_its_results(tmp_path, monkeypatch):
     for r in data["rows"]:
         assert r["seconds"] > 0
         assert r["max_rel_err"] is None or r["max_rel_err"] == 0, r
+
+
+def test_ab_versions_runs_two_copies_in_one_process(tmp_path, monkeypatch):
+    """benchmarks/ab_versions.py with this package as the other version: both copies run (each
+    checked against numpy inside), every row has both medians and a ratio."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import ab_versions
+
+    out = tmp_path / "ab.json"
+    other = os.path.dirname(wgc.__file__)
+    assert ab_versions.main(["--other", other, "--rounds", "2", "--block", "10",
+                             "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["row"] for r in rows] == ["run_kernel", "submit + wait", "submit() returns",
+                                        "polling wait for the fence", "Command.wait() after it"]
+    assert all(r["other_us"] > 0 and r["this_us"] > 0 and r["ratio"] > 0 for r in rows)
+    assert sys.modules["wgc_other"].__file__.startswith(tempfile.gettempdir())

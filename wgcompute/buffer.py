@@ -154,15 +154,17 @@ class Buffer:
         if self._freed:
             raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
 
-    def _pin(self, argument: str = "buffer") -> None:
+    def _pin(self, argument: str = "buffer", suffix: str = "") -> None:
         """Hold the GPU memory for a use that is about to start, then check the buffer: a
         free() from another thread either sees the hold (and defers) or has already marked
         the buffer freed (and this raises). Checking first and holding after let a free
-        destroy the memory in between, and wgpu-native aborts on a destroyed buffer."""
+        destroy the memory in between, and wgpu-native aborts on a destroyed buffer. The
+        error names ``argument + suffix`` (joined only when it is raised: hot paths pin
+        several buffers per call)."""
         self._holds.append(None)
         if self._freed or not self._dev.alive:
             self._release()
-            self._refuse(argument)
+            self._refuse(argument + suffix)
 
     def _retain(self) -> None:
         """A submitted command uses this buffer: keep the GPU memory until _release()."""
@@ -629,11 +631,11 @@ class BufferView(Buffer):
             raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
         raise BufferFreedError(f"{argument}: {self!r} is a view of a buffer that was freed")
 
-    def _pin(self, argument: str = "buffer") -> None:
+    def _pin(self, argument: str = "buffer", suffix: str = "") -> None:
         self._holds.append(None)
         if self._freed or self._base._freed or not self._dev.alive:
             self._release()
-            self._refuse(argument)
+            self._refuse(argument + suffix)
 
     def _release(self) -> None:
         self._holds.pop()

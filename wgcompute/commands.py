@@ -62,13 +62,13 @@ class Command:
         self._lock = threading.Lock()
         self._done = False
         self._done_event: threading.Event | None = None  # made only for a blocking wait
-        held = []
+        pinned = 0
         try:
             for b in self._buffers:  # hold first, then check (a free() racing this defers)
-                b._pin(f"{label}: buffer")
-                held.append(b)
+                b._pin(label, ": buffer")
+                pinned += 1
         except BaseException:
-            for b in held:
+            for b in self._buffers[:pinned]:
                 b._release()
             raise
         device.commands[self.id] = self  # one dict operation: atomic, no lock
@@ -172,7 +172,8 @@ class Command:
     def wait(self, timeout: float | None = None):
         """Block until done and return the command's result (its output buffer, if any).
         Raises CommandFailedError (with ``cause``) if it failed, TimeoutError on timeout."""
-        timeout = check_timeout(timeout)
+        if timeout is not None:
+            timeout = check_timeout(timeout)
         if self._done and self._error is None:
             f = self._fence
             if f is None or f.error is None:
@@ -346,7 +347,7 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
     held = []
     try:
         for b in buffers:  # hold first, then check (a free() racing this defers)
-            b._pin(f"{label}: buffer")
+            b._pin(label, ": buffer")
             held.append(b)
         try:
             if calls:
@@ -480,7 +481,7 @@ def kernel_work(kernel, inputs, output=None, params=None):
 def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
     """Submit one kernel and return its Command at once (result: the output buffer)."""
     name, device, buffers, output, record = kernel_work(kernel, inputs, output, params)
-    return submit_work(name, device, record, buffers, output)
+    return submit_command(Command(name, device, buffers, output), record)
 
 
 def run_kernel(kernel, inputs, output=None, params=None) -> Buffer:

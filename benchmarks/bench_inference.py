@@ -47,11 +47,12 @@ def say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def wgc_model_gpu_time(model, shape, repeat):
-    """GPU-timestamp seconds of the model's dispatches alone (one compute pass)."""
+def wgc_model_gpu_time(model, shape, repeat, dtype="f32"):
+    """GPU-timestamp seconds of the model's dispatches alone (one compute pass), for an input
+    of ``dtype``."""
     import wgcompute as wgc
 
-    x = wgc.empty(shape)
+    x = wgc.empty(shape, dtype)
     out = wgc.empty(model.plan(shape).output_shape)
     from wgcompute.kernels import bind
 
@@ -109,9 +110,10 @@ def bench_models(res: Results, size: int, batches: list[int], repeat: int, big: 
     data = proto.SerializeToString()
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     model = wgc.ml.load_onnx(data, name="mobilenet_v2")
-    f16 = None
+    f16s = {}
     if "shader-f16" in wgc.device_info()["features"]:
-        f16 = wgc.ml.load_onnx(data, dtype="f16", name="mobilenet_v2_f16")
+        f16s = {p: wgc.ml.load_onnx(data, dtype="f16", precision=p, name=f"mobilenet_v2_f16_{p}")
+                for p in ("f32", "mixed")}
     rng = np.random.default_rng(0)
     info = {}
     for n in batches:
@@ -135,21 +137,47 @@ def bench_models(res: Results, size: int, batches: list[int], repeat: int, big: 
             tc = median_time(lambda x=x: sess.run(None, {"input": x}), max(3, repeat // 2), 1)
             res.add(case, "onnxruntime CPU", tc, timing=WALL, size=n)
             say(f"{case}: onnxruntime CPU {tc * 1e3:.3f} ms")
-        if f16 is not None and n == big:
-            got16 = f16(x)
-            t16 = median_time(lambda x=x: f16(x), repeat)
-            g16, how16, _ = wgc_model_gpu_time(f16, x.shape, repeat)
-            e16 = max_rel_err(got16, want)
-            res.add(case, "wgcompute f16", t16, timing=WALL, max_rel_err=e16, size=n)
-            layers16 = layer_table(f16, x.shape)
-            res.add(case, "wgcompute f16", g16, timing=how16, size=n,
-                    note=f"model only, {workgroup_note(layers16)}")
-            info[f"{n}_f16"] = {"wall_s": t16, "gpu_s": g16, "max_rel_err": e16,
-                                "layers": layers16}
-            say(f"{case}: wgcompute f16 {t16 * 1e3:.3f} ms wall ({n / t16:,.0f} img/s), "
-                f"{g16 * 1e3:.3f} ms {how16}")
+        if f16s and n == big:
+            bench_f16(res, case, n, x, want, sess, model, f16s, t, g, repeat, info)
     rows.append(("profile", model, size))
     return info
+
+
+def bench_f16(res: Results, case: str, n: int, x, want, sess, model, f16s: dict, t32: float,
+              g32: float, repeat: int, info: dict) -> None:
+    """Batch ``n`` in f16, with f32 sums and with mixed precision: GPU time, and wall time
+    with the input given as f32 and as f16 (half the bytes to upload, as torch's fp16 model
+    takes it); the f32 model given f16 input too, so each effect is seen alone."""
+    xh = x.astype(np.float16)
+    (wanth,) = sess.run(None, {"input": xh.astype(np.float32)})
+    for precision, m in f16s.items():
+        impl = "wgcompute f16" + (" mixed" if precision == "mixed" else "")
+        e = max_rel_err(m(x), want)
+        tw = median_time(lambda m=m: m(x), repeat)
+        g, how, _ = wgc_model_gpu_time(m, x.shape, repeat)
+        res.add(case, impl, tw, timing=WALL, max_rel_err=e, size=n,
+                note="f32 numpy in -> probs out, wall")
+        layers = layer_table(m, x.shape)
+        res.add(case, impl, g, timing=how, size=n, note=f"model only, {workgroup_note(layers)}")
+        eh = max_rel_err(m(xh), wanth)
+        th = median_time(lambda m=m: m(xh), repeat)
+        res.add(case, impl, th, timing=WALL, max_rel_err=eh, size=n,
+                note="f16 numpy in -> probs out, wall")
+        gh, _, _ = wgc_model_gpu_time(m, x.shape, repeat, "f16")
+        res.add(case, impl, gh, timing=how, size=n, note="model only, f16 input buffer")
+        info[f"{n}_f16_{precision}"] = {"wall_s": tw, "gpu_s": g, "max_rel_err": e,
+                                        "wall_f16_in_s": th, "max_rel_err_f16_in": eh,
+                                        "gpu_f16_in_s": gh, "layers": layers}
+        say(f"{case}: {impl}: GPU {g * 1e3:.3f} ms ({how}) = {g32 / g:.2f}x f32's, "
+            f"{gh * 1e3:.3f} ms from an f16 input = {g32 / gh:.2f}x; wall {tw * 1e3:.3f} ms "
+            f"f32 in ({n / tw:,.0f} img/s, {t32 / tw:.2f}x), {th * 1e3:.3f} ms f16 in "
+            f"({n / th:,.0f} img/s, {t32 / th:.2f}x); err {e:.1e}, f16 in {eh:.1e}")
+    t32h = median_time(lambda: model(xh), repeat)
+    res.add(case, "wgcompute", t32h, timing=WALL, size=n,
+            max_rel_err=max_rel_err(model(xh), wanth), note="f32 model, f16 numpy in, wall")
+    info[f"{n}_f32_f16_in"] = {"wall_s": t32h}
+    say(f"{case}: wgcompute f32 model, f16 in: {t32h * 1e3:.3f} ms wall ({n / t32h:,.0f} "
+        f"img/s)")
 
 
 def bench_torch(res: Results, size: int, batches: list[int], repeat: int, big: int) -> None:

@@ -68,6 +68,10 @@ def test_bench_inference_small_run(tmp_path, monkeypatch):
     assert any(r["impl"] == "wgcompute stream_map" for r in data["rows"])
     assert any(r["impl"] == "onnxruntime CPU" for r in data["rows"])
     assert data["summary"]["1"]["dispatches"] == 55
+    if "shader-f16" in data["env"]["features"]:  # f16 with f32 and mixed sums, f32 or f16 in
+        f16 = [r for r in checked if "f16" in r["impl"]]
+        assert {r["impl"] for r in f16} == {"wgcompute f16", "wgcompute f16 mixed"}
+        assert len(f16) == 4 and all(r["max_rel_err"] < 3e-2 for r in f16)
     if "timestamp-query" in data["env"]["features"]:
         assert len(data["profiles"]["1"]) == 55
 

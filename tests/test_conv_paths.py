@@ -13,7 +13,7 @@ import pytest
 
 import wgcompute as wgc
 from wgcompute import autotune
-from wgcompute.kernels import conv_configs
+from wgcompute.kernels import conv_configs, registry
 from wgcompute.kernels.conv_configs import ConvProblem, SkinnyConfig
 from wgcompute.kernels.matmul import TileConfig
 
@@ -193,3 +193,67 @@ def test_depthwise_residual_and_f16(rng):
     got = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (xh, wh, bh)], None,
                          {"pads": (1, 1, 1, 1), "group": 6})
     close(got.to_numpy(), want, rel=4 * 2.0**-11)
+
+
+F16 = pytest.mark.skipif("shader-f16" not in wgc.device_info()["features"],
+                         reason="adapter lacks shader-f16")
+# (N, C, H, W, K, KH, pads, residual): a pointwise layer (vec4 pixels), a 3×3 window with pads
+MIXED_CASES = [(2, 96, 8, 8, 24, 1, 0, False), (1, 19, 9, 7, 40, 3, 1, True)]
+
+
+@F16
+@pytest.mark.parametrize("case", MIXED_CASES, ids=["pointwise", "window-residual"])
+@pytest.mark.parametrize("cfg", ["64x64x16_4x4", "64x128x8_8x8_u", "32x32x16_4x4"])
+def test_mixed_precision_conv_within_its_bound(rng, case, cfg):
+    """precision='mixed' on the tiled GEMM: each k slice of BK products summed in f16, the
+    slices in f32. Against the exact (f64) convolution of the f16-rounded operands, every
+    output is within matmul's mixed bound (γ(2·BK, 2^-11) + γ(⌈K/BK⌉, 2^-24))·(|w|·|x|) plus
+    the f16 output's rounding (2^-11·|y|); and the f32-precision run of the same layer is
+    within its own, 16x tighter, bound. The key says which path ran."""
+    n, c, h, w_, k, kh, pad, residual = case
+    tile = TileConfig.parse(cfg)
+    xh = rnd(rng, n, c, h, w_).astype(np.float16)
+    wh = (rnd(rng, k, c, kh, kh) / np.sqrt(c * kh * kh)).astype(np.float16)
+    bh = rnd(rng, k).astype(np.float16)
+    pads = (pad,) * 4
+    conv = np.float64
+    want = ort_node("Conv", [a.astype(np.float32) for a in (xh, wh, bh)],
+                    dict(pads=list(pads))).astype(conv)
+    mag = ort_node("Conv", [np.abs(a).astype(np.float32) for a in (xh, wh, bh)],
+                   dict(pads=list(pads))).astype(conv)
+    ins = [xh, wh, bh]
+    kernel = "conv2d"
+    if residual:
+        rh = rnd(rng, *want.shape).astype(np.float16)
+        want, mag = want + rh, mag + np.abs(rh)
+        ins.append(rh)
+        kernel = "conv2d_residual"
+    bufs = [wgc.from_numpy(a) for a in ins]
+    kdim = c * kh * kh
+
+    def gamma(m, u):
+        return m * u / (1 - m * u)
+
+    for precision, bound in (
+            ("mixed", gamma(2 * tile.bk, 2.0**-11) + gamma(-(-kdim // tile.bk), 2.0**-24)),
+            ("f32", gamma(kdim, 2.0**-24))):
+        params = {"pads": pads, "algo": "gemm", "_config": tile, "precision": precision}
+        out = wgc.run_kernel(kernel, bufs, None, params)
+        kern = registry.get(kernel)
+        key = dict(kern.key(bufs[:len(kern.inputs)], out,
+                            kern.resolve_params(dict(params), None)).constants)
+        assert key.get("mixed", False) == (precision == "mixed")
+        got = out.to_numpy().astype(conv)
+        # the f32 accumulator's error and the f16 output's rounding (plus f16 subnormals)
+        allowed = bound * mag + 2.0**-11 * np.abs(want) + 2 * kdim * 2.0**-14
+        assert (np.abs(got - want) <= allowed).all(), (precision, float(
+            (np.abs(got - want) / allowed).max()))
+
+
+@F16
+def test_mixed_precision_is_refused_for_f32_and_checked():
+    x, w, b = (wgc.from_numpy(np.ones(s, np.float32)) for s in ((1, 4, 4, 4), (4, 4, 1, 1), (4,)))
+    with pytest.raises(wgc.ArgumentError, match="precision.*needs f16"):
+        wgc.run_kernel("conv2d", [x, w, b], None, {"precision": "mixed"})
+    with pytest.raises(wgc.ArgumentError, match="precision"):
+        wgc.run_kernel("conv2d", [x, w, b], None, {"precision": "f8"})

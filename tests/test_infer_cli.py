@@ -194,7 +194,8 @@ def test_infer_out_and_cluster_arguments_are_checked(model_path, tmp_path, capsy
     for extra, flag in ((["--workers", "2", "--scheduler", "tcp://x:1"], "--workers"),
                         (["--workers", "0"], "--workers"), (["--workers", "-1"], "--workers"),
                         (["--threads", "0"], "--threads"), (["--batch", "0"], "--batch"),
-                        (["-o", tmp_path / "none" / "r.json"], "-o"), (["-o", tmp_path], "-o")):
+                        (["-o", tmp_path / "none" / "r.json"], "-o"), (["-o", tmp_path], "-o"),
+                        (["--mixed"], "--mixed")):
         rc, out, err = _main(capsys, model_path, PHOTOS[0], *extra)
         assert rc == 2 and err.startswith(f"wgcompute infer: error: {flag}: "), (extra, err)
         assert out == ""

@@ -78,6 +78,31 @@ def test_mobilenet_v2_f16(mnv2):
     assert (got.argmax(1) == want.argmax(1)).all()
 
 
+def test_mobilenet_v2_f16_mixed_precision(mnv2):
+    """precision='mixed': the convolutions' tiled GEMMs sum k slices in f16. Against
+    onnxruntime within the same 3e-2 as f16 with f32 sums (the f16 storage of every
+    activation dominates the error), the same classes; every convolution step carries the
+    param; an f32 model or an unknown precision is refused, naming the argument."""
+    if "shader-f16" not in wgc.device_info()["features"]:
+        pytest.skip("adapter lacks shader-f16")
+    data, _ = mnv2
+    model = wgc.ml.load_onnx(data, dtype="f16", precision="mixed")
+    assert "mixed precision" in repr(model)
+    x = np.random.default_rng(3).standard_normal((2, 3, 224, 224)).astype(np.float32)
+    (want,) = reference(data, {"input": x})
+    got = model(x)
+    assert rel_err(got, want) < 3e-2
+    assert (got.argmax(1) == want.argmax(1)).all()
+    steps = model.plan(x.shape).steps
+    convs = [s for s in steps if s.kernel.name.startswith("conv2d")]
+    assert len(convs) == 53 and all(s.params.get("precision") == "mixed" for s in convs)
+    assert not any("precision" in s.params for s in steps if s not in convs)
+    with pytest.raises(wgc.ArgumentError, match="precision.*dtype='f16'"):
+        wgc.ml.load_onnx(data, precision="mixed")
+    with pytest.raises(wgc.ArgumentError, match="precision: expected one of f32, mixed"):
+        wgc.ml.load_onnx(data, dtype="f16", precision="half")
+
+
 def randomized(path: str, seed: int = 0):
     """The light model with random weights in place of its constant fills: batch-norm
     variances and scales in [0.5, 1.5], other tensors N(0, 2 / fan_in) (He), biases N(0, 0.1)."""
@@ -146,6 +171,38 @@ def test_any_batch_size_and_buffers_in_and_out():
     fixed = wgc.ml.load_onnx(tiny_net(batch=2))
     with pytest.raises(wgc.ShapeError, match=r"input 'x' is \(3, 3, 8, 8\).*\(2, 3, 8, 8\)"):
         fixed(np.zeros((3, 3, 8, 8), np.float32))
+
+
+F16 = pytest.mark.skipif(
+    "shader-f16" not in wgc.device_info()["features"], reason="adapter lacks shader-f16")
+
+
+@F16
+@pytest.mark.parametrize("model_dtype", ["f32", "f16"])
+def test_f16_inputs_go_up_as_f16(model_dtype):
+    """An f16 array goes up as it is (half the bytes) and the plan converts it only where the
+    model computes in f32; the result matches onnxruntime on the same (f16-rounded) values,
+    from numpy and from an f16 Buffer alike."""
+    data = tiny_net()
+    model = wgc.ml.load_onnx(data, dtype=model_dtype)
+    x16 = np.random.default_rng(4).standard_normal((3, 3, 8, 8)).astype(np.float16)
+    (want,) = reference(data, {"x": x16.astype(np.float32)})
+    tol = 1e-5 if model_dtype == "f32" else 1e-2
+    got = model(x16)
+    assert got.dtype == np.float32 and rel_err(got, want) < tol
+    plan = model.plan(x16.shape, dtypes=["f16"])
+    assert plan.input_dtypes == ("f16",)
+    casts = [s.label for s in plan.steps if s.label.startswith("x -> ")]
+    assert casts == ([] if model_dtype == "f16" else ["x -> f32"])
+    exe = model._executable(plan)
+    assert exe.inputs[0].dtype == "f16" and exe.inputs[0].nbytes == x16.nbytes
+    out = model(wgc.from_numpy(x16))
+    assert out.dtype == "f32" and rel_err(out.to_numpy(), want) < tol
+    # f32 input still plans (and converts) as before; both plans are kept
+    assert model.plan(x16.shape).input_dtypes == ("f32",)
+    assert rel_err(model(x16.astype(np.float32)), want) < tol
+    with pytest.raises(wgc.ArgumentError, match="dtypes"):
+        model.plan(x16.shape, dtypes=["f64"])
 
 
 @pytest.mark.parametrize("keep", [True, False])

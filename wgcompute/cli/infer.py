@@ -64,6 +64,9 @@ def add_arguments(p) -> None:
                    help="run on the Dask cluster at ADDRESS (e.g. tcp://host:8786)")
     p.add_argument("--f16", action="store_true",
                    help="store weights and activations as f16 (needs shader-f16)")
+    p.add_argument("--mixed", action="store_true",
+                   help="with --f16: the convolutions sum each k slice of 8-16 products in "
+                        "f16 (faster on NVIDIA GPUs, larger error)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -360,7 +363,10 @@ def run(args) -> int:
         if not os.path.isfile(args.model):
             raise UsageError(f"MODEL: {args.model!r} is not a file")
         files = expand_inputs(args.inputs)
-        model = wgc.ml.load_onnx(args.model, dtype="f16" if args.f16 else "f32")
+        if args.mixed and not args.f16:
+            raise UsageError("--mixed: needs --f16 (an f32 model sums in f32)")
+        model = wgc.ml.load_onnx(args.model, dtype="f16" if args.f16 else "f32",
+                                 precision="mixed" if args.mixed else "f32")
         if len(model.input_names) != 1 or len(model.input_shapes[0] or ()) != 4:
             raise UsageError(f"MODEL: expected one (N, 3, H, W) image input, the model takes "
                              f"{model.input_shapes}")

@@ -20,13 +20,14 @@ __all__ = ["ModelRecipe", "ModelKind"]
 @dataclass(frozen=True)
 class ModelRecipe:
     """An ONNX model as data: its sha256, and the file to read it from (checked against the
-    hash) or its bytes; the dtype it runs in (f32, f16)."""
+    hash) or its bytes; the dtype it runs in (f32, f16) and its precision (f32, mixed)."""
 
     sha256: str
     path: str | None
     data: bytes | None
     dtype: str
     name: str
+    precision: str = "f32"
 
     def load_bytes(self) -> bytes:
         if self.path is not None and os.path.isfile(self.path):
@@ -46,7 +47,7 @@ class ModelRecipe:
         return f"ModelRecipe({self.name!r}, {self.dtype}, {where}, sha256 {self.sha256[:12]})"
 
 
-_models: dict[tuple, str] = {}  # (sha256, dtype) -> kernel name registered on this worker
+_models: dict[tuple, str] = {}  # (sha256, dtype, precision) -> kernel registered here
 _lock = threading.Lock()
 
 
@@ -82,12 +83,13 @@ class ModelKind(WorkKind):
         send = bool(params.get("send_bytes")) or obj.source is None
         path = None if obj.source is None else os.path.abspath(obj.source)
         return Work(self.name, ModelRecipe(digest, path, data if send else None, obj.dtype,
-                                           obj.name))
+                                           obj.name, obj.precision))
 
     def _model(self, w: Work):
         from ..ml import load_onnx
 
-        return load_onnx(w.recipe.load_bytes(), dtype=w.recipe.dtype, name=w.recipe.name)
+        return load_onnx(w.recipe.load_bytes(), dtype=w.recipe.dtype,
+                         precision=w.recipe.precision, name=w.recipe.name)
 
     def output_spec(self, w, shape, dtype):
         if dtype != "f32":
@@ -104,7 +106,7 @@ class ModelKind(WorkKind):
     _graphs: dict = {}
 
     def _graph_model(self, w: Work):
-        key = (w.recipe.sha256, w.recipe.dtype)
+        key = (w.recipe.sha256, w.recipe.dtype, w.recipe.precision)
         m = self._graphs.get(key)
         if m is None:
             m = self._graphs[key] = self._model(w)
@@ -114,11 +116,12 @@ class ModelKind(WorkKind):
         """The model registered as a kernel on this worker, once per model and dtype."""
         from ..ml import register_model
 
-        key = (w.recipe.sha256, w.recipe.dtype)
+        key = (w.recipe.sha256, w.recipe.dtype, w.recipe.precision)
         with _lock:
             name = _models.get(key)
             if name is None:
-                name = f"dask_model_{w.recipe.sha256[:16]}_{w.recipe.dtype}"
+                name = (f"dask_model_{w.recipe.sha256[:16]}_{w.recipe.dtype}_"
+                        f"{w.recipe.precision}")
                 register_model(name, self._model(w), replace=True)
                 _models[key] = name
         return {"work": name}

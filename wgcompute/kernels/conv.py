@@ -16,7 +16,7 @@ from ..errors import ArgumentError, ShapeError
 from . import conv_configs
 from .base import Launch, Param, PipelineKey, fold_grid
 from .conv_configs import ConvProblem, SkinnyConfig, gemm_class, tiled_choices, tiled_default
-from .matmul import TileConfig, tiled_substitutions
+from .matmul import MIXED_BK, TileConfig, tiled_substitutions
 from .nn import (
     ACTIVATION,
     SHAPES,
@@ -110,8 +110,8 @@ def _guarded(name: str, s: str) -> str:
 
 
 def _render_tiled(cfg: TileConfig, t: str, fields, bindings: str, helpers: str,
-                  batch: str = "", col0: str = "0u") -> str:
-    subs = tiled_substitutions(cfg, t, True, True, False, hooks=True)
+                  batch: str = "", col0: str = "0u", mixed: bool = False) -> str:
+    subs = tiled_substitutions(cfg, t, True, True, mixed, hooks=True)
     subs.update({"FIELDS": "\n".join(f"    {n}: {ty}," for n, ty in fields),
                  "BINDINGS": bindings, "HELPERS": helpers + subs["HELPERS"], "BATCH": batch,
                  "COL0": col0})
@@ -136,6 +136,10 @@ class Conv2d(NNKernel):
                     "implicit GEMM: tiled, or skinny for few output pixels over a long K or "
                     "a short K; tuned per layer shape on GPUs), gemm (tiled), skinny or "
                     "depthwise"),
+              Param("precision", "choice:f32|mixed", "f32",
+                    "f16 only: f32 (every product summed in f32) or mixed (the tiled GEMM "
+                    "sums each k slice of 8 or 16 products in f16, the slices in f32; the "
+                    "depthwise and skinny kernels always sum in f32)"),
               SHAPES)
     description = ("2-D convolution (NCHW) with bias and a fused activation: implicit GEMM on "
                    "matmul's tiling; depthwise by its own kernel")
@@ -199,6 +203,8 @@ class Conv2d(NNKernel):
     def _problem(self, shapes, params, dtype) -> ConvProblem:
         m, n, k = self._gemm_dims(shapes, params)
         w, out = shapes[1], shapes[-1]
+        if dtype == "f16" and params.get("precision") == "mixed":
+            dtype = "f16-mixed"  # tuned apart: the mixed tiles favour other shapes
         return ConvProblem(dtype, m, n, k, out[2] * out[3],
                            (w[2], w[3], *params["strides"], *params["dilations"]))
 
@@ -218,6 +224,10 @@ class Conv2d(NNKernel):
 
     def check(self, inputs, output, params):
         super().check(inputs, output, params)
+        if params.get("precision") == "mixed" and output.dtype != "f16":
+            raise ArgumentError(f"{self.name}: param 'precision' 'mixed' (f16 sums over each "
+                                f"k slice) needs f16 buffers; {output.dtype} sums in "
+                                f"{output.dtype}: leave precision out or pass 'f32'")
         _check_fits(params.get("_config"), self.name, output.device)
 
     def key(self, inputs, output, params):
@@ -246,6 +256,9 @@ class Conv2d(NNKernel):
                 algo = "skinny"
             c += [("config", cfg.name), ("vec_w", k % 4 == 0 and algo == "gemm"),
                   ("pointwise", pointwise), ("vec_p", vec_p)]
+            if (algo == "gemm" and dtype == "f16" and params.get("precision") == "mixed"
+                    and cfg.bk in MIXED_BK):
+                c.append(("mixed", True))
         return (("algo", algo), *c)
 
     # -- WGSL --------------------------------------------------------------------------------------
@@ -336,7 +349,8 @@ class Conv2d(NNKernel):
             return self._render_skinny(c, types, t)
         cfg = TileConfig.parse(c["config"])
         bindings = self._bindings(c, types)
-        s = "f32"
+        mixed = c.get("mixed", False)
+        s = "f16" if mixed else "f32"  # what the tiles hold (the loaders' vec4 type)
         khw, kw = c["kh"] * c["kw"], c["kw"]
         if c["vec_w"]:
             load_a = (f"fn load_a4(r: u32, k: u32, kend: u32) -> vec4<{s}> {{\n"
@@ -405,7 +419,7 @@ class Conv2d(NNKernel):
                   f"    var v = vec4<{s}>(0);\n    if (k >= kend) {{\n        return v;\n    }}\n"
                   f"{gather}\n    return v;\n}}\n")
         src = _render_tiled(cfg, t, self._FIELDS, bindings,
-                            self._store_helpers(c, t) + load_a + load_b)
+                            self._store_helpers(c, t) + load_a + load_b, mixed=mixed)
         return src, self._FIELDS
 
     def _render_skinny(self, c, types, t):
@@ -967,7 +981,7 @@ def _measure_conv(kernel: Conv2d, shapes, params, cfg, dtype: str, device) -> fl
     bufs = [empty(s, dtype, f"autotune-{kernel.name}", device=device) for s in batched]
     try:
         p = {name: params[name] for name in ("strides", "pads", "dilations", "group",
-                                             "activation", "post_activation")}
+                                             "activation", "post_activation", "precision")}
         d = bind(kernel, bufs[:-1], bufs[-1], dict(p, _config=cfg))
         return conv_configs.time_calls(device, d.raw_calls())
     finally:

@@ -46,6 +46,7 @@ class Plan:
     slot_of: dict[int, int] = field(default_factory=dict)  # act sid -> slot index
     slot_dtypes: list[str] = field(default_factory=list)
     extra_temps: dict[int, int] = field(default_factory=dict)  # extra output sid -> temp
+    input_dtypes: tuple = ()  # per float input, the dtype its buffer holds
     key: tuple = ()  # the model's cache key of this plan
 
     @property
@@ -61,15 +62,18 @@ class Plan:
         return len(self.steps)
 
 
+_PRECISION_KERNELS = {"conv2d", "conv2d_residual"}  # the kernels with a precision param
 ACTIVATION_OPS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"}
 
 
 class Lowering:
     """Walks the graph for concrete input shapes; ops_onnx's lowerings call back into it."""
 
-    def __init__(self, graph: Graph, shapes: tuple, dtype: str, binding_limit: int):
+    def __init__(self, graph: Graph, shapes: tuple, dtype: str, binding_limit: int,
+                 input_dtypes: tuple = (), precision: str = "f32"):
         self.graph = graph
         self.dtype = dtype
+        self.precision = precision  # "mixed": the convolutions' tiled GEMMs sum k slices in f16
         self.binding_limit = binding_limit  # the device's max-storage-buffer-binding-size
         self.values: dict[str, Const | Tensor] = {}
         self.storages: dict[int, Storage] = {}
@@ -88,10 +92,11 @@ class Lowering:
             if isinstance(spec, np.ndarray):
                 self.values[name] = Const(spec)
                 continue
-            sid = self._storage(Storage("input", math.prod(spec), k, "f32"))
+            in_dtype = input_dtypes[k] if k < len(input_dtypes) else "f32"
+            sid = self._storage(Storage("input", math.prod(spec), k, in_dtype))
             k += 1
             t = Tensor(sid, tuple(spec))
-            if dtype != "f32":  # the model computes in f16: convert once at the start
+            if in_dtype != dtype:  # an input not in the model's dtype: converted once, first
                 t = self.cast(t, dtype, f"{name} -> {dtype}")
             self.values[name] = t
 
@@ -161,7 +166,10 @@ class Lowering:
             self.values[name] = v
 
     def emit(self, kernel, ins: list[Tensor], out: Tensor, params: dict, label: str) -> Tensor:
-        self.steps.append(Step(kernel, list(ins), out, dict(params), label))
+        params = dict(params)
+        if self.precision != "f32" and kernel.name in _PRECISION_KERNELS:
+            params["precision"] = self.precision
+        self.steps.append(Step(kernel, list(ins), out, params, label))
         return out
 
     def fail(self, node: Node, msg: str) -> ModelError:
@@ -234,10 +242,13 @@ class Lowering:
                 raise self.fail(n, str(e)) from e
 
 
-def lower(graph: Graph, shapes: tuple, dtype: str, binding_limit: int) -> Plan:
-    """The plan of ``graph`` for inputs of ``shapes`` (one tuple per graph input), on a device
-    binding at most ``binding_limit`` bytes per buffer."""
-    lw = Lowering(graph, shapes, dtype, binding_limit)
+def lower(graph: Graph, shapes: tuple, dtype: str, binding_limit: int,
+          input_dtypes: tuple = (), precision: str = "f32") -> Plan:
+    """The plan of ``graph`` for inputs of ``shapes`` (one tuple per graph input) whose float
+    inputs have ``input_dtypes`` (f32 where not given), on a device binding at most
+    ``binding_limit`` bytes per buffer; ``precision`` "mixed" (f16 models) for the
+    convolutions that take it."""
+    lw = Lowering(graph, shapes, dtype, binding_limit, input_dtypes, precision)
     lw.run()
     outputs = []
     for i, name in enumerate(graph.outputs):
@@ -248,6 +259,8 @@ def lower(graph: Graph, shapes: tuple, dtype: str, binding_limit: int) -> Plan:
         outputs.append(("tensor", _place_output(lw, v, i, name), v.shape))
     plan = Plan(tuple(None if isinstance(s, np.ndarray) else tuple(s) for s in shapes), dtype,
                 lw.steps, lw.storages, outputs)
+    plan.input_dtypes = tuple(s.dtype for s in sorted(
+        (s for s in lw.storages.values() if s.kind == "input"), key=lambda s: s.ref))
     _assign_slots(plan)
     return plan
 

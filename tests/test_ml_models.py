@@ -80,9 +80,12 @@ def test_mobilenet_v2_f16(mnv2):
 
 def test_mobilenet_v2_f16_mixed_precision(mnv2):
     """precision='mixed': the convolutions' tiled GEMMs sum k slices in f16. Against
-    onnxruntime within the same 3e-2 as f16 with f32 sums (the f16 storage of every
-    activation dominates the error), the same classes; every convolution step carries the
-    param; an f32 model or an unknown precision is refused, naming the argument."""
+    onnxruntime within 5e-2 of the largest output and the same classes. The budget: f16
+    storage as in the test above (~2e-2 measured), plus each GEMM layer's f16 slice sums, at
+    most γ(2·16, 2^-11) ≈ 1.6% of |w|·|x| but ~√32·2^-11 ≈ 0.3% with random signs, over ~35
+    such layers in a row: ~√35·0.3% ≈ 1.6% more; 3.4e-2 was measured at batch 256 on an H200.
+    Every convolution step carries the param; an f32 model or an unknown precision is
+    refused, naming the argument."""
     if "shader-f16" not in wgc.device_info()["features"]:
         pytest.skip("adapter lacks shader-f16")
     data, _ = mnv2
@@ -91,7 +94,7 @@ def test_mobilenet_v2_f16_mixed_precision(mnv2):
     x = np.random.default_rng(3).standard_normal((2, 3, 224, 224)).astype(np.float32)
     (want,) = reference(data, {"input": x})
     got = model(x)
-    assert rel_err(got, want) < 3e-2
+    assert rel_err(got, want) < 5e-2
     assert (got.argmax(1) == want.argmax(1)).all()
     steps = model.plan(x.shape).steps
     convs = [s for s in steps if s.kernel.name.startswith("conv2d")]

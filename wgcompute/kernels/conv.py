@@ -10,6 +10,7 @@ conv_configs.SkinnyConfig."""
 from __future__ import annotations
 
 import math
+import re
 
 from .. import autotune, shaders
 from ..errors import ArgumentError, ShapeError
@@ -92,6 +93,17 @@ def _dw_rows(kh, kw, sh, sw, dh, dw, oh) -> int:
         if ((rows - 1) * sh + (kh - 1) * dh + 1) * cols <= _DW_MAX_LOADS:
             return rows
     return 0
+
+
+def _specialize(src: str, fields, c) -> tuple[str, tuple]:
+    """The implicit GEMM's WGSL with the layer's pixels per image (P) and output width (OW)
+    as literals where the key has them: dividing by a constant is a multiply and a shift, by
+    a uniform a ~20-instruction sequence, and each invocation divides for every column group
+    it loads and stores."""
+    if "P" in c:
+        src = re.sub(r"\bp\.P\b", f"{c['P']}u", src)
+        src = re.sub(r"\bp\.OW\b", f"{c['OW']}u", src)
+    return src, fields
 
 
 def _gemm_bindings(names, types, writes) -> str:
@@ -259,6 +271,9 @@ class Conv2d(NNKernel):
             if (algo == "gemm" and dtype == "f16" and params.get("precision") == "mixed"
                     and cfg.bk in MIXED_BK):
                 c.append(("mixed", True))
+            # pixels per image and the output width as constants: the column -> (image,
+            # pixel, row, column) divisions of every load and store become multiplications
+            c += [("P", out[2] * out[3]), ("OW", out[3])]
         return (("algo", algo), *c)
 
     # -- WGSL --------------------------------------------------------------------------------------
@@ -346,7 +361,7 @@ class Conv2d(NNKernel):
                 return self._render_depthwise_block(c, types, t)
             return self._render_depthwise(key, c, types, t)
         if c["algo"] == "skinny":
-            return self._render_skinny(c, types, t)
+            return _specialize(*self._render_skinny(c, types, t), c)
         cfg = TileConfig.parse(c["config"])
         bindings = self._bindings(c, types)
         mixed = c.get("mixed", False)
@@ -420,7 +435,7 @@ class Conv2d(NNKernel):
                   f"{gather}\n    return v;\n}}\n")
         src = _render_tiled(cfg, t, self._FIELDS, bindings,
                             self._store_helpers(c, t) + load_a + load_b, mixed=mixed)
-        return src, self._FIELDS
+        return _specialize(src, self._FIELDS, c)
 
     def _render_skinny(self, c, types, t):
         cfg = SkinnyConfig.parse(c["config"])

@@ -108,6 +108,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import wgcompute as this
 
+    if this.device_info()["backend"] == "OpenGL":
+        # each copy opens its own device, and wgpu's GL backend shares one EGL context among
+        # an adapter's devices: used from two threads it aborts the process (wgcompute itself
+        # refuses a second GL device; two copies cannot see each other's)
+        print("ab_versions: wgpu's GL backend shares one GL context among devices, and the two "
+              "versions would each open one; compare them on Vulkan, Metal or D3D12",
+              file=sys.stderr)
+        return 2
+
     with tempfile.TemporaryDirectory() as folder:
         other = import_other(args.other, folder)
         versions = {"other": contestant(other), "this": contestant(this)}

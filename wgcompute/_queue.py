@@ -168,6 +168,8 @@ class Submitter:
         self.release_idle_token()
 
     def _check_alive(self) -> None:
+        if self.seen_epoch == LOSS.epoch and self.dead is None and not self.link.destroyed():
+            return  # the hot path of every submit: nothing changed since the last look
         destroyed = self.link.destroyed()
         if (self.seen_epoch != LOSS.epoch or destroyed) and self.probe is not None:
             self.probe()
@@ -180,8 +182,7 @@ class Submitter:
         """Submit now; return the submission's Fence (None with ``fence=False``: staging
         copies whose buffer map is their completion). Never waits for the GPU."""
         with self._lock:
-            if self.seen_epoch != LOSS.epoch or self.dead is not None or self.link.destroyed():
-                self._check_alive()
+            self._check_alive()
             index = self.link.submit(command_buffers)
             self.submissions += 1
             if not fence:
@@ -203,8 +204,7 @@ class Submitter:
         if box is None:
             box = self._local.sync = self.link.sync_box()
         with self._lock:
-            if self.seen_epoch != LOSS.epoch or self.dead is not None or self.link.destroyed():
-                self._check_alive()
+            self._check_alive()
             self.link.submit((command_buffer,))
             self.submissions += 1
         self.link.arm_box(box)

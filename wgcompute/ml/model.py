@@ -14,6 +14,7 @@ import numpy as np
 from .. import transfers
 from ..buffer import Buffer, empty, from_numpy
 from ..commands import run_blocking, submit_work
+from ..dtypes import dtype as resolve_dtype
 from ..errors import (
     ArgumentError,
     CommandFailedError,
@@ -29,7 +30,6 @@ from .graph import Graph, read_onnx
 from .plan import Plan, lower
 
 DTYPES = ("f32", "f16")
-_DTYPE_OF = {np.float32: "f32", np.float16: "f16"}
 PRECISIONS = ("f32", "mixed")
 FLOAT_TYPES = (1, 10, 11)  # ONNX FLOAT, FLOAT16, DOUBLE
 _FLOAT_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64}  # ONNX elem type -> numpy
@@ -326,7 +326,7 @@ class Model:
                 raise DtypeError(f"{self.name}: input {name!r} is {a.dtype}; expected floats")
             arrays.append(np.require(a, self._upload_type(a.dtype), "C"))
         plan = self.plan(*[a if self._is_host(i) else a.shape for i, a in enumerate(arrays)],
-                         dtypes=[_DTYPE_OF[a.dtype.type] for i, a in enumerate(arrays)
+                         dtypes=[resolve_dtype(a.dtype).name for i, a in enumerate(arrays)
                                  if not self._is_host(i)])
         if all(o[0] == "const" for o in plan.outputs):
             return self._typed([np.asarray(o[1]) for o in plan.outputs])
@@ -480,7 +480,7 @@ class Model:
         xs = [x if self._is_host(i) else np.require(x, self._upload_type(x.dtype), "C")
               for i, x in enumerate(xs)]
         plan = self.plan(*[x if self._is_host(i) else x.shape for i, x in enumerate(xs)],
-                         dtypes=[_DTYPE_OF[x.dtype.type] for i, x in enumerate(xs)
+                         dtypes=[resolve_dtype(x.dtype).name for i, x in enumerate(xs)
                                  if not self._is_host(i)])
         xs = [x for i, x in enumerate(xs) if not self._is_host(i)]
         exe = self._executable(plan)

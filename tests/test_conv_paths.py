@@ -154,6 +154,14 @@ DEPTHWISE_CASES = [
     (2, 4, 11, 6, 1, 5, 3, (2, 1), (2, 0, 1, 2), (1, 2)),    # asymmetric everything
     (1, 6, 1, 9, 1, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),     # one row: blocks of one row
     (1, 6, 17, 17, 1, 7, 7, (1, 1), (3, 3, 3, 3), (2, 2)),   # too wide: one output each
+    # rows of a multiple of 4 (2) values: x in aligned vec4 (vec2) loads, out in vector stores
+    (2, 4, 16, 16, 1, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),   # vec4 in and out
+    (2, 4, 16, 16, 1, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),   # stride 2: 9 columns, 3 vec4
+    (1, 4, 12, 12, 1, 3, 3, (2, 2), (0, 0, 1, 1), (1, 1)),   # no left pad; out rows of 6: vec2
+    (1, 2, 8, 20, 1, 5, 5, (1, 1), (2, 2, 2, 2), (1, 1)),    # left pad 2: lanes 2, 3 first
+    (1, 3, 12, 12, 1, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2)),   # dilation 2
+    (1, 3, 8, 8, 2, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),     # multiplier 2, vec4
+    (1, 5, 7, 14, 1, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),    # vec2, a block past the end
 ]
 
 
@@ -178,21 +186,28 @@ def test_depthwise_block_rows_by_window():
     assert _dw_rows(7, 7, 1, 1, 2, 2, 17) == 0   # a 13×16 window span: one output each
 
 
-def test_depthwise_residual_and_f16(rng):
-    x, w, b = rnd(rng, 2, 6, 9, 10), rnd(rng, 6, 1, 3, 3), rnd(rng, 6)
-    res = rnd(rng, 2, 6, 9, 10)
-    want = np.maximum(ort_node("Conv", [x, w, b], dict(pads=[1] * 4, group=6)) + res, 0)
-    out = wgc.run_kernel("conv2d_residual", [wgc.from_numpy(a) for a in (x, w, b, res)], None,
-                         {"pads": (1, 1, 1, 1), "group": 6, "post_activation": "relu"})
-    close(out.to_numpy(), want)
-    if "shader-f16" not in wgc.device_info()["features"]:
-        return
-    xh, wh, bh = (a.astype(np.float16) for a in (x, w, b))
-    want = ort_node("Conv", [a.astype(np.float32) for a in (xh, wh, bh)],
-                    dict(pads=[1] * 4, group=6))
-    got = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (xh, wh, bh)], None,
-                         {"pads": (1, 1, 1, 1), "group": 6})
-    close(got.to_numpy(), want, rel=4 * 2.0**-11)
+@pytest.mark.parametrize("width", [10, 16, 9], ids=["vec2", "vec4", "scalar"])
+def test_depthwise_residual_and_f16(rng, width):
+    """The blocked depthwise kernel with a residual, f32 and f16, for rows of a multiple of 2,
+    of 4 and an odd count; the key says which vector widths ran."""
+    x, w, b = rnd(rng, 2, 6, 9, width), rnd(rng, 6, 1, 3, 3), rnd(rng, 6)
+    res = rnd(rng, 2, 6, 9, width)
+    params = {"pads": (1, 1, 1, 1), "group": 6, "post_activation": "relu"}
+    vec = {10: 2, 16: 4, 9: 1}[width]
+    dtypes = [np.float32]
+    if "shader-f16" in wgc.device_info()["features"]:
+        dtypes.append(np.float16)
+    for dt in dtypes:
+        ins = [a.astype(dt) for a in (x, w, b, res)]
+        f = [a.astype(np.float32) for a in ins]
+        want = np.maximum(ort_node("Conv", f[:3], dict(pads=[1] * 4, group=6)) + f[3], 0)
+        bufs = [wgc.from_numpy(a) for a in ins]
+        out = wgc.run_kernel("conv2d_residual", bufs, None, params)
+        kern = registry.get("conv2d_residual")
+        key = dict(kern.key(bufs, out, kern.resolve_params(dict(params), None)).constants)
+        assert (key["dw_rows"], key.get("vin", 1), key.get("vout", 1)) == (2, vec, vec)
+        close(out.to_numpy().astype(np.float32), want,
+              rel=1e-5 if dt == np.float32 else 4 * 2.0**-11)
 
 
 F16 = pytest.mark.skipif("shader-f16" not in wgc.device_info()["features"],
@@ -257,3 +272,4 @@ def test_mixed_precision_is_refused_for_f32_and_checked():
         wgc.run_kernel("conv2d", [x, w, b], None, {"precision": "mixed"})
     with pytest.raises(wgc.ArgumentError, match="precision"):
         wgc.run_kernel("conv2d", [x, w, b], None, {"precision": "f8"})
+

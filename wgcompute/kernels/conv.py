@@ -95,6 +95,18 @@ def _dw_rows(kh, kw, sh, sw, dh, dw, oh) -> int:
     return 0
 
 
+def _dw_vectors(w: int, ow: int) -> tuple[int, int]:
+    """Vector widths of the blocked depthwise kernel's loads of x and stores of out: 4 (or
+    2) when the input (output) rows hold a multiple of 4 (2) values, so that a vector never
+    straddles two rows and every row starts on a vector boundary, else 1 (scalars). A block's
+    4 output columns then leave in one vec4 (or two vec2) store, and its window's columns
+    come in as whole aligned vectors."""
+    def width(n: int) -> int:
+        return 4 if n % 4 == 0 else 2 if n % 2 == 0 else 1
+
+    return width(w), width(ow)
+
+
 def _specialize(src: str, fields, c) -> tuple[str, tuple]:
     """The implicit GEMM's WGSL with the layer's pixels per image (P) and output width (OW)
     as literals where the key has them: dividing by a constant is a multiply and a shift, by
@@ -255,7 +267,12 @@ class Conv2d(NNKernel):
              ("dw", dw), ("act0", params["activation"][0]),
              ("act1", params["post_activation"][0])]
         if algo == "depthwise":
-            c.append(("dw_rows", _dw_rows(w[2], w[3], sh, sw, dh, dw, shapes[-1][2])))
+            rows = _dw_rows(w[2], w[3], sh, sw, dh, dw, shapes[-1][2])
+            c.append(("dw_rows", rows))
+            vin, vout = _dw_vectors(shapes[0][3], shapes[-1][3])
+            if rows and (vin > 1 or vout > 1):
+                # the left pad places each window on the vector blocks it reads
+                c += [("vin", vin), ("vout", vout), ("pl", params["pads"][1])]
         if algo == "gemm":
             k = w[1] * w[2] * w[3]
             pointwise = (w[2], w[3], sh, sw) == (1, 1, 1, 1) and not any(params["pads"])
@@ -529,9 +546,13 @@ class Conv2d(NNKernel):
         """Each invocation: ``dw_rows`` output rows × 4 columns of one channel plane. The
         input values under the block are loaded once each (a 3×3 stride-1 window over a 2×4
         block: 24 loads for 8 outputs, not 72), every index is clamped into the plane and
-        zeroed outside it (no branches), and the weights are read once per invocation."""
+        zeroed outside it (no branches), and the weights are read once per invocation.
+        With ``vin`` / ``vout`` > 1 (rows a multiple of that many values) x comes in as
+        aligned vectors of ``vin`` (a 3×3 stride-1 row: 3 vec4 loads, not 6 scalars) and each
+        output row leaves in 4 / ``vout`` vector stores."""
         rows = c["dw_rows"]
         kh, kw, sh, sw, dh, dw = (c[n] for n in ("kh", "kw", "sh", "sw", "dh", "dw"))
+        vin, vout = c.get("vin", 1), c.get("vout", 1)
         span_h = (rows - 1) * sh + (kh - 1) * dh + 1
         span_w = (_DW_COLS - 1) * sw + (kw - 1) * dw + 1
         act_helpers, store = self._epilogue(c, t)
@@ -540,15 +561,28 @@ class Conv2d(NNKernel):
                  f"let ow0 = owb * {_DW_COLS}u;", "let k = plane % p.KO;",
                  "let xb = (plane / p.KO * p.C + k / p.mult) * p.H * p.W;",
                  f"let ih0 = i32(oh0 * {sh}u) - i32(p.pt);",
-                 f"let iw0 = i32(ow0 * {sw}u) - i32(p.pl);",
                  f"let wb = k * {kh * kw}u;"]
         lines += [f"let w{a}_{b} = f32(w[wb + {a * kw + b}u]);"
                   for a in range(kh) for b in range(kw)]
         lines += [f"var a{r}_{q} = 0.0;" for r in range(rows) for q in range(_DW_COLS)]
-        for j in range(span_w):  # column offsets and validity, shared by every row
-            lines += [f"let iwc{j} = iw0 + {j};",
-                      f"let cw{j} = u32(clamp(iwc{j}, 0, i32(p.W) - 1));",
-                      f"let okw{j} = iwc{j} >= 0 && iwc{j} < i32(p.W);"]
+        if vin == 1:
+            lines.append(f"let iw0 = i32(ow0 * {sw}u) - i32(p.pl);")
+            for j in range(span_w):  # column offsets and validity, shared by every row
+                lines += [f"let iwc{j} = iw0 + {j};",
+                          f"let cw{j} = u32(clamp(iwc{j}, 0, i32(p.W) - 1));",
+                          f"let okw{j} = iwc{j} >= 0 && iwc{j} < i32(p.W);"]
+        else:
+            # window column j is x's column ow0·sw − pl + j: lane (j − pl) mod vin of the
+            # vector ow0·sw/vin + ⌊(j − pl) / vin⌋ (ow0·sw is a multiple of vin)
+            pl, vt = c["pl"], f"vec{vin}<f32>"
+            blocks = sorted({(j - pl) // vin for j in range(span_w)})
+            lines += [f"let vb0 = i32(ow0 * {sw}u / {vin}u);",
+                      f"let nvw = i32(p.W / {vin}u);"]
+            for d in blocks:
+                n = f"{'m' if d < 0 else ''}{abs(d)}"
+                lines += [f"let bw{n} = vb0 + {d};",
+                          f"let cb{n} = u32(clamp(bw{n}, 0, nvw - 1));",
+                          f"let okb{n} = bw{n} >= 0 && bw{n} < nvw;"]
         for y in range(span_h):
             lines += ["{", f"    let ih = ih0 + {y};",
                       "    let okh = ih >= 0 && ih < i32(p.H);",
@@ -561,21 +595,58 @@ class Conv2d(NNKernel):
                     for q in range(_DW_COLS):
                         for b in range(kw):
                             used.setdefault(q * sw + b * dw, []).append((r, q, a, b))
+            if vin > 1:
+                for d in sorted({(j - pl) // vin for j in used}):
+                    n = f"{'m' if d < 0 else ''}{abs(d)}"
+                    lines.append(f"    let xv{n} = select({vt}(0.0), {vt}(x[xr / {vin}u + "
+                                 f"cb{n}]), okh && okb{n});")
             for j in sorted(used):
-                lines.append(f"    let v{j} = select(0.0, f32(x[xr + cw{j}]), okh && okw{j});")
+                if vin == 1:
+                    lines.append(f"    let v{j} = select(0.0, f32(x[xr + cw{j}]), "
+                                 f"okh && okw{j});")
+                else:
+                    d = (j - pl) // vin
+                    lines.append(f"    let v{j} = xv{'m' if d < 0 else ''}{abs(d)}"
+                                 f"[{(j - pl) % vin}];")
                 lines += [f"    a{r}_{q} = fma(v{j}, w{a}_{b}, a{r}_{q});"
                           for r, q, a, b in used[j]]
             lines.append("}")
-        body = store.replace(chr(10), chr(10) + "        ")
-        for r in range(rows):
-            for q in range(_DW_COLS):
-                lines += [f"if (oh0 + {r}u < p.OH && ow0 + {q}u < p.OW) {{",
-                          f"    let o = (plane * p.OH + oh0 + {r}u) * p.OW + ow0 + {q}u;",
-                          f"    let v0 = a{r}_{q};",
-                          f"    {body.replace(chr(10) + '        ', chr(10) + '    ')}",
-                          "}"]
+        if vout == 1:
+            body = store.replace(chr(10), chr(10) + "    ")
+            for r in range(rows):
+                for q in range(_DW_COLS):
+                    lines += [f"if (oh0 + {r}u < p.OH && ow0 + {q}u < p.OW) {{",
+                              f"    let o = (plane * p.OH + oh0 + {r}u) * p.OW + ow0 + {q}u;",
+                              f"    let v0 = a{r}_{q};", f"    {body}", "}"]
+        else:
+            lines.append("let bias_k = f32(bias[k]);")
+            for r in range(rows):
+                lines.append(f"if (oh0 + {r}u < p.OH) {{")
+                for q0 in range(0, _DW_COLS, vout):
+                    ind = "    "
+                    if q0:  # a later vector of the block may start past the row's end
+                        lines.append(f"    if (ow0 + {q0}u < p.OW) {{")
+                        ind = "        "
+                    lines.append(f"{ind}let o = ((plane * p.OH + oh0 + {r}u) * p.OW + ow0 "
+                                 f"+ {q0}u) / {vout}u;")
+                    vals = [f"act0(a{r}_{q0 + q} + bias_k)" for q in range(vout)]
+                    if self.residual:
+                        lines.append(f"{ind}let rv = residual[o];")
+                        vals = [f"act1({v} + f32(rv[{q}]))" for q, v in enumerate(vals)]
+                    lines.append(f"{ind}out[o] = vec{vout}<{t}>(vec{vout}<f32>("
+                                 f"{', '.join(vals)}));")
+                    if q0:
+                        lines.append("    }")
+                lines.append("}")
         names = list(self.inputs) + ["out"]
-        bindings = _gemm_bindings(names, types, [False] * len(self.inputs) + [True])
+        btypes = list(types)
+        if vin > 1:
+            btypes[0] = f"vec{vin}<{types[0]}>"
+        if vout > 1:
+            btypes[-1] = f"vec{vout}<{types[-1]}>"
+            if self.residual:
+                btypes[3] = f"vec{vout}<{types[3]}>"
+        bindings = _gemm_bindings(names, btypes, [False] * len(self.inputs) + [True])
         fields = "\n".join(f"    {n}: {ty}," for n, ty in self._FIELDS)
         src = (f"{shaders.enable_directives(types)}\nstruct Params {{\n{fields}\n}}\n"
                f"{bindings}\n{act_helpers}"

@@ -97,6 +97,28 @@ def test_skinny_algo_param_and_config_checks(rng):
     assert conv_configs.parse_config("64x64x16_4x4") == TileConfig.parse("64x64x16_4x4")
 
 
+@pytest.mark.parametrize("cfg", [c.name for c in conv_configs.CONV_EXTRA])
+def test_conv_only_tiles_against_onnxruntime(rng, cfg):
+    """The tiles only the convolutions' tuner times, each on a pointwise layer (vec4 pixels;
+    24 output channels: a 32-row block past M) with a residual, and on a strided window with
+    pads (scalar gathers, K = 27 past the k slices)."""
+    tile = TileConfig.parse(cfg)
+    assert tile.name in conv_configs.tiled_choices(wgc.current_device())
+    x, w, b = rnd(rng, 2, 40, 8, 8), rnd(rng, 24, 40, 1, 1), rnd(rng, 24)
+    res = rnd(rng, 2, 24, 8, 8)
+    want = np.maximum(np.clip(ort_node("Conv", [x, w, b]), 0, 6) + res, 0)
+    out = wgc.run_kernel("conv2d_residual", [wgc.from_numpy(a) for a in (x, w, b, res)], None,
+                         {"activation": ("clip", 0, 6), "post_activation": "relu",
+                          "algo": "gemm", "_config": tile})
+    close(out.to_numpy(), want)
+    x, w, b = rnd(rng, 2, 3, 17, 15), rnd(rng, 37, 3, 3, 3), rnd(rng, 37)
+    want = conv_ref(x, w, b, (2, 2), (1, 1, 0, 1), (1, 1), 1)
+    out = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (x, w, b)], None,
+                         {"strides": (2, 2), "pads": (1, 1, 0, 1), "algo": "gemm",
+                          "_config": tile})
+    close(out.to_numpy(), want)
+
+
 def test_untuned_choice_by_shape():
     """Few workgroups of the tiled kernel over a long K: the skinny kernel (MobileNetV2's
     7×7 layers and classifier at batch 1); many columns or a short K: the tiled one."""
@@ -218,7 +240,8 @@ MIXED_CASES = [(2, 96, 8, 8, 24, 1, 0, False), (1, 19, 9, 7, 40, 3, 1, True)]
 
 @F16
 @pytest.mark.parametrize("case", MIXED_CASES, ids=["pointwise", "window-residual"])
-@pytest.mark.parametrize("cfg", ["64x64x16_4x4", "64x128x8_8x8_u", "32x32x16_4x4"])
+@pytest.mark.parametrize("cfg", ["64x64x16_4x4", "64x128x8_8x8_u", "32x32x16_4x4",
+                                 "32x128x16_4x8_u"])
 def test_mixed_precision_conv_within_its_bound(rng, case, cfg):
     """precision='mixed' on the tiled GEMM: each k slice of BK products summed in f16, the
     slices in f32. Against the exact (f64) convolution of the f16-rounded operands, every

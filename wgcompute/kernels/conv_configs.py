@@ -19,15 +19,27 @@ from .matmul import CANDIDATES, TileConfig
 # small tiles to give the GPU enough workgroups.
 _TILED_DEFAULTS = (("large", "64x128x16_4x8"), ("medium", "64x64x16_4x4"),
                    ("small", "32x64x16_4x4"), ("tiny", "32x32x16_4x4"))
-_TILED_TUNE = {"large": ("64x128x16_4x8", "128x128x16_8x8", "128x64x16_8x4", "64x64x16_4x4",
-                         "64x128x8_8x8_u", "128x128x8_8x8"),
-               "medium": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_4x8", "128x64x16_8x4",
-                          "64x128x8_8x8_u"),
-               "small": ("32x64x16_4x4", "32x32x16_4x4", "64x64x16_4x4"),
+_TILED_TUNE = {"large": ("64x128x8_8x8_u", "128x128x8_8x8_u", "64x128x16_4x8", "64x128x16_4x8_u",
+                         "128x128x16_8x8", "128x64x16_8x4", "128x64x16_8x4_u", "64x64x16_4x4",
+                         "64x64x16_4x4_u", "32x64x16_4x4", "32x64x16_4x4_u",
+                         "32x128x16_4x8_u"),
+               "medium": ("64x64x16_4x4", "64x64x16_4x4_u", "32x64x16_4x4", "32x64x16_4x4_u",
+                          "64x128x16_4x8", "128x64x16_8x4", "64x128x8_8x8_u",
+                          "32x128x16_4x8_u"),
+               "small": ("32x64x16_4x4", "32x64x16_4x4_u", "32x32x16_4x4", "64x64x16_4x4"),
                "tiny": ("32x32x16_4x4", "32x64x16_4x4")}
+# Tiles the convolutions' tuner times besides matmul's candidates: 32-row blocks for layers of
+# few output channels (a 64-row tile spends 62% of its multiply-adds on the padding past 24
+# channels), and unrolled forms of the 4×4 and 4×8 per-invocation tiles. In a sweep of
+# MobileNetV2's layers at batch 256 on an H200 (docs/performance.md), these were the fastest
+# on 16 of the 21 layer shapes in f16 "mixed" (its 16- to 32-channel layers in 0.56-0.60 of
+# the best 64-row tile's time) and on 8 of 21 in f32.
+CONV_EXTRA = (TileConfig(32, 128, 16, 4, 8, unroll=True), TileConfig(32, 64, 16, 4, 4, unroll=True),
+              TileConfig(64, 64, 16, 4, 4, unroll=True), TileConfig(64, 128, 16, 4, 8, unroll=True),
+              TileConfig(128, 64, 16, 8, 4, unroll=True))
 # Bumped when candidates or kernels change, so that choices cached by an earlier version are
 # tuned again.
-TUNE_REVISION = 2
+TUNE_REVISION = 3
 # Columns at most that a layer is tuned on (a larger batch is tuned on fewer images: by then
 # every candidate fills the GPU many times over and ranks the same), and the column count
 # above which layers share one tuned choice per shape of the rest.
@@ -132,7 +144,8 @@ def gemm_class(m: int, n: int) -> str:
 
 def tiled_choices(device, elem_bytes: int = 4) -> dict[str, TileConfig]:
     """The whole-K tile configurations (the fused epilogue needs every k) that fit."""
-    return {c.name: c for c in CANDIDATES if c.split == 1 and c.fits(device, elem_bytes)}
+    return {c.name: c for c in (*CANDIDATES, *CONV_EXTRA)
+            if c.split == 1 and c.fits(device, elem_bytes)}
 
 
 def tiled_default(m: int, n: int, fits: dict) -> str:

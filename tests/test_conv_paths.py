@@ -208,14 +208,16 @@ def test_depthwise_block_rows_by_window():
     assert _dw_rows(7, 7, 1, 1, 2, 2, 17) == 0   # a 13×16 window span: one output each
 
 
-@pytest.mark.parametrize("width", [10, 16, 9], ids=["vec2", "vec4", "scalar"])
+@pytest.mark.parametrize("width", [10, 16, 9, 12], ids=["vec2", "vec4", "scalar", "vec4-12"])
 def test_depthwise_residual_and_f16(rng, width):
     """The blocked depthwise kernel with a residual, f32 and f16, for rows of a multiple of 2,
-    of 4 and an odd count; the key says which vector widths ran."""
+    of 4 and an odd count; the key says which vector widths ran, and that f16 with vec4 rows
+    takes blocks of 8 columns (rows of 12: the second vec4 of a row's last block is past its
+    end)."""
     x, w, b = rnd(rng, 2, 6, 9, width), rnd(rng, 6, 1, 3, 3), rnd(rng, 6)
     res = rnd(rng, 2, 6, 9, width)
     params = {"pads": (1, 1, 1, 1), "group": 6, "post_activation": "relu"}
-    vec = {10: 2, 16: 4, 9: 1}[width]
+    vec = {10: 2, 16: 4, 9: 1, 12: 4}[width]
     dtypes = [np.float32]
     if "shader-f16" in wgc.device_info()["features"]:
         dtypes.append(np.float16)
@@ -228,6 +230,7 @@ def test_depthwise_residual_and_f16(rng, width):
         kern = registry.get("conv2d_residual")
         key = dict(kern.key(bufs, out, kern.resolve_params(dict(params), None)).constants)
         assert (key["dw_rows"], key.get("vin", 1), key.get("vout", 1)) == (2, vec, vec)
+        assert key.get("dw_cols", 4) == (8 if dt == np.float16 and vec == 4 else 4)
         close(out.to_numpy().astype(np.float32), want,
               rel=1e-5 if dt == np.float32 else 4 * 2.0**-11)
 

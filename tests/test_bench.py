@@ -2,6 +2,7 @@
 results (JSON, PNG, markdown ratios) say what they should."""
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -74,6 +75,31 @@ def test_bench_inference_small_run(tmp_path, monkeypatch):
         assert len(f16) == 4 and all(r["max_rel_err"] < 3e-2 for r in f16)
     if "timestamp-query" in data["env"]["features"]:
         assert len(data["profiles"]["1"]) == 55
+
+
+def test_probe_conv_tiles_times_each_implicit_gemm_layer(tmp_path, monkeypatch):
+    """benchmarks/probe_conv_tiles.py at a tiny size: one row per distinct implicit-GEMM
+    convolution of MobileNetV2 (its 36 non-depthwise ones, counted), each timed with the
+    tile asked for; an unknown dtype is refused."""
+    pytest.importorskip("onnx", reason="onnx (pip install 'wgcompute[ml]')")
+    from wgcompute.cli.bench import find_benchmarks
+
+    monkeypatch.syspath_prepend(find_benchmarks())
+    from benchmarks import probe_conv_tiles
+
+    out = tmp_path / "tiles.json"
+    assert probe_conv_tiles.main(["--batch", "1", "--size", "32", "--dtypes", "f32", "--only",
+                                  "--configs", "32x64x16_4x4", "--budget", "600",
+                                  "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["f32"]
+    assert sum(r["count"] for r in rows) == 36
+    for r in rows:
+        assert list(r["ms"]) == ["32x64x16_4x4"] and r["ms"]["32x64x16_4x4"] > 0
+        m, n, k = r["mnk"]
+        assert r["shapes"][-1][1] == m and n == math.prod(r["shapes"][-1]) // m
+    with pytest.raises(SystemExit) as e:
+        probe_conv_tiles.main(["--dtypes", "f64"])
+    assert e.value.code == 2
 
 
 def test_bench_multi_small_spreads_over_devices_and_checks_results(tmp_path, monkeypatch):

@@ -115,7 +115,7 @@ def _dw_block(x_shape, w_shape, out_shape, params, dtype) -> tuple[int, int, int
     (sh, sw), (dh, dw) = params["strides"], params["dilations"]
     vin, vout = _dw_vectors(x_shape[3], out_shape[3])
     cols = _DW_COLS
-    if str(getattr(dtype, "name", dtype)) == "f16" and sw == 1 and vin == vout == 4:
+    if dtype == "f16" and sw == 1 and vin == vout == 4:  # a DType equals its name
         cols = 2 * _DW_COLS
     rows = _dw_rows(w_shape[2], w_shape[3], sh, sw, dh, dw, out_shape[2], cols)
     if not rows and cols != _DW_COLS:  # too wide a window for 8 columns: try 4
@@ -595,11 +595,15 @@ class Conv2d(NNKernel):
             # window column j is x's column ow0·sw − pl + j: lane (j − pl) mod vin of the
             # vector ow0·sw/vin + ⌊(j − pl) / vin⌋ (ow0·sw is a multiple of vin)
             pl, vt = c["pl"], f"vec{vin}<f32>"
+
+            def vec(d: int) -> str:  # WGSL name suffix of vector offset d (m: minus)
+                return f"{'m' if d < 0 else ''}{abs(d)}"
+
             blocks = sorted({(j - pl) // vin for j in range(span_w)})
             lines += [f"let vb0 = i32(ow0 * {sw}u / {vin}u);",
                       f"let nvw = i32(p.W / {vin}u);"]
             for d in blocks:
-                n = f"{'m' if d < 0 else ''}{abs(d)}"
+                n = vec(d)
                 lines += [f"let bw{n} = vb0 + {d};",
                           f"let cb{n} = u32(clamp(bw{n}, 0, nvw - 1));",
                           f"let okb{n} = bw{n} >= 0 && bw{n} < nvw;"]
@@ -617,7 +621,7 @@ class Conv2d(NNKernel):
                             used.setdefault(q * sw + b * dw, []).append((r, q, a, b))
             if vin > 1:
                 for d in sorted({(j - pl) // vin for j in used}):
-                    n = f"{'m' if d < 0 else ''}{abs(d)}"
+                    n = vec(d)
                     lines.append(f"    let xv{n} = select({vt}(0.0), {vt}(x[xr / {vin}u + "
                                  f"cb{n}]), okh && okb{n});")
             for j in sorted(used):
@@ -625,9 +629,7 @@ class Conv2d(NNKernel):
                     lines.append(f"    let v{j} = select(0.0, f32(x[xr + cw{j}]), "
                                  f"okh && okw{j});")
                 else:
-                    d = (j - pl) // vin
-                    lines.append(f"    let v{j} = xv{'m' if d < 0 else ''}{abs(d)}"
-                                 f"[{(j - pl) % vin}];")
+                    lines.append(f"    let v{j} = xv{vec((j - pl) // vin)}[{(j - pl) % vin}];")
                 lines += [f"    a{r}_{q} = fma(v{j}, w{a}_{b}, a{r}_{q});"
                           for r, q, a, b in used[j]]
             lines.append("}")

@@ -5,24 +5,39 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Two installs: the demo needs only wgcompute and its image extra (imageio); the tests, docs
+# and benchmarks need the whole dev toolchain (onnxruntime, dask, scipy, mkdocs, ...).
+DEMO_STAMP := $(VENV)/.demo-stamp
+STAMP := $(VENV)/.dev-stamp
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: setup system demo test test-gl test-portable docs bench view lint clean
+.PHONY: setup setup-demo system demo test test-gl test-portable docs bench view lint clean
 
 setup: $(STAMP) system
 
-$(STAMP): pyproject.toml
+setup-demo: $(DEMO_STAMP)
+	@WGCOMPUTE_WITH_DISPLAY_TOOLS=0 bash scripts/ensure_system.sh $(BIN)/python
+
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q -e ".[image]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q -e ".[dev]"
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
 system: $(STAMP)
 	@bash scripts/ensure_system.sh $(BIN)/python
 
-demo: setup
-	$(BIN)/wgcompute demo
+# The demo installs only what it needs and says how long set-up and demo took.
+demo:
+	@start=$$(date +%s); $(MAKE) --no-print-directory setup-demo \
+	  && $(BIN)/wgcompute demo; rc=$$?; \
+	  echo "make demo: set-up and demo took $$(( $$(date +%s) - start )) s"; exit $$rc
 
 test: setup
 	$(BIN)/python -m pytest -q

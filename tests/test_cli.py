@@ -24,9 +24,22 @@ def run_cli(*args, cwd=None, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    # a small matmul keeps it quick on a CPU adapter; cwd: the demo may write its outputs
-    return run_cli("demo", "--size", "96", cwd=tmp_path_factory.mktemp("demo"))
+def demo_cwd(tmp_path_factory):
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture(scope="module")
+def demo(demo_cwd):
+    # a small matmul keeps it quick on a CPU adapter
+    return run_cli("demo", "--size", "96", cwd=demo_cwd)
+
+
+def test_demo_leaves_the_current_folder_alone(demo, demo_cwd):
+    assert demo.returncode == 0, demo.stderr
+    assert list(demo_cwd.iterdir()) == []
+    m = re.search(r"-> (\S+_processed\.png) in", demo.stdout)
+    assert m, demo.stdout
+    assert Path(m.group(1)).is_file()
 
 
 def test_demo_succeeds(demo):

@@ -17,7 +17,7 @@ from .buffer import from_numpy as _buffer_from_numpy
 from .commands import Command
 from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
-from .errors import ArgumentError, DtypeError, ShapeError, WgComputeError
+from .errors import ArgumentError, DeviceError, DtypeError, ShapeError, WgComputeError
 from .kernels import registry
 from .kernels.base import Meta
 from .kernels.image import ImageKernel
@@ -296,7 +296,15 @@ def _output_for(kernel, inputs, params, out):
     if out is not None:
         return out
     shape, dtype = kernel.output_spec(list(inputs), params)
-    return _empty(shape, dtype, label=f"{kernel.name}-out", device=inputs[0].device)
+    device = inputs[0].device
+    if params.get("size") is not None:  # size= sets the output: a too large one is named
+        nbytes = int(np.prod(shape, dtype=object)) * DTYPES[dtype].itemsize
+        limit = device.limit("max-buffer-size")
+        if nbytes > limit:
+            raise DeviceError(f"{kernel.name}: param 'size': {tuple(params['size'])} makes a "
+                              f"{shape} {dtype} output of {nbytes} bytes, more than this "
+                              f"adapter's max-buffer-size ({limit} bytes, {device.name})")
+    return _empty(shape, dtype, label=f"{kernel.name}-out", device=device)
 
 
 def apply(kernel: str, image: Buffer, *extra: Buffer, out: Buffer | None = None,
@@ -356,11 +364,32 @@ _NOT_IMAGES = {"preprocess": "writes a CHW model tensor, not an image",
                "generate_gradient": "takes no input image"}
 
 
+_MAX_NESTING = 100  # brackets inside brackets, or signs in a row: Python's parser recurses
+_SIGNS = re.compile(r"(?:(?:[-+~]|\bnot\b)\s*){" + str(_MAX_NESTING + 1) + ",}")
+
+
+def _nesting(piece: str) -> int:
+    depth = deepest = 0
+    for ch in piece:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
 def _parse_stage(piece: str):
+    too_deep = (f"nested too deeply: at most {_MAX_NESTING} brackets inside each other or "
+                f"signs in a row")
+    if _nesting(piece) > _MAX_NESTING or _SIGNS.search(piece):
+        raise ValueError(too_deep)
     try:
         node = ast.parse(piece.strip(), mode="eval").body
     except SyntaxError:
         raise ValueError("expected name or name(param=value, ...)") from None
+    except (RecursionError, MemoryError):  # e.g. 1+1+...+1: a tree too deep to build
+        raise ValueError(too_deep) from None
     if isinstance(node, ast.Name):
         return node.id, {}
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
@@ -374,9 +403,18 @@ def _parse_stage(piece: str):
         try:
             params[kw.arg] = ast.literal_eval(kw.value)
         except ValueError:
-            raise ValueError(f"param {kw.arg!r}: value {ast.unparse(kw.value)!r} is not a "
+            raise ValueError(f"param {kw.arg!r}: value {_source(piece, kw.value)!r} is not a "
                              f"literal (number, string, tuple or list)") from None
+        except RecursionError:
+            raise ValueError(f"param {kw.arg!r}: {too_deep}") from None
     return node.func.id, params
+
+
+def _source(piece: str, node, limit: int = 60) -> str:
+    """The text of ``node`` in the stripped ``piece`` (shortened): ast.unparse would recurse
+    through a deep tree."""
+    text = ast.get_source_segment(piece.strip(), node) or "?"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def parse_pipeline(text: str, shape=(64, 64, 4), dtype: str = "u8") -> list[Stage]:

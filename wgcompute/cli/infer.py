@@ -25,9 +25,11 @@ DESCRIPTION = """Classify images with an ONNX model on the GPU.
 Each image is decoded, resized (shorter side to 256/224 of the model's input size) and
 center-cropped on threads (a JPEG much larger than that decodes at a reduced scale);
 batches then run preprocess (normalize, HWC -> CHW) -> model -> softmax on the GPU, one
-submit per batch, while the next batches decode. Labels come from a text file of one class
-name per line; --json prints the results as JSON, and -o FILE writes them to FILE (a
-temporary file, then a rename: never half-written).
+submit per batch, while the next batches decode. A model that ends in Softmax gives
+probabilities already and gets no second one (--softmax yes|no decides otherwise); a
+--batch larger than the number of images is cut to it. Labels come from a text file of one
+class name per line, as many as the model has classes; --json prints the results as JSON,
+and -o FILE writes them to FILE (a temporary file, then a rename: never half-written).
 
 With --workers N (a local Dask cluster of N worker processes, one per GPU) or --scheduler
 ADDRESS (a running Dask cluster whose workers see the same files), the batches are spread
@@ -44,7 +46,13 @@ def add_arguments(p) -> None:
     p.add_argument("inputs", nargs="+", metavar="IMAGE", help="image files, globs or directories")
     p.add_argument("--top", type=int, default=5, help="classes shown per image (default 5)")
     p.add_argument("--batch", type=int, default=1, help="images per GPU submit (default 1)")
-    p.add_argument("--labels", metavar="FILE", help="class names, one per line")
+    p.add_argument("--labels", metavar="FILE",
+                   help="class names, one per line (as many as the model has classes)")
+    p.add_argument("--softmax", choices=("auto", "yes", "no"), default="auto",
+                   help="apply softmax to the model's outputs: auto (default): unless the "
+                        "model ends in Softmax (probabilities already; a final LogSoftmax's "
+                        "log-probabilities get it, which gives the probabilities), yes, or no "
+                        "(show the outputs as they are)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--size", type=int, default=None,
                    help="input side in pixels (default: the model's, else 224)")
@@ -183,21 +191,49 @@ def _load_labels(path: str | None, classes: int) -> list[str]:
             names = [line.strip() for line in f if line.strip()]
     except OSError as e:
         raise UsageError(f"--labels: cannot read {path!r}: {e.strerror}") from None
-    if len(names) < classes:
+    if len(names) != classes:
         raise UsageError(f"--labels: {path!r} has {len(names)} names; the model has "
-                         f"{classes} classes")
+                         f"{classes} classes (one name per class, in class order)")
     return names
+
+
+# ops that only reshape their first input: a Softmax before them still ends the model
+_RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
+
+
+def final_softmax(model) -> str | None:
+    """"Softmax" or "LogSoftmax" when the model's output is one over the class axis (axis 1
+    or -1), through any reshapes after it; else None (the output is logits)."""
+    graph = model.graph
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    node = producer.get(graph.outputs[0]) if graph.outputs else None
+    while node is not None and node.op in _RESHAPES and node.inputs:
+        node = producer.get(node.inputs[0])
+    if node is None or node.op not in ("Softmax", "LogSoftmax"):
+        return None
+    axis = node.attrs.get("axis", 1 if graph.opset < 13 else -1)
+    return node.op if axis in (1, -1) else None
+
+
+def wants_softmax(model, mode: str) -> bool:
+    """--softmax: "yes", "no", or "auto": unless the model ends in Softmax (probabilities
+    already). A LogSoftmax's outputs get it: softmax(log p) = p."""
+    if mode == "auto":
+        return final_softmax(model) != "Softmax"
+    return mode == "yes"
 
 
 class Classifier:
     """preprocess_batch -> model -> softmax as one pipeline per (input, output) buffer pair
     (stream_map reuses its slots' buffers, so a few pipelines serve a whole run). ``kernel``
-    is the model as a kernel: Model.kernel, or the name wgc.ml.register_model gave it."""
+    is the model as a kernel: Model.kernel, or the name wgc.ml.register_model gave it;
+    ``softmax`` False leaves the model's outputs as they are."""
 
-    def __init__(self, kernel, size: int, mean, std):
+    def __init__(self, kernel, size: int, mean, std, softmax: bool = True):
         self.kernel = kernel
         self.size = size
         self.params = {"size": (size, size), "mean": tuple(mean), "std": tuple(std)}
+        self.softmax = softmax
         self.pipelines: dict = {}
 
     def __call__(self, inp, out):
@@ -208,10 +244,13 @@ class Classifier:
             p = wgc.pipeline(f"infer batch of {n}")
             p.add(kernel="preprocess_batch", inputs=[inp], params=self.params)
             pre = p.stages[-1]["output"]
-            p.add(kernel=self.kernel, inputs=[pre],
-                  output=wgc.empty(out.shape, "f32", label="logits"))
-            logits = p.stages[-1]["output"]
-            p.add(kernel="softmax", inputs=[logits], output=out)
+            if not self.softmax:
+                p.add(kernel=self.kernel, inputs=[pre], output=out)
+            else:
+                p.add(kernel=self.kernel, inputs=[pre],
+                      output=wgc.empty(out.shape, "f32", label="logits"))
+                logits = p.stages[-1]["output"]
+                p.add(kernel="softmax", inputs=[logits], output=out)
             self.pipelines[key] = p
         return p.submit()
 
@@ -223,18 +262,19 @@ class ClusterClassifier:
     and model digest (wgc.dask's model work), so the kernels are those of a run without a
     cluster."""
 
-    def __init__(self, model_recipe, size: int, mean, std):
+    def __init__(self, model_recipe, size: int, mean, std, softmax: bool = True):
         self.model_recipe = model_recipe
         self.size = size
         self.mean = tuple(mean)
         self.std = tuple(std)
+        self.softmax = softmax
         self.classifier = None
 
     def __call__(self, inp, out):
         if self.classifier is None:  # stream_map calls it on one thread, in batch order
             model = wgc.dask.work(self.model_recipe)
             kernel = model.stream_args((inp.shape[0], 3, self.size, self.size), "f32")["work"]
-            self.classifier = Classifier(kernel, self.size, self.mean, self.std)
+            self.classifier = Classifier(kernel, self.size, self.mean, self.std, self.softmax)
         return self.classifier(inp, out)
 
 
@@ -255,7 +295,7 @@ def _progress_bar(total: int, enabled: bool):
 
 
 def classify(files, model, size: int, classes: int, *, mean, std, batch: int, top: int,
-             threads: int, progress: bool):
+             threads: int, progress: bool, softmax: bool = True):
     """Decode on ``threads`` threads, classify through one stream_map. Returns (results,
     failures): (path, top_classes) per image classified, (path, error) per image that
     failed, both in the order of ``files``."""
@@ -276,8 +316,8 @@ def classify(files, model, size: int, classes: int, *, mean, std, batch: int, to
 
     results = []
     try:
-        stream = wgc.stream_map(Classifier(model.kernel, size, mean, std), batches(), depth=3,
-                                out_shape=(batch, classes), out_dtype="f32")
+        stream = wgc.stream_map(Classifier(model.kernel, size, mean, std, softmax), batches(),
+                                depth=3, out_shape=(batch, classes), out_dtype="f32")
         for i, probs in enumerate(stream):
             for slot, path in ok_slots[i]:
                 results.append((path, top_classes(probs[slot], top)))
@@ -303,7 +343,8 @@ def _classify_batch(w, names, size: int, batch: int, top: int):
 
 
 def classify_on_cluster(files, model, size: int, classes: int, *, mean, std, batch: int,
-                        top: int, progress: bool, workers=None, scheduler=None, threads=None):
+                        top: int, progress: bool, workers=None, scheduler=None, threads=None,
+                        softmax: bool = True):
     """The files spread over a Dask cluster's workers (a local one of ``workers`` processes,
     or the one at ``scheduler``) in tasks of one batch each: a worker runs ``threads`` (4)
     tasks at once, and they meet in its one stream_map, which overlaps their decoding,
@@ -313,7 +354,7 @@ def classify_on_cluster(files, model, size: int, classes: int, *, mean, std, bat
     each image meets the same kernels. Returns (results, failures) as classify() does."""
     import distributed
 
-    fn = ClusterClassifier(wgc.dask.work(model).recipe, size, mean, std)
+    fn = ClusterClassifier(wgc.dask.work(model).recipe, size, mean, std, softmax)
     w = wgc.dask.work(fn, {"out_shape": (batch, classes), "out_dtype": "f32"})
     chunks = [files[i:i + batch] for i in range(0, len(files), batch)]
     done: list = [None] * len(chunks)
@@ -375,6 +416,7 @@ def run(args) -> int:
         probe = model.plan((1, 3, size, size)).output_shape
         classes = int(np.prod(probe[1:]))
         labels = _load_labels(args.labels, classes)
+        softmax = wants_softmax(model, args.softmax)
     except (UsageError, wgc.WgComputeError) as e:
         print(f"wgcompute infer: error: {e}", file=sys.stderr)
         return 2
@@ -383,8 +425,13 @@ def run(args) -> int:
         print(f"removed {len(stale)} temporary file(s) left by an interrupted run",
               file=sys.stderr)
 
-    common = {"mean": args.mean, "std": args.std, "batch": args.batch, "top": args.top,
-              "progress": not args.no_progress and sys.stderr.isatty()}
+    batch = args.batch
+    if batch > len(files):  # every batch is padded to --batch images: no more than there are
+        print(f"--batch: {batch} is more than the {len(files)} image(s); using {len(files)}",
+              file=sys.stderr)
+        batch = len(files)
+    common = {"mean": args.mean, "std": args.std, "batch": batch, "top": args.top,
+              "progress": not args.no_progress and sys.stderr.isatty(), "softmax": softmax}
     t0 = time.perf_counter()
     if args.workers is not None or args.scheduler is not None:
         found, failures = classify_on_cluster(files, model, size, classes, **common,

@@ -224,9 +224,12 @@ def reduce_sum(x, axis=None, *, split_every=None) -> da.Array:
     """Sum over ``axis`` (None: everything; an int or a tuple), each chunk on the GPU of its
     worker, then the chunks' sums combined. dtypes as numpy's: integers sum exactly in 64
     bits (uint64 for unsigned), floats in their own dtype (the GPU's summation order, so
-    within rounding of numpy's)."""
+    within rounding of numpy's); f16 sums in f32 (as numpy's), rounded to f16 at the end."""
     x = _check_array(x)
     out_np = np.sum(np.zeros(1, x.dtype)).dtype
+    if x.dtype == np.float16:  # a chunk's or a combined sum past 65504 must not overflow
+        return _reduction("sum", x, axis, np.float32, split_every, acc=np.float32) \
+            .astype(out_np)
     return _reduction("sum", x, axis, out_np, split_every)
 
 
@@ -246,11 +249,13 @@ def reduce_min(x, axis=None, *, split_every=None) -> da.Array:
 def reduce_mean(x, axis=None, *, split_every=None) -> da.Array:
     """Mean over ``axis`` (None: everything): the GPU sums each chunk, the sums are
     combined and divided by the count. float64 for integers (32-bit and smaller sum exactly
-    in 64 bits, 64-bit ones in float64 as numpy does), the dtype itself for floats (f16 and
-    f32 sums combined in float64)."""
+    in 64 bits, 64-bit ones in float64 as numpy does), the dtype itself for floats (an f16
+    chunk summed in f32, the chunks' sums combined in float64)."""
     x = _check_array(x)
     if x.dtype.kind == "f":
-        total = _reduction("sum", x, axis, np.float64, split_every)
+        # f16 chunks sum in f32 on the GPU (an f16 sum past 65504 is inf)
+        acc = np.float32 if x.dtype == np.float16 else None
+        total = _reduction("sum", x, axis, np.float64, split_every, acc=acc)
         out_np = x.dtype
     elif x.dtype.itemsize == 8:  # 64-bit sums could wrap: sum as numpy does, in float64
         total = _reduction("sum", x, axis, np.float64, split_every, acc=np.float64)

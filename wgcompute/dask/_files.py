@@ -35,11 +35,12 @@ def connect(workers: int | None = None, scheduler: str | None = None, **cluster_
         raise wgc.ArgumentError("workers: give either workers (a local cluster) or scheduler "
                                 "(an existing one), not both")
     if scheduler is not None:
-        if not isinstance(scheduler, str) or not scheduler.strip():
-            raise wgc.ArgumentError(f"scheduler: expected an address like tcp://host:8786, got "
-                                    f"{scheduler!r}")
+        _check_address(scheduler)
         try:
             client = distributed.Client(scheduler, timeout="30s")
+        except ValueError as e:  # an address distributed reads otherwise than the check
+            raise wgc.ArgumentError(f"scheduler: {scheduler!r} is not a Dask scheduler's "
+                                    f"address ({e})") from e
         except OSError as e:
             raise wgc.DeviceError(f"scheduler: cannot reach a Dask scheduler at {scheduler!r} "
                                   f"({e})") from e
@@ -48,6 +49,26 @@ def connect(workers: int | None = None, scheduler: str | None = None, **cluster_
         return
     with LocalCluster(workers, **cluster_kwargs) as cluster, cluster.get_client() as client:
         yield client
+
+
+def _check_address(scheduler) -> None:
+    """Refuse what is no address before distributed.Client (which raises a bare ValueError
+    and leaves a client behind): a known scheme, and a host with a port in 1..65535."""
+    from distributed.comm import get_address_host_port, parse_address
+
+    expected = "expected an address like tcp://host:8786"
+    if not isinstance(scheduler, str) or not scheduler.strip():
+        raise wgc.ArgumentError(f"scheduler: {expected}, got {scheduler!r}")
+    try:
+        scheme, _ = parse_address(scheduler)
+        if scheme == "inproc":  # a scheduler in this process: no host and port
+            return
+        host, port = get_address_host_port(scheduler)
+    except ValueError as e:
+        raise wgc.ArgumentError(f"scheduler: {expected}, got {scheduler!r} ({e})") from None
+    if not host or not 0 < port < 65536:
+        raise wgc.ArgumentError(f"scheduler: {expected} (a host and a port in 1..65535), got "
+                                f"{scheduler!r}")
 
 
 def map_files(work_, sources, dests, *, load: Callable, save: Callable, client,

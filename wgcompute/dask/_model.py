@@ -1,6 +1,7 @@
 """An ONNX model (wgc.ml.Model) as work on a Dask cluster: it travels as its file's path and
-content hash (a cluster on one machine, or a shared file system) or as its bytes, and each
-worker loads it once and runs it as a kernel through its stream_map."""
+content hash (a cluster on one machine, or a shared file system) or as its bytes (a model
+with external data: with that data inline), and each worker loads it once and runs it as a
+kernel through its stream_map."""
 
 from __future__ import annotations
 
@@ -79,9 +80,13 @@ class ModelKind(WorkKind):
                                     f"inputs and {len(obj.output_names)} outputs; a model "
                                     f"here takes one float input and gives one output")
         data = obj.onnx_bytes()
-        digest = hashlib.sha256(data).hexdigest()
         send = bool(params.get("send_bytes")) or obj.source is None
         path = None if obj.source is None else os.path.abspath(obj.source)
+        if path is not None and _has_external_data(data):
+            # a worker given the .onnx alone would look for the data in its own working
+            # directory: the model travels whole, its data read here from its own folder
+            data, send, path = _inline(obj.name, path), True, None
+        digest = hashlib.sha256(data).hexdigest()
         return Work(self.name, ModelRecipe(digest, path, data if send else None, obj.dtype,
                                            obj.name, obj.precision))
 
@@ -128,6 +133,27 @@ class ModelKind(WorkKind):
 
     def describe(self, w):
         return repr(w.recipe)
+
+
+def _has_external_data(data: bytes) -> bool:
+    import onnx
+    from onnx import external_data_helper as edh
+
+    proto = onnx.load_from_string(data)
+    return any(edh.uses_external_data(t) for t in edh._get_all_tensors(proto))
+
+
+def _inline(name: str, path: str) -> bytes:
+    """The model at ``path`` serialized with its external data inline (onnx.load reads it
+    from the model's folder, as wgc.ml.load_onnx does)."""
+    import onnx
+
+    try:
+        proto = onnx.load(path)
+        return proto.SerializeToString()
+    except Exception as e:  # data outside the folder, missing, or a model over 2 GiB
+        raise wgc.ModelError(f"model {name!r}: its external data cannot travel with it to "
+                             f"the workers ({type(e).__name__}: {e})") from e
 
 
 register_work_kind(ModelKind())

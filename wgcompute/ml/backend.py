@@ -10,6 +10,10 @@ from ..errors import ModelError
 from .model import Model, load_onnx
 
 
+def _load_args(kwargs) -> dict:
+    return {k: kwargs[k] for k in ("dtype", "precision", "max_folded_bytes") if k in kwargs}
+
+
 class WgcBackendRep(BackendRep):
     """A prepared model: ``run(inputs)`` returns every output as numpy, in graph order."""
 
@@ -29,15 +33,16 @@ class WgcBackend(Backend):
     @classmethod
     def is_compatible(cls, model, device: str = "CPU", **kwargs) -> bool:
         try:
-            load_onnx(model)
+            load_onnx(model, **_load_args(kwargs))
         except ModelError:
             return False
         return True
 
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs) -> WgcBackendRep:
+        """``kwargs`` may hold load_onnx's dtype, precision and max_folded_bytes."""
         super().prepare(model, device, **kwargs)
-        return WgcBackendRep(load_onnx(model))
+        return WgcBackendRep(load_onnx(model, **_load_args(kwargs)))
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs):

@@ -30,38 +30,85 @@ def _attr_value(a):
     return v
 
 
+MAX_FOLDED_ENV = "WGCOMPUTE_MAX_FOLDED_BYTES"
+MIN_FOLDED_BYTES = 64 << 20  # the default cap is max(this, FOLDED_PER_FILE_BYTE × file size)
+FOLDED_PER_FILE_BYTE = 16
+
+
+def folded_limit(max_folded_bytes, file_bytes: int) -> int:
+    """What constant folding may create for a model of ``file_bytes``: the argument, else the
+    environment variable, else max(64 MiB, 16 × the file's size)."""
+    what = "max_folded_bytes"
+    if max_folded_bytes is None:
+        raw = os.environ.get(MAX_FOLDED_ENV, "").strip()
+        if not raw:
+            return max(MIN_FOLDED_BYTES, FOLDED_PER_FILE_BYTE * file_bytes)
+        what = MAX_FOLDED_ENV
+        try:
+            max_folded_bytes = int(raw)
+        except ValueError:
+            raise ArgumentError(f"{MAX_FOLDED_ENV}: expected a number of bytes, got "
+                                f"{raw!r}") from None
+    if isinstance(max_folded_bytes, bool) or not isinstance(max_folded_bytes, int) \
+            or max_folded_bytes < 0:
+        raise ArgumentError(f"{what}: expected an int >= 0 (bytes), got {max_folded_bytes!r}")
+    return max_folded_bytes
+
+
+def _refuse_external_data(proto) -> None:
+    """A model given as bytes or a ModelProto has no folder its external data could be in: a
+    tensor stored outside it is refused (it would be read from the working directory)."""
+    from onnx import external_data_helper as edh
+
+    for t in edh._get_all_tensors(proto):
+        if edh.uses_external_data(t):
+            where = next((e.value for e in t.external_data if e.key == "location"), "?")
+            raise ModelError(f"load_onnx: tensor {t.name!r} keeps its data in the file "
+                             f"{where!r}; a model given as bytes or an onnx.ModelProto has no "
+                             f"folder to read it from: load it from its path instead")
+
+
 def _read_model(source):
-    """An onnx ModelProto from a path, bytes or a ModelProto."""
+    """(an onnx ModelProto, its size in bytes) from a path, bytes or a ModelProto. A path's
+    external data is read by onnx.load, which keeps it inside the model's folder (no absolute
+    location, no '..', no symbolic link); bytes and protos may have none."""
     try:
         import onnx
     except ImportError:
         raise ModelError("load_onnx: the onnx package is not installed (pip install "
                          "'wgcompute[ml]')") from None
     if isinstance(source, onnx.ModelProto):
-        return source
+        _refuse_external_data(source)
+        return source, source.ByteSize()
     if isinstance(source, (bytes, bytearray, memoryview)):
         try:
-            return onnx.load_from_string(bytes(source))
+            proto = onnx.load_from_string(bytes(source))
         except Exception as e:
             raise ModelError(f"load_onnx: the bytes are not an ONNX model: {e}") from e
+        _refuse_external_data(proto)
+        return proto, len(source)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise ArgumentError(f"load_onnx: {path!r} is not a file")
         try:
-            return onnx.load(path)
+            proto = onnx.load(path)
         except Exception as e:
-            raise ModelError(f"load_onnx: {path!r} is not an ONNX model: {e}") from e
+            raise ModelError(f"load_onnx: {path!r} is not an ONNX model (or its external "
+                             f"data cannot be read from its folder): {e}") from e
+        return proto, proto.ByteSize()
     raise ArgumentError(f"load_onnx: expected a path, bytes or an onnx.ModelProto, got "
                         f"{type(source).__name__}")
 
 
-def read_onnx(source) -> Graph:
-    """The model's graph, checked for unsupported operators and rewritten (see module doc)."""
+def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
+    """The model's graph, checked for unsupported operators and rewritten (see module doc);
+    ``max_folded_bytes``: what constant folding may create (see folded_limit)."""
     import onnx
     from onnx import numpy_helper
 
-    proto = _read_model(source)
+    proto, file_bytes = _read_model(source)
+    limit = folded_limit(max_folded_bytes, file_bytes)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:
         raise ModelError("load_onnx: the model imports no opset of the default ONNX domain")
@@ -96,9 +143,18 @@ def read_onnx(source) -> Graph:
     graph = Graph(nodes, constants, inputs, [o.name for o in g.output], opset,
                   g.name or "model", set(constants),
                   [o.type.tensor_type.elem_type if o.type.HasField("tensor_type") else 0
-                   for o in g.output])
+                   for o in g.output], max_folded_bytes=limit)
+    for vi in [*g.input, *g.value_info, *g.output]:
+        if vi.type.HasField("tensor_type"):
+            tt = vi.type.tensor_type
+            if tt.elem_type:
+                graph.value_types[vi.name] = tt.elem_type
+            if tt.HasField("shape"):
+                graph.value_ranks[vi.name] = len(tt.shape.dim)
+    check_graph(graph)
     check_supported(graph)
     fold_constants(graph)
+    check_runnable(graph)
     fold_batch_norms(graph)
     transpose_gemm_weights(graph)
     return graph
@@ -111,7 +167,18 @@ def check_supported(graph: Graph) -> None:
         if elem not in _FLOAT_TYPES + _HOST_TYPES:
             bad.append(("(input)", name, graph.opset, "inputs must be float or integer "
                                                       "tensors"))
+    ok_types = (np.float16, np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32,
+                np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+    for name, arr in graph.constants.items():
+        if arr.dtype.type not in ok_types:
+            bad.append(("(initializer)", name, graph.opset, f"{arr.dtype} tensors do not exist "
+                                                            f"in wgcompute"))
     for n in graph.nodes:
+        if n.op == "Constant" and isinstance(n.attrs.get("value"), np.ndarray) \
+                and n.attrs["value"].dtype.type not in ok_types:
+            bad.append((n.op, n.name, graph.opset, f"a {n.attrs['value'].dtype} value: the "
+                                                   f"type does not exist in wgcompute"))
+            continue
         if n.domain not in ("", "ai.onnx"):
             bad.append((n.op, n.name, graph.opset, f"domain {n.domain!r} is not supported"))
             continue
@@ -129,16 +196,46 @@ def check_supported(graph: Graph) -> None:
                          bad)
 
 
+def check_graph(graph: Graph) -> None:
+    """The graph is in single static assignment and in order, as ONNX requires: every value
+    written once (never over a graph input or initializer), and read only after it is
+    written. One ModelError naming the nodes."""
+    writer: dict[str, str] = {name: "the graph's input" for name, _, _ in graph.inputs}
+    writer.update((name, "an initializer") for name in graph.constants)
+    bad = []
+    for n in graph.nodes:
+        for x in n.inputs:
+            if x and x not in writer:
+                why = "its own output" if x in n.outputs else "a value no node before it writes"
+                bad.append(f"  {n.op} {n.name!r} reads {x!r}, {why}")
+        for y in n.outputs:
+            if not y:
+                continue
+            if y in writer:
+                bad.append(f"  {n.op} {n.name!r} writes {y!r}, already written by "
+                           f"{writer[y]}")
+            else:
+                writer[y] = f"{n.op} {n.name!r}"
+    for y in graph.outputs:
+        if y not in writer:
+            bad.append(f"  graph output {y!r} is written by no node")
+    if bad:
+        raise ModelError("load_onnx: the graph is not valid ONNX (each value is written once, "
+                         "before it is read):\n" + "\n".join(bad))
+
+
 def fold_constants(graph: Graph) -> None:
-    """Evaluate, once, every node whose inputs are all constants (numpy)."""
+    """Evaluate, once, every node whose inputs are all constants (numpy), within the graph's
+    max_folded_bytes (checked from shapes before anything is allocated)."""
     kept = []
+    budget = ops_onnx.FoldBudget(graph.max_folded_bytes)
     for n in graph.nodes:
         spec = ops_onnx.OPS[n.op]
         ins = [x for x in n.inputs if x]
         if spec.fold is not None and all(x in graph.constants for x in ins):
             values = [graph.constants[x] if x else None for x in n.inputs]
             try:
-                outs = spec.fold(n, values, graph.opset)
+                outs = ops_onnx.fold(n, values, graph.opset, budget)
             except ModelError:
                 raise
             except Exception as e:
@@ -149,6 +246,109 @@ def fold_constants(graph: Graph) -> None:
             continue
         kept.append(n)
     graph.nodes = kept
+
+
+# inputs that are parameters, read on the host: they must be known when the model is planned
+_HOST_PARAMS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Gather": (1,),
+                "Dropout": (2,)}  # Dropout's ratio is unused in inference
+_SPATIAL_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool")
+_F32, _F16, _F64 = 1, 10, 11
+
+
+def check_runnable(graph: Graph) -> None:
+    """After folding: every node left either folds on the host when the model is planned
+    (its inputs all constants or integer inputs) or lowers to kernels, and what it computes
+    on the GPU is what ONNX says. Refused here, one ModelError naming every node: an operator
+    that only folds reading a computed tensor, a parameter that is computed, a computed integer
+    tensor, float64 arithmetic (the kernels compute float32: only casts whose result is exact
+    pass), a cast to float16 feeding further arithmetic (its rounding would be skipped),
+    training mode, and spatial operators on other than 1-D and 2-D data."""
+    host = set(graph.constants)  # values known on the host when the model is planned
+    types: dict[str, int] = dict(graph.value_types)
+    for name, arr in graph.constants.items():
+        if arr.dtype == np.float64:
+            types[name] = _F64
+    for name, _, elem in graph.inputs:
+        types[name] = elem
+        if elem in _HOST_TYPES:
+            host.add(name)
+    exact64: set[str] = set()  # float64 values whose f32 computation is exact (casts of f32)
+    f16_cast: dict[str, Node] = {}  # values of a cast to float16 of a computed tensor
+    bad = []
+
+    def refuse(n, why):
+        bad.append((n.op, n.name, graph.opset, why))
+
+    for n in graph.nodes:
+        spec = ops_onnx.OPS[n.op]
+        ins = [x for x in n.inputs if x]
+        if (spec.fold is not None and all(x in host for x in ins)) or n.op == "Shape":
+            host.update(y for y in n.outputs if y)
+            continue
+        if spec.lower is None:
+            computed = next(x for x in ins if x not in host)
+            refuse(n, f"runs on constants only; its input {computed!r} is computed at run "
+                      f"time")
+            continue
+        params = _HOST_PARAMS.get(n.op, ())
+        for i in params:
+            if i < len(n.inputs) and n.inputs[i] and n.inputs[i] not in host:
+                refuse(n, f"input {i} ({n.inputs[i]!r}) must be a constant; it is computed "
+                          f"at run time")
+        mode = n.inputs[2] if n.op == "Dropout" and len(n.inputs) > 2 else ""
+        if mode and (mode not in graph.constants
+                     or bool(np.asarray(graph.constants[mode]).reshape(-1)[0])):
+            refuse(n, "training mode is not supported (inference only): training_mode must "
+                      "be a constant False")
+        for i, x in enumerate(n.inputs):
+            if not x or i in params:
+                continue
+            t = types.get(x, 0)
+            if x in host and t not in (0, *_FLOAT_TYPES):
+                refuse(n, f"input {x!r} is {ops_onnx.type_name(t)}: the kernels compute "
+                          f"float tensors (integer tensors only fold on the host)")
+            elif t == _F64 and x not in exact64 and not (
+                    n.op == "Cast" and int(n.attrs.get("to", 0)) == _F32):
+                refuse(n, f"input {x!r} is DOUBLE: wgcompute computes float32, not float64")
+            elif x in exact64 and not (n.op == "Cast"
+                                       and int(n.attrs.get("to", 0)) in (_F32, _F16)):
+                refuse(n, f"input {x!r} is DOUBLE: wgcompute computes float32, not float64")
+            if x in f16_cast:
+                c = f16_cast[x]
+                refuse(c, f"casts to FLOAT16 a tensor computed in float32 that {n.op} "
+                          f"{n.name!r} then computes with: the rounding to float16 would be "
+                          f"skipped")
+        if n.op == "Cast":
+            to = int(n.attrs.get("to", 0))
+            src = types.get(n.inputs[0], 0)
+            if to not in _FLOAT_TYPES:
+                refuse(n, f"a cast of a computed tensor to {ops_onnx.type_name(to)} (the "
+                          f"kernels compute float tensors)")
+            elif to == _F64 and src in (_F32, _F16):
+                exact64.add(n.outputs[0])
+            elif to == _F16 and src != _F16:
+                f16_cast[n.outputs[0]] = n
+            types[n.outputs[0]] = to
+        if n.op in _SPATIAL_OPS:
+            rank = graph.value_ranks.get(n.inputs[0])
+            w = n.inputs[1] if n.op.startswith("Conv") and len(n.inputs) > 1 else None
+            if rank is None and w in graph.constants:
+                rank = graph.constants[w].ndim
+            if rank is not None and rank not in (3, 4):
+                refuse(n, f"a {rank - 2}-D input: wgcompute runs 1-D and 2-D (N, C, L) / "
+                          f"(N, C, H, W) only")
+        first = next((types[x] for x in ins if x in types), 0)
+        for y in n.outputs:
+            if y and y not in types:
+                types[y] = first
+    for y in graph.outputs:
+        if types.get(y) == _F64 and y not in host and y not in exact64:
+            bad.append(("(output)", y, graph.opset, "a DOUBLE output computed in float32"))
+    if bad:
+        lines = "\n".join(f"  {op} {name!r} (opset {opset}): {why}"
+                          for op, name, opset, why in bad)
+        raise ModelError(f"load_onnx: {len(bad)} node(s) wgcompute cannot run:\n{lines}",
+                         bad)
 
 
 def _users(graph: Graph) -> dict[str, list[Node]]:

@@ -28,6 +28,9 @@ class Graph:
     name: str = "model"
     weights: set = field(default_factory=set)  # constants that are model parameters
     output_types: list = field(default_factory=list)  # ONNX elem type per output (0: unknown)
+    value_types: dict = field(default_factory=dict)  # name -> ONNX elem type, where known
+    value_ranks: dict = field(default_factory=dict)  # name -> rank, where known at load
+    max_folded_bytes: int = 64 << 20  # what folding constants may create, in all
 
 
 @dataclass(frozen=True)

@@ -423,7 +423,8 @@ class Model:
         return enc.finish()
 
     def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
-        """Float outputs in the type the graph declares (f64 / f16 models compute in f32)."""
+        """Float outputs in the type the graph declares (f16 models compute in f32; a float64
+        output is an exact cast, load_onnx refuses the others)."""
         typed = []
         for a, t in zip(outs, self.graph.output_types, strict=True):
             want = _FLOAT_NUMPY.get(t)
@@ -464,12 +465,18 @@ class Model:
                     exe = self._exes[key] = _Executable(ins, out, d, threading.Lock())
         return exe
 
-    def profile(self, *inputs, repeat: int = 5) -> list[dict]:
+    def profile(self, *inputs, repeat: int = 5, trace=None) -> list[dict]:
         """Per-layer GPU times (ms, the median of ``repeat`` runs) from timestamp queries:
         each step in its own compute pass. Returns dicts with layer (ONNX node names,
-        fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query."""
+        fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
+        ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
+        chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
         import wgpu
 
+        from ..timeline import check_trace_path
+
+        if trace is not None:
+            trace = check_trace_path(trace, "trace")
         device = _device()
         if not device.has("timestamp-query"):
             raise ArgumentError(f"profile: {device.name} lacks the 'timestamp-query' feature")
@@ -487,7 +494,7 @@ class Model:
         parts = exe.dispatch.parts
         n = len(parts)
         if n == 0:
-            return []
+            return self._trace([], trace, device)
         dev = device.gpu_device
         qs = dev.create_query_set(label=f"{self.name}-profile", type=wgpu.QueryType.timestamp,
                                   count=2 * n)
@@ -515,8 +522,17 @@ class Model:
                         times[i].append(max(int(ticks[2 * i + 1]) - int(ticks[2 * i]), 0) / 1e6)
         finally:
             resolve.destroy()
-        return [{"layer": st.label, "kernel": st.kernel.name,
-                 "ms": float(np.median(t[1:]))} for st, t in zip(plan.steps, times, strict=True)]
+        return self._trace([{"layer": st.label, "kernel": st.kernel.name,
+                             "ms": float(np.median(t[1:]))}
+                            for st, t in zip(plan.steps, times, strict=True)], trace, device)
+
+    def _trace(self, rows: list[dict], trace: str | None, device) -> list[dict]:
+        """profile()'s rows, written first as a Chrome trace to ``trace`` when it is a path."""
+        if trace is not None:
+            from ..timeline import profile_trace_events, write_trace
+
+            write_trace(trace, profile_trace_events(rows, device.label, self.name), "trace")
+        return rows
 
     def free(self) -> None:
         """Release the uploaded weights and bound runs (the model can no longer run)."""
@@ -635,7 +651,7 @@ def _cached_file(path: str) -> Model:
 
 
 def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
-              name: str | None = None) -> Model:
+              name: str | None = None, max_folded_bytes: int | None = None) -> Model:
     """Load an ONNX model (a path, bytes or an onnx.ModelProto) to run on the GPU.
 
     Every node is checked first: one ModelError lists all the operators wgcompute cannot run.
@@ -644,7 +660,13 @@ def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
     adapter's shader-f16). Outputs are f32; inputs may be f32 or f16 arrays (an f16 array
     goes up as it is: half the bytes). ``precision="mixed"`` (f16 only) lets the
     convolutions' tiled GEMMs sum each k slice of 8 or 16 products in f16 and only the
-    slices in f32: about 1.2x faster on NVIDIA GPUs, with a larger error (docs: "f16")."""
+    slices in f32: about 1.2x faster on NVIDIA GPUs, with a larger error (docs: "f16").
+
+    ``max_folded_bytes`` caps what folding constants may create (a small file can describe
+    huge constants): by default max(64 MiB, 16 × the model's size), or the environment
+    variable WGCOMPUTE_MAX_FOLDED_BYTES; a model over it is refused before anything is
+    allocated. A model given as bytes or a ModelProto may not keep data in external files; a
+    path's external data is read from inside its folder only."""
     if dtype not in DTYPES:
         raise ArgumentError(f"dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
     if precision not in PRECISIONS:
@@ -657,7 +679,7 @@ def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
         raise ModelError(f"dtype 'f16' needs the adapter feature 'shader-f16', which "
                          f"{_device().name} does not have")
     try:
-        graph = read_onnx(source)
+        graph = read_onnx(source, max_folded_bytes)
     except WgComputeError:
         raise
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None

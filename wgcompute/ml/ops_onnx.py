@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ModelError
 from ..kernels.conv import CONV2D, CONV2D_RESIDUAL, CONV_TRANSPOSE2D, GEMM
 from ..kernels.nn import (
     LRN,
@@ -286,7 +287,10 @@ def _lower_gemm(lw, n):
     else:
         c, beta = lw.const_tensor(np.zeros(1, np.float32)), 0.0
     act, _, _, name, label = _epilogue(lw, n.outputs[0], (m, nn), n.name, residual_ok=False)
-    if (not ta and tb and alpha == 1.0 and (beta == 0.0 or math.prod(c.shape) == nn)
+    # the 1×1 convolution adds one bias value per output column: only a c of (N,) or (1, N)
+    # is that (a (M, 1) c of a square output has as many values, one per row)
+    per_column = tuple(c.shape) in ((nn,), (1, nn))
+    if (not ta and tb and alpha == 1.0 and (beta == 0.0 or per_column)
             and beta in (0.0, 1.0) and math.prod(b.shape) * 4 <= lw.binding_limit):
         # a classifier (b the weights, rows of the output = samples): a 1×1 convolution
         # whose rows are the output features, so a batch of 1 still fills the GPU, and
@@ -302,6 +306,26 @@ def _lower_gemm(lw, n):
     out = lw.new_tensor((m, nn))
     lw.emit(GEMM, [a, b, c], out, params, label)
     lw.set(name, out)
+
+
+def _bias_in_full(bias, shape, full, a_vector: bool, b_vector: bool):
+    """The shape a bias added to a MatMul's result of ``shape`` takes against the product
+    ``full`` (the 1-D operands' axes restored), when adding it there gives exactly what the
+    Add would: the bias broadcasts to ``shape`` unchanged. None where fusing would not."""
+    if len(bias) > len(shape):
+        return None
+    try:
+        if broadcast_shape(bias, shape, "Add") != tuple(shape):
+            return None
+    except ValueError:  # not broadcastable: the Add itself fails, unfused
+        return None
+    cs = (1,) * (len(shape) - len(bias)) + tuple(bias)
+    if a_vector:  # the row axis a 1-D a lacks
+        cs = cs[:-1] + (1,) + cs[-1:] if cs else (1,)
+    if b_vector:  # the column axis a 1-D b lacks
+        cs = cs + (1,)
+    cs = (1,) * (len(full) - len(cs)) + cs
+    return cs if broadcast_shape(cs, full, "Add") == tuple(full) else None
 
 
 def _lower_matmul(lw, n):
@@ -330,16 +354,10 @@ def _lower_matmul(lw, n):
         other = user.inputs[1] if user.inputs[0] == name else user.inputs[0]
         if lw.is_const(other):
             arr = lw.value(other).array
-            try:
-                ok = broadcast_shape(arr.shape, shape, "Add") == tuple(shape) \
-                    and arr.ndim <= len(full) and arr.dtype.kind == "f"
-            except Exception:  # noqa: BLE001 - not broadcastable: no fusion
-                ok = False
-            if ok:
+            cs = _bias_in_full(arr.shape, shape, full, len(sa) == 1, len(sb) == 1)
+            if cs is not None and arr.dtype.kind == "f":
                 lw.done.add(id(user))
-                c = lw.tensor(other)
-                if len(sb) == 1 and arr.ndim >= 1:
-                    c = lw.alias(c, c.shape + (1,))
+                c = lw.alias(lw.tensor(other), cs)
                 beta, name, label = 1.0, user.outputs[0], _label(label, user.name)
     if c is None:
         c = lw.const_tensor(np.zeros(1, np.float32))
@@ -799,8 +817,87 @@ def _fold_slice(n, vals, opset):
     return [x[tuple(sl)]]
 
 
+# ONNX elem types a Cast may produce: the float types and the integers (and bool) of shape
+# arithmetic. bfloat16, the 8-, 4- and 2-bit types, strings and complex numbers do not exist
+# in wgcompute (a cast to one is refused, not approximated).
+CAST_TYPES = {1: "FLOAT", 10: "FLOAT16", 11: "DOUBLE", 2: "UINT8", 3: "INT8", 4: "UINT16",
+              5: "INT16", 6: "INT32", 7: "INT64", 9: "BOOL", 12: "UINT32", 13: "UINT64"}
+
+
+def type_name(elem: int) -> str:
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(int(elem))
+    except ValueError:
+        return f"type {elem}"
+
+
 def _check_cast(n, opset):
-    return None if "to" in n.attrs else "attribute 'to' is required"
+    if "to" not in n.attrs:
+        return "attribute 'to' is required"
+    to = int(n.attrs["to"])
+    if to not in CAST_TYPES:
+        return (f"a cast to {type_name(to)}: wgcompute has {', '.join(CAST_TYPES.values())} "
+                f"only")
+    return None
+
+
+# -- folding on the host, within a budget ----------------------------------------------------------
+@dataclass
+class FoldBudget:
+    """What folding constants may create, in bytes, in all (counted before each fold)."""
+
+    limit: int
+    used: int = 0
+
+    def charge(self, n, nbytes: int) -> None:
+        if self.used + nbytes > self.limit:
+            raise ModelError(
+                f"load_onnx: node {n.op} {n.name!r} would fold into {nbytes:,} bytes of "
+                f"constants ({self.used:,} folded before it), over the limit of "
+                f"{self.limit:,} bytes; load_onnx(max_folded_bytes=...) or the environment "
+                f"variable WGCOMPUTE_MAX_FOLDED_BYTES raises it")
+        self.used += nbytes
+
+
+def fold_out_bytes(n, vals, opset) -> int:
+    """An upper bound of the bytes folding node ``n`` on ``vals`` creates, from shapes alone
+    (nothing is allocated)."""
+    op = n.op
+    present = [np.asarray(v) for v in vals if v is not None]
+    if op == "Constant":
+        return 0  # its value is in the file already
+    if op == "ConstantOfShape":
+        shape = [int(d) for d in np.asarray(vals[0]).reshape(-1)]
+        if any(d < 0 for d in shape):
+            raise ValueError(f"shape {shape} has a negative dimension")
+        value = n.attrs.get("value")
+        item = 4 if value is None else np.asarray(value).dtype.itemsize
+        return math.prod(shape) * item
+    if op in _BINARY:
+        shape: tuple = ()
+        for v in present:
+            shape = broadcast_shape(shape, v.shape, op)
+        return math.prod(shape) * max(v.dtype.itemsize for v in present)
+    if op == "Concat":
+        return sum(v.size for v in present) * max(v.dtype.itemsize for v in present)
+    if op == "Gather":
+        data, idx = present[0], present[1]
+        axis = int(_a(n, "axis", 0)) % max(data.ndim, 1)
+        rest = math.prod(d for i, d in enumerate(data.shape) if i != axis)
+        return idx.size * rest * data.dtype.itemsize
+    if op == "Cast":
+        return present[0].size * np.dtype(_np_dtype(int(_a(n, "to")))).itemsize
+    if op == "Dropout":
+        return 2 * present[0].nbytes  # the output and its mask
+    return sum(v.nbytes for v in present)  # the rest never outgrow their inputs
+
+
+def fold(n, vals, opset, budget: FoldBudget) -> list:
+    """Node ``n`` evaluated on the host (numpy), its size charged to ``budget`` first."""
+    budget.charge(n, fold_out_bytes(n, vals, opset))
+    return OPS[n.op].fold(n, vals, opset)
 
 
 OPS: dict[str, OpSpec] = {

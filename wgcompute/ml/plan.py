@@ -79,6 +79,8 @@ class Lowering:
         self.storages: dict[int, Storage] = {}
         self.steps: list[Step] = []
         self.done: set[int] = set()  # ids of nodes consumed by a fusion
+        # what folding the values of integer inputs may create, per plan
+        self.budget = ops_onnx.FoldBudget(graph.max_folded_bytes)
         self.users: dict[str, list[Node]] = {}
         for n in graph.nodes:
             for x in n.inputs:
@@ -227,8 +229,13 @@ class Lowering:
             spec = ops_onnx.OPS[n.op]
             ins = [x for x in n.inputs if x]
             if spec.fold is not None and all(self.is_const(x) for x in ins):
-                outs = spec.fold(n, [self.value(x).array if x else None for x in n.inputs],
-                                 self.graph.opset)
+                try:
+                    outs = ops_onnx.fold(n, [self.value(x).array if x else None
+                                             for x in n.inputs], self.graph.opset, self.budget)
+                except ModelError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - numpy's error, named after the node
+                    raise self.fail(n, str(e)) from e
                 for name, v in zip(n.outputs, outs):
                     if v is not None:
                         self.set(name, Const(np.asarray(v)))

@@ -31,3 +31,11 @@ def check_batch(batch) -> None:
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, numbers.Integral)):
         raise ArgumentError(f"batch: expected an int (a batch number for the timeline) or "
                             f"None, got {type(batch).__name__} {batch!r}")
+
+
+def check_buffer_list(inputs, prefix: str = "") -> None:
+    """``inputs``: a list or tuple of buffers. A single Buffer is refused here, naming the
+    argument (asking it for its truth value would read the GPU)."""
+    if not isinstance(inputs, (list, tuple)):
+        raise ArgumentError(f"{prefix}inputs must be a list of buffers ([buf] for one buffer), "
+                            f"got {type(inputs).__name__}")

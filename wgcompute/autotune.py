@@ -51,30 +51,71 @@ def enabled(device: Device) -> bool:
     return device.is_gpu
 
 
-def _read() -> dict:
+def _load() -> tuple[dict, list[str]]:
+    """The cache file's well-formed entries ({adapter key: {problem: config name}}, all str)
+    and what was dropped as malformed. A missing file is empty and fine."""
     try:
         with open(cache_path(), encoding="utf-8") as f:
             data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}  # missing or corrupt: start afresh, it is only a cache
+    except FileNotFoundError:
+        return {}, []
+    except (OSError, ValueError) as e:
+        return {}, [f"the file is not readable JSON ({e})"]
+    if not isinstance(data, dict):
+        return {}, [f"the file holds a {type(data).__name__}, not an object"]
+    clean, dropped = {}, []
+    for adapter, choices in data.items():
+        if not isinstance(choices, dict):
+            dropped.append(f"{adapter!r} holds a {type(choices).__name__}, not an object")
+            continue
+        good = {p: c for p, c in choices.items() if isinstance(p, str) and isinstance(c, str)}
+        dropped += [f"{adapter!r} / {p!r} holds a {type(c).__name__}, not a name"
+                    for p, c in choices.items() if p not in good]
+        clean[adapter] = good
+    return clean, dropped
 
 
-def _remember(device: Device, problem: str, best: str) -> None:
-    """Write the choice into the shared file: read-modify-write under a file lock, replaced
-    atomically (a concurrent reader sees the old or the new file, whole)."""
+_warned: set[str] = set()  # cache files this process has warned about (once each)
+
+
+def _read() -> dict:
+    """The cache file's well-formed entries. Malformed ones (a hand edit, another program's
+    file) never break work: they are dropped, said once, and the file is rewritten without
+    them; tuning then goes on as if they had never been there."""
+    data, dropped = _load()
+    if dropped:
+        path = cache_path()
+        if path not in _warned:  # said and rewritten once (a read-only file stays quiet)
+            _warned.add(path)
+            log.warning("wgcompute: the autotune cache %s was malformed (%s); rewrote it "
+                        "without those entries (their choices will be tuned again)", path,
+                        "; ".join(dropped[:5]) + (f"; and {len(dropped) - 5} more"
+                                                  if len(dropped) > 5 else ""))
+            _update(lambda current: None)
+    return data
+
+
+def _update(change) -> None:
+    """Read-modify-write the shared file under a file lock, replaced atomically (a concurrent
+    reader sees the old or the new file, whole); ``change(data)`` edits the well-formed
+    entries in place."""
     folder = cache_dir()
     try:
         os.makedirs(folder, exist_ok=True)
         with FileLock(cache_path() + ".lock", timeout=_LOCK_TIMEOUT_S):
-            data = _read()
-            data.setdefault(adapter_key(device), {})[problem] = best
+            data, _ = _load()
+            change(data)
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".autotune-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f, indent=1, sort_keys=True)
             os.replace(tmp, cache_path())
     except (OSError, Timeout) as e:  # a read-only home must not break computing
         log.warning("wgcompute: could not write the autotune cache %s: %s", cache_path(), e)
+
+
+def _remember(device: Device, problem: str, best: str) -> None:
+    """Write the choice into the shared file."""
+    _update(lambda data: data.setdefault(adapter_key(device), {}).__setitem__(problem, best))
 
 
 def lookup(device: Device, problem: str) -> str | None:

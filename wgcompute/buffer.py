@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import wgpu
@@ -16,6 +17,9 @@ from .dtypes import DType, convert_exact, list_to_array
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, ShapeError
 from .runtime import Device, resolve
+
+if TYPE_CHECKING:  # commands sit above buffers: named for type checkers only
+    from .commands import Command, HostCommand
 
 _USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 _ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
@@ -217,7 +221,7 @@ class Buffer:
                 return
             self._freed = True
             gpu, self._gpu = self._gpu, None
-            self._holds.clear()
+            # _holds stays: uses in flight in other threads release what they pinned
         with _live_lock:
             _live_count -= 1
         if gpu is not None:
@@ -257,6 +261,15 @@ class Buffer:
         self._check(argument)
         return self._gpu, 0
 
+    def _held_binding(self, argument: str = "buffer"):
+        """``_binding`` for work whose Command holds this buffer (a stream's queued work):
+        a free() since the Command was made only deferred the memory's release, so the work
+        still has it; a closed or lost device has not."""
+        gpu = self._gpu
+        if gpu is None or not self._dev.alive:
+            self._refuse(argument)
+        return gpu, 0
+
     def _bound_bytes(self) -> int:
         """Bytes a kernel binds: the data rounded up to the 16-byte granule kernels read (a
         pooled allocation may be larger; a view's granule lies inside its base)."""
@@ -285,134 +298,134 @@ class Buffer:
     # Each operator runs one kernel on the GPU and waits for it, like wgc.add; none reads the
     # GPU back. float(), int() and item() are reads (they block); bool() refuses, since it
     # would read behind `if` and `and`.
-    def __add__(self, other):
+    def __add__(self, other) -> Buffer:
         from . import ops
         return ops.binary("add", self, other)
 
-    def __radd__(self, other):
+    def __radd__(self, other) -> Buffer:
         from . import ops
         return ops.binary("add", self, other, reflected=True)
 
-    def __sub__(self, other):
+    def __sub__(self, other) -> Buffer:
         from . import ops
         return ops.binary("sub", self, other)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other) -> Buffer:
         from . import ops
         return ops.binary("sub", self, other, reflected=True)
 
-    def __mul__(self, other):
+    def __mul__(self, other) -> Buffer:
         from . import ops
         return ops.binary("mul", self, other)
 
-    def __rmul__(self, other):
+    def __rmul__(self, other) -> Buffer:
         from . import ops
         return ops.binary("mul", self, other, reflected=True)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other) -> Buffer:
         from . import ops
         return ops.binary("div", self, other)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other) -> Buffer:
         from . import ops
         return ops.binary("div", self, other, reflected=True)
 
-    def __floordiv__(self, other):
+    def __floordiv__(self, other) -> Buffer:
         from . import ops
         return ops.binary("floordiv", self, other)
 
-    def __rfloordiv__(self, other):
+    def __rfloordiv__(self, other) -> Buffer:
         from . import ops
         return ops.binary("floordiv", self, other, reflected=True)
 
-    def __mod__(self, other):
+    def __mod__(self, other) -> Buffer:
         from . import ops
         return ops.binary("mod", self, other)
 
-    def __rmod__(self, other):
+    def __rmod__(self, other) -> Buffer:
         from . import ops
         return ops.binary("mod", self, other, reflected=True)
 
-    def __pow__(self, other, modulo=None):
+    def __pow__(self, other, modulo=None) -> Buffer:
         from . import ops
         if modulo is not None:
             raise ArgumentError("pow: three-argument pow(buf, y, mod) is not supported")
         return ops.binary("pow", self, other)
 
-    def __rpow__(self, other):
+    def __rpow__(self, other) -> Buffer:
         from . import ops
         return ops.binary("pow", self, other, reflected=True)
 
     # in place, as numpy's: the kernel writes this buffer (every reference sees it)
-    def __iadd__(self, other):
+    def __iadd__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("add", self, other)
 
-    def __isub__(self, other):
+    def __isub__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("sub", self, other)
 
-    def __imul__(self, other):
+    def __imul__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("mul", self, other)
 
-    def __itruediv__(self, other):
+    def __itruediv__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("div", self, other)
 
-    def __ifloordiv__(self, other):
+    def __ifloordiv__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("floordiv", self, other)
 
-    def __imod__(self, other):
+    def __imod__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("mod", self, other)
 
-    def __ipow__(self, other):
+    def __ipow__(self, other) -> Buffer:
         from . import ops
         return ops.inplace("pow", self, other)
 
-    def __matmul__(self, other):
+    def __matmul__(self, other) -> Buffer:
         from . import ops
         return ops.matmul_op(self, other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other) -> Buffer:
         from . import ops
         return ops.matmul_op(self, other, reflected=True)
 
-    def __neg__(self):
+    def __neg__(self) -> Buffer:
         from . import ops
         return ops.unary("neg", self)
 
-    def __pos__(self):
+    def __pos__(self) -> Buffer:
         from . import ops
         return ops.copy(self)
 
-    def __abs__(self):
+    def __abs__(self) -> Buffer:
         from . import ops
         return ops.unary("abs", self)
 
-    def __lt__(self, other):
+    def __lt__(self, other) -> Buffer:
         from . import ops
         return ops.binary("lt", self, other)
 
-    def __le__(self, other):
+    def __le__(self, other) -> Buffer:
         from . import ops
         return ops.binary("le", self, other)
 
-    def __gt__(self, other):
+    def __gt__(self, other) -> Buffer:
         from . import ops
         return ops.binary("gt", self, other)
 
-    def __ge__(self, other):
+    def __ge__(self, other) -> Buffer:
         from . import ops
         return ops.binary("ge", self, other)
 
-    def __eq__(self, other):
+    def __eq__(self, other) -> Buffer:  # type: ignore[override]
         from . import ops
         return ops.binary("eq", self, other)
 
-    def __ne__(self, other):
+    def __ne__(self, other) -> Buffer:  # type: ignore[override]
         from . import ops
         return ops.binary("ne", self, other)
 
@@ -454,7 +467,7 @@ class Buffer:
             "buffers take no item assignment; compute the result with kernels or operators "
             "into a buffer of its own (or write() a contiguous view: buf[2:5].write([...]))")
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Buffer]:
         if not self._shape:
             raise TypeError("iteration over a 0-d buffer")
         for i in range(self._shape[0]):
@@ -545,13 +558,13 @@ class Buffer:
                 self._release()
 
     # Commands sit above buffers in the layers, so the async variants import them on use.
-    def write_async(self, data):
+    def write_async(self, data) -> Command[Buffer]:
         """Like write(), but returns a Command that completes once the GPU has the bytes."""
         from .commands import write_async
 
         return write_async(self, data)
 
-    def read_async(self):
+    def read_async(self) -> HostCommand:
         """Start reading back without blocking; returns a Command whose result (``wait()``,
         ``await``) is the numpy array, as of the commands submitted before this call."""
         from .commands import read_async
@@ -656,6 +669,12 @@ class BufferView(Buffer):
     def _binding(self, argument: str = "buffer"):
         self._check(argument)
         return self._base._gpu, self._offset
+
+    def _held_binding(self, argument: str = "buffer"):
+        gpu = self._base._gpu
+        if gpu is None or not self._dev.alive:
+            self._refuse(argument)
+        return gpu, self._offset
 
     def _bindable(self) -> bool:
         return self._offset % self._dev.limit("min-storage-buffer-offset-alignment") == 0

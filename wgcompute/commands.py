@@ -8,12 +8,14 @@ import asyncio
 import itertools
 import threading
 import weakref
+from collections.abc import Generator
 from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from . import _queue, transfers
-from ._args import check_timeout
+from ._args import check_buffer_list, check_timeout
 from .buffer import Buffer, _to_array, check_buffer, empty, result_buffer
 from .dtypes import DTYPES
 from .errors import (
@@ -31,6 +33,7 @@ from .runtime import Device, current_device, open_devices
 
 _ids = itertools.count(1)
 _KEEP_FINISHED = 10_000  # finished commands a device remembers by id (status and error)
+_R = TypeVar("_R")  # what wait() returns: the output Buffer, a numpy array (reads) or None
 
 
 class Status(StrEnum):
@@ -45,7 +48,7 @@ class Status(StrEnum):
         return self.value
 
 
-class Command:
+class Command(Generic[_R]):
     """Handle of asynchronous GPU work on one device. ``poll()``/``status``/``done()`` never
     block; ``wait()`` does; ``await cmd`` suspends only the awaiting task. The result (an
     output buffer, an array) lives as long as the Command object."""
@@ -169,7 +172,7 @@ class Command:
         return event.wait(timeout)
 
     # -- blocking ------------------------------------------------------------------------------
-    def wait(self, timeout: float | None = None):
+    def wait(self, timeout: float | None = None) -> _R:
         """Block until done and return the command's result (its output buffer, if any).
         Raises CommandFailedError (with ``cause``) if it failed, TimeoutError on timeout."""
         if timeout is not None:
@@ -199,10 +202,10 @@ class Command:
             raise CommandFailedError(f"command {self.id} ({self.label}) failed: {err}", err)
         return self._result
 
-    def result(self, timeout: float | None = None):
+    def result(self, timeout: float | None = None) -> _R:
         return self.wait(timeout)
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, _R]:
         if not self.done():
             loop = asyncio.get_running_loop()
             fut = loop.create_future()
@@ -215,7 +218,7 @@ class Command:
         return self.wait()
 
 
-class HostCommand(Command):
+class HostCommand(Command[np.ndarray]):
     """A Command completed by host work after the GPU (copying a readback out of mapped
     staging), not at a queue fence. Its result is set by that work."""
 
@@ -235,7 +238,7 @@ class HostCommand(Command):
     def error(self) -> BaseException | None:
         return self._error
 
-    def wait(self, timeout: float | None = None):
+    def wait(self, timeout: float | None = None) -> np.ndarray:
         timeout = check_timeout(timeout)
         if not self._wait_done(timeout):
             raise WgTimeoutError(f"{self!r} did not finish within {timeout} s")
@@ -437,9 +440,7 @@ def prepare_output(kernel: Kernel, inputs, output, params=None, pooled: bool = F
     zeroed), as the operators' results are."""
     if output is not None:
         return output
-    if not isinstance(inputs, (list, tuple)):
-        raise ArgumentError(f"{kernel.name}: inputs must be a list of buffers, got "
-                            f"{type(inputs).__name__}")
+    check_buffer_list(inputs, f"{kernel.name}: ")
     for name, b in zip(kernel.inputs, inputs):
         check_buffer(b, f"{kernel.name}: input {name!r}")
     if len(inputs) != len(kernel.inputs):
@@ -458,9 +459,7 @@ def prepare_output(kernel: Kernel, inputs, output, params=None, pooled: bool = F
 def _bound_run(kernel, inputs, output, params):
     """Check and bind one kernel run: (kernel, the output buffer, its Dispatch)."""
     k = registry.get(kernel)
-    if not isinstance(inputs, (list, tuple)):
-        raise ArgumentError(f"{k.name}: inputs must be a list of buffers, got "
-                            f"{type(inputs).__name__}")
+    check_buffer_list(inputs, f"{k.name}: ")
     output = prepare_output(k, inputs, output, params)
     return k, output, bound(k, list(inputs), output, params)
 
@@ -471,14 +470,16 @@ def kernel_work(kernel, inputs, output=None, params=None):
     k, output, d = _bound_run(kernel, inputs, output, params)
     calls = d.raw_calls()
 
-    def record(enc):
+    def record(enc, _dispatch=d):
+        # the raw calls name d's bind groups by handle: d is held until they are recorded (a
+        # stream records later; the bind cache may have let go of d by then)
         if calls:
             enc.record_calls(calls)
 
     return k.name, d.device, list(inputs) + [output], output, record
 
 
-def run_kernel_async(kernel, inputs, output=None, params=None) -> Command:
+def run_kernel_async(kernel, inputs, output=None, params=None) -> Command[Buffer]:
     """Submit one kernel and return its Command at once (result: the output buffer)."""
     name, device, buffers, output, record = kernel_work(kernel, inputs, output, params)
     return submit_command(Command(name, device, buffers, output), record)
@@ -528,7 +529,7 @@ def record_copy(enc, step) -> None:
         enc.copy(src.gpu_buffer, 0, dst.gpu_buffer, 0, n)
 
 
-def copy_buffer_async(src: Buffer, dst: Buffer) -> Command:
+def copy_buffer_async(src: Buffer, dst: Buffer) -> Command[Buffer]:
     """Copy ``src`` into ``dst`` (same dtype and element count); returns a Command."""
     check_copy(src, dst)
     step = copy_calls(src, dst, copy_dispatch(src, dst))
@@ -553,7 +554,7 @@ def check_copy(src, dst, where: str = "copy_buffer") -> None:
     same_device(where, [("source", src), ("destination", dst)])
 
 
-def barrier_async(device: Device | None = None) -> Command:
+def barrier_async(device: Device | None = None) -> Command[None]:
     """A command that completes once everything submitted before it (on the device) has."""
     dev = device if device is not None else current_device()
     return submit_work("barrier", dev, lambda enc: None)
@@ -562,7 +563,7 @@ def barrier_async(device: Device | None = None) -> Command:
 _SPEC_KEYS = {"op", "kernel", "inputs", "output", "params"}
 
 
-def submit(spec: dict) -> Command:
+def submit(spec: dict) -> Command[Buffer | None]:
     """Submit a command map: ``{"op": "run_kernel", "kernel": ..., "inputs": [...],
     "output": buf, "params": {...}}``; op may also be "copy_buffer" (inputs=[src],
     output=dst) or "barrier". Returns a Command at once."""
@@ -580,9 +581,11 @@ def submit(spec: dict) -> Command:
         return run_kernel_async(spec["kernel"], spec.get("inputs", []), spec.get("output"),
                                 spec.get("params"))
     if op == "copy_buffer":
-        inputs = spec.get("inputs") or []
+        inputs = spec.get("inputs")  # not `or []`: bool() of a Buffer would read the GPU
         if not isinstance(inputs, (list, tuple)) or len(inputs) != 1:
-            raise ArgumentError("spec: op 'copy_buffer' needs inputs=[source]")
+            got = "" if isinstance(inputs, (list, tuple)) else f", got {type(inputs).__name__}"
+            raise ArgumentError(f"spec: op 'copy_buffer' needs inputs=[source] (a list of one "
+                                f"buffer){got}")
         return copy_buffer_async(inputs[0], spec.get("output"))
     if op == "barrier":
         return barrier_async()
@@ -604,8 +607,10 @@ def start_read(buf: Buffer, cmd: HostCommand) -> None:
         cmd._started = True
         cmd._complete(out)
         return
-    gpu, offset = buf._binding("buf")  # a view reads its part of its base's memory
-    read = transfers.Readback(dev, gpu, offset, nbytes)  # buf is held by cmd
+    # cmd holds buf (a view: its base's memory): freed since cmd was made (a stream's queued
+    # read), the memory is still there for this read
+    gpu, offset = buf._held_binding("buf")
+    read = transfers.Readback(dev, gpu, offset, nbytes)
     cmd._started = True
 
     def finish():
@@ -635,7 +640,7 @@ def read_async(buf: Buffer) -> HostCommand:
     return cmd
 
 
-def write_async(buf: Buffer, data) -> Command:
+def write_async(buf: Buffer, data) -> Command[Buffer]:
     """Replace ``buf``'s contents with ``data``; returns a Command done once the GPU copy is.
 
     The host copy into staging happens in this call (so ``data`` may be reused as soon as it
@@ -658,7 +663,7 @@ def _whole_words(buf: Buffer, what: str, end: bool = False) -> None:
                             f"base")
 
 
-def write_command(buf: Buffer, arr: np.ndarray, label: str) -> Command:
+def write_command(buf: Buffer, arr: np.ndarray, label: str) -> Command[Buffer]:
     """Upload ``arr`` (already converted, same element count) into ``buf``: the Command
     completes at the last chunk's fence."""
     cmd = Command(label, buf.device, [buf], buf)
@@ -670,7 +675,7 @@ def upload_into(cmd: Command, buf: Buffer, arr: np.ndarray) -> None:
     """Copy ``arr`` into ``buf`` now (host copy in this thread, GPU copy queued) as the work of
     ``cmd``, which completes at the last chunk's fence (or fails with the error, raised)."""
     try:
-        gpu, offset = buf._binding("buf")
+        gpu, offset = buf._held_binding("buf")  # cmd holds buf, even if freed since
         fence = transfers.upload(buf.device, gpu, offset, arr) if arr.size else None
     except BaseException as e:
         cmd._fail(e)

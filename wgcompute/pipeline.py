@@ -8,6 +8,7 @@ import numpy as np
 import wgpu
 
 from . import transfers
+from ._args import check_buffer_list
 from .buffer import Buffer, check_buffer, empty
 from .commands import (
     Command,
@@ -17,6 +18,7 @@ from .commands import (
     prepare_output,
     record_copy,
     run_blocking,
+    submit_command,
     submit_work,
 )
 from .errors import ArgumentError, DeviceError, PipelineError, WgComputeError
@@ -124,6 +126,8 @@ class Pipeline:
         try:
             built = self._build(stage)
         except WgComputeError as e:
+            if isinstance(e, DeviceError) and (self.device.closed or not self.device.alive):
+                raise  # the device closed or was lost meanwhile: no fault of the stage
             err = PipelineError(f"stage {index} ({stage.get('kernel', stage.get('op'))}): {e}")
             err.stage = index
             err.cause = e
@@ -150,9 +154,9 @@ class Pipeline:
         spec = dict(spec, op=op)
         if op == "barrier":
             return _Stage(spec, op, "barrier", [], None)
-        inputs = spec.get("inputs") or []
-        if not isinstance(inputs, (list, tuple)):
-            raise ArgumentError(f"inputs must be a list of buffers, got {type(inputs).__name__}")
+        inputs = spec.get("inputs")
+        inputs = [] if inputs is None else inputs
+        check_buffer_list(inputs)
         self._on_device([(f"inputs[{i}]", b) for i, b in enumerate(inputs)] +
                         [("output", spec.get("output"))])
         if op == "copy_buffer":
@@ -226,12 +230,16 @@ class Pipeline:
                 callable(getattr(encoder, "begin_compute_pass", None))):
             raise ArgumentError(f"encoder: expected a command encoder (the device's, or a "
                                 f"wgpu GPUCommandEncoder), got {type(encoder).__name__}")
+        # The stages as they are now, held while recording: their Dispatches own the bind
+        # groups the raw calls name by handle, and a free() from another thread (the device
+        # closing) must not release them under the recording.
+        stages = self._stages
         if profile_query is None and hasattr(encoder, "record_calls"):
-            for step in self._recording():
+            for step in self._recording(stages):
                 record_copy(encoder, step)
             return
         cpass = None
-        for i, s in enumerate(self._stages):
+        for i, s in enumerate(stages):
             if s.dispatch is not None:
                 if cpass is None or profile_query is not None:
                     kw = {}
@@ -255,15 +263,15 @@ class Pipeline:
         if cpass is not None:
             cpass.end()
 
-    def _recording(self) -> list:
+    def _recording(self, stages: list[_Stage]) -> list:
         """The stages as recording steps, made once per change: a list of raw dispatch
         calls per compute pass (``record_calls``, which sets the pipeline only when the kernel
         changes), or (source, destination, bytes) for an encoder copy. Walking the stages
         and their Dispatches at every run cost about 1 µs of Python per stage more."""
         plan = self._plan
-        if plan is None:
+        if plan is None or stages is not self._stages:
             plan, calls = [], None
-            for s in self._stages:
+            for s in stages:
                 if s.dispatch is not None:
                     if calls is None:
                         calls = []
@@ -275,14 +283,26 @@ class Pipeline:
                     step = copy_calls(s.inputs[0], s.output, None)
                     if step is not None:
                         plan.append(step)
-            self._plan = plan = [step for step in plan if type(step) is not list or step]
+            plan = [step for step in plan if type(step) is not list or step]
+            if stages is self._stages:
+                self._plan = plan
         return plan
 
-    def submit(self) -> Command:
+    def submit(self) -> Command[None]:
         """Record all stages into one command buffer, submit once, return the Command."""
         self._check_open()
         self._check_buffers()
         return submit_work(self.label, self.device, self.encode, self._buffers())
+
+    def _submit_as(self, cmd: Command) -> Command:
+        """Submit the stages as the work of ``cmd``, made earlier holding this pipeline's
+        buffers (a stream's queued run): those it holds may have been freed since and still
+        serve; a buffer a stage took on after that must not be freed."""
+        self._check_open()
+        held = {id(b) for b in cmd._buffers}
+        if any(b._freed and id(b) not in held for b in self._buffers()):
+            self._check_buffers()
+        return submit_command(cmd, self.encode)
 
     def run(self, profile: bool = False):
         """Run every stage (one submit) and wait. With ``profile=True`` (needs the adapter's

@@ -35,6 +35,7 @@ from .commands import (
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, CommandFailedError, DeviceError, ShapeError, WgComputeError
 from .errors import TimeoutError as WgTimeoutError
+from .pipeline import Pipeline
 from .runtime import Device, resolve
 from .timeline import Timeline
 
@@ -49,8 +50,9 @@ class _Lane:
     """A stream's state and worker thread (kept apart from Stream so that dropping the Stream
     stops the thread)."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, device: Device | None = None):
         self.label = label
+        self.device = device
         self.ops: queue.SimpleQueue = queue.SimpleQueue()
         self.cond = threading.Condition()
         self.queued = 0  # operations not yet performed by the worker
@@ -60,14 +62,27 @@ class _Lane:
 
     def check_open(self) -> None:
         if self.closed:
-            raise ArgumentError(f"stream {self.label!r} is closed")
+            self._refuse()
+
+    def _refuse(self) -> None:
+        """A closed stream: closed with its device (DeviceError, as every object of a closed
+        or lost device raises), or by the user (ArgumentError)."""
+        dev = self.device
+        if dev is not None and not dev.alive:
+            dev.check(f"stream {self.label!r}")
+        if dev is not None and dev.closed:  # closing: its streams close first
+            raise DeviceError(f"stream {self.label!r}: {dev.label} is closed")
+        raise ArgumentError(f"stream {self.label!r} is closed")
 
     def enqueue(self, op, cmd: Command | None) -> None:
         with self.cond:
             if self.closed:
-                if cmd is not None:  # made before the stream closed: let go of its buffers
-                    abandon(cmd, ArgumentError(f"stream {self.label!r} is closed"))
-                raise ArgumentError(f"stream {self.label!r} is closed")
+                try:
+                    self._refuse()
+                except WgComputeError as e:
+                    if cmd is not None:  # made before the stream closed: let go of its buffers
+                        abandon(cmd, e)
+                    raise
             if cmd is not None:
                 self.outstanding.append(cmd)
                 while len(self.outstanding) > 64 and self.outstanding[0].done() \
@@ -160,7 +175,7 @@ class Stream:
         self.timeline = timeline
         self.id = next(_stream_ids)
         self.label = label or f"stream-{self.id}"
-        self._lane = _Lane(self.label)
+        self._lane = _Lane(self.label, self.device)
         self._failed: list[BaseException] = []
         self.device.adopt(self)
 
@@ -209,7 +224,7 @@ class Stream:
         self.write(buf, array, batch=batch)
         return buf
 
-    def write(self, buf: Buffer, data, *, batch: int | None = None) -> Command:
+    def write(self, buf: Buffer, data, *, batch: int | None = None) -> Command[Buffer]:
         """Copy ``data`` (same number of elements, converted exactly) into ``buf`` in stream
         order; the Command completes once the GPU has the bytes."""
         self._lane.check_open()
@@ -230,7 +245,8 @@ class Stream:
         return cmd
 
     def run_kernel(self, kernel, inputs, output: Buffer | None = None,
-                   params: dict | None = None, *, batch: int | None = None) -> Command:
+                   params: dict | None = None, *, batch: int | None = None
+                   ) -> Command[Buffer]:
         """Run a named kernel in stream order (checked now, submitted on the stream's thread);
         the Command's result is the output buffer."""
         self._lane.check_open()
@@ -266,12 +282,22 @@ class Stream:
             raise DeviceError(f"pipeline: it is on {dev.label}, this stream on "
                               f"{self.device.label}")
         label = getattr(pipeline, "label", type(pipeline).__name__)
-        cmd = Command(f"stream.run({label})", self.device)
+        if isinstance(pipeline, Pipeline):
+            # the stream holds the pipeline's buffers from now until the run is done, as it
+            # holds those of every other operation it is given (freeing them is safe)
+            pipeline._check_open()
+            pipeline._check_buffers()
+            cmd = Command(f"stream.run({label})", self.device, pipeline._buffers())
+        else:
+            cmd = Command(f"stream.run({label})", self.device)
 
         def op():
             if self.timeline is not None and batch is not None:
                 cmd.add_done_callback(self.timeline.gpu_span(batch, time.perf_counter(),
                                                              lane=dev.ordinal))
+            if isinstance(pipeline, Pipeline):
+                pipeline._submit_as(cmd)
+                return
             inner = pipeline.submit()
             if not isinstance(inner, Command):
                 raise ArgumentError(f"pipeline: submit() returned {type(inner).__name__}, "

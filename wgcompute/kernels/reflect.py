@@ -80,6 +80,13 @@ class Reflection:
     bindings: tuple[Binding, ...]  # sorted by (group, binding)
     structs: tuple[tuple[str, tuple[Field, ...]], ...]
     enables: tuple[str, ...]
+    # per resource binding, the index expressions it is read or written at anywhere in the
+    # module (``x[i]``, ``x[i + p.n]``), as text without spaces: (name, (expr, ...))
+    indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def indexed_at(self, name: str) -> tuple[str, ...]:
+        """The index expressions binding ``name`` is indexed with (``x[i]``: "i")."""
+        return dict(self.indexes).get(name, ())
 
     def compute_entry(self, name: str | None = None, what: str = "shader") -> EntryPoint:
         """The @compute entry point named ``name``, or the only one."""
@@ -422,7 +429,8 @@ def element_of(t: TypeRef) -> tuple[str | None, int, bool]:
 @functools.lru_cache(maxsize=512)
 def reflect(source: str) -> Reflection:
     """What ``source`` declares: entry points, resource bindings, structs, enables."""
-    mod = _Module(source, parse(source))
+    tree = parse(source)
+    mod = _Module(source, tree)
     bindings = []
     for v in mod.vars:
         attrs = mod.attributes(v)
@@ -462,7 +470,20 @@ def reflect(source: str) -> Reflection:
                 builtins += mod.struct_builtins.get(mod.type_of(_first(p, "type_spec")).name, [])
         entries.append(EntryPoint(name, stage, size, tuple(builtins)))
     return Reflection(tuple(entries), tuple(sorted(bindings, key=lambda b: (b.group, b.binding))),
-                      tuple(mod.structs.items()), tuple(mod.enables))
+                      tuple(mod.structs.items()), tuple(mod.enables),
+                      _indexes(mod, tree, {b.name for b in bindings}))
+
+
+def _indexes(mod: _Module, tree: lark.Tree, names) -> tuple:
+    """Where each of ``names`` is indexed directly (``name[expr]``): the expressions' text."""
+    found: dict[str, dict[str, None]] = {}
+    for node in tree.find_data("index"):
+        target, expr = node.children[0], node.children[-1]
+        if isinstance(target, lark.Tree) and target.data == "name":
+            name = _idents(target)[0]
+            if name in names:
+                found.setdefault(name, {})["".join(mod.text(expr).split())] = None
+    return tuple((n, tuple(v)) for n, v in found.items())
 
 
 def _workgroup_size(mod: _Module, args, fn: str) -> tuple[int, int, int]:

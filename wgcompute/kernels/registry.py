@@ -147,7 +147,7 @@ class CustomKernel(Kernel):
 
     def __init__(self, name, source, *, inputs, output, slots, elements, lanes, types,
                  param_fields, workgroup_size, wg_fill, dtypes, grid, checked, entry_point,
-                 builtins):
+                 builtins, follows=()):
         self.name = name
         self.checked = checked
         self.source_text = source
@@ -167,6 +167,10 @@ class CustomKernel(Kernel):
         self.grid = grid
         self.entry_point = entry_point
         self.builtins = builtins
+        # per input: None, or (how, index) where the shader reads it at the index it writes
+        # the output at: "same" (only there: an elementwise input, same element count) or
+        # "cover" (there and elsewhere: at least the output's count)
+        self.follows = tuple(follows) or (None,) * len(inputs)
         self.description = "user kernel"
 
     def recipe(self) -> KernelRecipe:
@@ -219,6 +223,30 @@ class CustomKernel(Kernel):
             raise ShapeError(f"{self.name}: output {output.shape} holds {output.size} "
                              f"elements, not a whole number of the shader's "
                              f"{self.types[-1]} items of {lanes}")
+        self._check_sizes(inputs, output)
+
+    def _check_sizes(self, inputs, output) -> None:
+        """An input the shader reads at the output's own index (``out[i] = x[i] ...``) must
+        hold as many array elements as the output: fewer would be read past its end (naga's
+        checks clamp the index: silently wrong), more would be left unread."""
+        count = None
+        for i, (name, b) in enumerate(zip(self.inputs, inputs)):
+            rule = self.follows[i]
+            if rule is None:
+                continue
+            if count is None:
+                count = self.items(output)
+            lanes = self.lanes[i]
+            have = b.size // lanes if lanes > 1 else b.size
+            how, at = rule
+            if have == count or (how == "cover" and have > count):
+                continue
+            shapes = ", ".join([f"input {n!r} {x.shape}" for n, x in zip(self.inputs, inputs)]
+                               + [f"output {self.output!r} {output.shape}"])
+            need = "as many" if how == "same" else "at least as many"
+            raise ShapeError(f"{self.name}: shapes differ: {shapes}; the shader reads "
+                             f"{name}[{at}] where it writes {self.output}[{at}], so {name!r} "
+                             f"needs {need} elements as the output ({count}), not {have}")
 
     def items(self, output) -> int:
         """Elements of the output array: one per dtype element, or per vector/matrix."""
@@ -523,6 +551,19 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
                             f"one invocation per output element along x and needs a 1-D "
                             f"workgroup: pass grid=")
 
+    # which inputs the default launch (one invocation per output element) reads at the
+    # output's own index: their sizes are then checked against the output's (a grid= kernel
+    # chooses its own launch, and its sizes are the user's business)
+    written_at = set(refl.indexed_at(out_b.name))
+    follows = []
+    for b in reads:
+        at = set(refl.indexed_at(b.name))
+        shared = sorted(at & written_at)
+        if grid is not None or not shared or not b.lanes or not out_b.lanes:
+            follows.append(None)
+        else:
+            follows.append(("same" if at <= written_at else "cover", shared[0]))
+
     storage = reads + [out_b]
     with _lock:
         _check_free(name, replace)  # before compiling: a taken name must not reach the cache
@@ -533,7 +574,8 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
         lanes=tuple(b.lanes for b in storage),
         types=tuple(str(b.type).replace(_T, "${T}") for b in storage),
         param_fields=tuple(fields), workgroup_size=size, wg_fill=wg_fill, dtypes=dts,
-        grid=grid, checked=checked, entry_point=entry.name, builtins=entry.builtins)
+        grid=grid, checked=checked, entry_point=entry.name, builtins=entry.builtins,
+        follows=follows)
     k.given_workgroup_size = user_wg
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.

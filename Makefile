@@ -16,7 +16,7 @@ export XDG_RUNTIME_DIR ?= /tmp
 setup: $(STAMP) system
 
 setup-demo: $(DEMO_STAMP)
-	@WGCOMPUTE_WITH_DISPLAY_TOOLS=0 bash scripts/ensure_system.sh $(BIN)/python
+	@WGCOMPUTE_WITH_DISPLAY_TOOLS=0 WGCOMPUTE_WITH_DEV_TOOLS=0 bash scripts/ensure_system.sh $(BIN)/python
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

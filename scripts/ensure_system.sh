@@ -27,6 +27,13 @@ if [ "${WGCOMPUTE_WITH_DISPLAY_TOOLS:-1}" = 1 ] && command -v dpkg >/dev/null; t
   dpkg -s xvfb >/dev/null 2>&1 || want+=(xvfb)
   dpkg -s libglfw3 >/dev/null 2>&1 || want+=(libglfw3)
 fi
+# pyright (what VS Code/Pylance runs) for tests/test_typing.py: from the npm registry when npm
+# is there; without it that test skips and says so.
+if [ "${WGCOMPUTE_WITH_DEV_TOOLS:-1}" = 1 ] && ! command -v pyright >/dev/null \
+   && command -v npm >/dev/null; then
+  echo "wgcompute: installing pyright (npm) for the typing tests"
+  npm install -g --silent pyright@1.1.414 >/dev/null 2>&1 || echo "wgcompute: npm could not install pyright; tests/test_typing.py will skip its pyright check" >&2
+fi
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "wgcompute: installing ${want[*]} (GPU drivers / virtual screen)"

@@ -7,6 +7,7 @@ Importing wgcompute creates no device; the first call that needs the GPU opens t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from . import image  # wgc.image: image files, numpy conversions, --pipeline text
 from . import ops as _ops
@@ -241,39 +242,41 @@ def _reduce(name: str, x: Buffer, axis, out: Buffer | None, keepdims: bool = Fal
     return run_kernel(name, [x], out, params)
 
 
-def reduce_sum(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
-               ) -> Buffer:
+def reduce_sum(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
+               keepdims: bool = False) -> Buffer:
     """Sum over ``axis``: the last axis (-1, the default), any axis or tuple of axes, or
     everything (None: shape ()); ``keepdims`` keeps reduced axes as 1, as numpy does.
     Integers wrap around in their own dtype; u8 sums into u32. An empty axis sums to 0."""
     return _reduce("sum", x, axis, out, keepdims)
 
 
-def reduce_max(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
-               ) -> Buffer:
+def reduce_max(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
+               keepdims: bool = False) -> Buffer:
     """Maximum over ``axis`` (as reduce_sum's); same dtype. An empty axis is a ShapeError."""
     return _reduce("max", x, axis, out, keepdims)
 
 
-def reduce_min(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False
-               ) -> Buffer:
+def reduce_min(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
+               keepdims: bool = False) -> Buffer:
     """Minimum over ``axis`` (as reduce_sum's); same dtype. An empty axis is a ShapeError."""
     return _reduce("min", x, axis, out, keepdims)
 
 
-def mean(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False) -> Buffer:
+def mean(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
+         keepdims: bool = False) -> Buffer:
     """Mean over ``axis`` (as reduce_sum's): f64 for f64, f16 for f16, f32 for f32 and every
     integer dtype (accumulated in f32). The mean of an empty axis is nan, as in numpy."""
     return _reduce("mean", x, axis, out, keepdims)
 
 
-def argmax(x: Buffer, axis=-1, out: Buffer | None = None, keepdims: bool = False) -> Buffer:
+def argmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None,
+           keepdims: bool = False) -> Buffer:
     """u32 index of the first maximum along one axis (-1, the default, or any int), or in
     the flattened buffer (axis=None), as numpy's argmax. An empty axis is a ShapeError."""
     return _reduce("argmax", x, axis, out, keepdims)
 
 
-def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
+def softmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None) -> Buffer:
     """exp(x - max) / sum(exp(x - max)) along the last axis (axis=-1) or over every element
     (axis=None); f32 or f16 (computed in f32), same shape."""
     _check_buffer(x, "x")
@@ -281,6 +284,14 @@ def softmax(x: Buffer, axis=-1, out: Buffer | None = None) -> Buffer:
 
 
 _BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
+
+if TYPE_CHECKING:  # what __getattr__ hands out, spelled for type checkers and editors only
+    from . import dask as dask
+    from . import ml as ml
+
+    sum = reduce_sum  # noqa: A001
+    max = reduce_max  # noqa: A001
+    min = reduce_min  # noqa: A001
 
 
 def __dir__() -> list[str]:

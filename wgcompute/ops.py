@@ -202,7 +202,7 @@ def _check_pair(where: str, op: str, x: Buffer, y: Buffer, div_hint: str, pow_hi
                          f"pow ({pow_hint})")
 
 
-def binary(op: str, a: Buffer, b, reflected: bool = False):
+def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
     """``a op b`` (``b op a`` when ``reflected``) for a Buffer ``a`` and a Buffer or scalar
     ``b``; NotImplemented for other operand types, as Python's protocol expects."""
     where = f"operator {_SYMBOL[op]}"
@@ -255,7 +255,7 @@ def unary(op: str, a: Buffer) -> Buffer:
     return run_kernel(array_op(op, 1), [a], out)
 
 
-def matmul_op(a: Buffer, b, reflected: bool = False):
+def matmul_op(a: Buffer, b, reflected: bool = False) -> Buffer:
     if not isinstance(b, Buffer):
         _other(b, "operator @")
         return NotImplemented
@@ -272,7 +272,8 @@ def matmul_op(a: Buffer, b, reflected: bool = False):
     return run_kernel("matmul", [x, y], out)
 
 
-def reduction(name: str, x: Buffer, axis, keepdims: bool, out: Buffer | None):
+def reduction(name: str, x: Buffer, axis, keepdims: bool, out: Buffer | None
+              ) -> Buffer:
     """A Buffer method's reduction: numpy's default axis (None: everything)."""
 
     check_buffer(x, "self")
@@ -408,7 +409,7 @@ def item(x: Buffer):
     return x.to_numpy().reshape(()).item()
 
 
-def inplace(op: str, a: Buffer, b):
+def inplace(op: str, a: Buffer, b) -> Buffer:
     """``a op= b``: the kernel writes ``a`` itself (numpy's in-place operators), so every
     reference to ``a`` sees the result. A view is refused: its memory is its base's."""
 

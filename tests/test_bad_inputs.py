@@ -182,6 +182,16 @@ BAD: dict[str, list] = {
     "which": [-1, 99, 1.5, True, "no such adapter", [0], b"x"],
     "backend": [5, "", "cuda", ["vulkan"]],
     "hold_clocks": ["yes", 1, 1.5, [True]],
+    "frame": [None, "1", 1.5, True, 99, -99],
+    "load_dtype": [5, "", "u16", "F32", ["u8"]],
+    "bits": [None, 12, "16", True, 16.0],
+    "durations": ["x", -1, [10], [10, -1], [10, "x"], True],
+    "loop": [-1, 1.5, "0", True],
+    "frames": [None, "ab", [], [None], np.zeros((2, 4, 4, 4), np.uint8),
+               [np.zeros((4, 4, 4), np.uint8), np.zeros((5, 4, 4), np.uint8)]],
+    "file_image": [None, [[1, 2]], np.zeros(4, np.uint8), np.zeros((4, 4, 5), np.uint8),
+                   np.zeros((4, 4), np.int16), np.zeros((4, 4, 3), np.float64)],
+    "gif_path": [None, 3, b"x.gif", "", "\0.gif", "x.png"],
     "entry_point": [5, "", "no_such_function", b"main"],
 }
 # what messages may call an argument besides its own name
@@ -482,10 +492,29 @@ def _targets() -> list[Target]:
         {"timeout": "timeout"}, wgc.Event.wait)
     # wgc.image
     im = wgc.image
-    add("wgc.image.load", fn(im.load), lambda: {"path": _photo(), "label": ""},
-        {"path": "path", "label": "label"}, im.load)
-    add("wgc.image.save", fn(im.save), lambda: {"buf": img(), "path": _out_path()},
-        {"buf": "image", "path": "path"}, im.save)
+    add("wgc.image.load", fn(im.load),
+        lambda: {"path": _photo(), "label": "", "frame": 0, "dtype": None},
+        {"path": "path", "label": "label", "frame": "frame", "dtype": "load_dtype"}, im.load)
+    add("wgc.image.load_frames", fn(im.load_frames),
+        lambda: {"path": _photo(), "label": "", "dtype": None},
+        {"path": "path", "label": "label", "dtype": "load_dtype"}, im.load_frames)
+    add("wgc.image.read_frames", fn(im.read_frames), lambda: {"path": _photo(), "dtype": None},
+        {"path": "path", "dtype": "load_dtype"}, im.read_frames)
+    add("wgc.image.save", fn(im.save), lambda: {"buf": img(), "path": _out_path(), "bits": 8},
+        {"buf": "image", "path": "path", "bits": "bits"}, im.save)
+    add("wgc.image.save_frames", fn(im.save_frames),
+        lambda: {"bufs": [img(), img()], "path": _out_path()[:-4] + ".gif",
+                 "durations": [10, 20], "loop": 0},
+        {"bufs": "bufs", "path": "gif_path", "durations": "durations", "loop": "loop"},
+        im.save_frames)
+    add("wgc.image.write_frames", fn(im.write_frames),
+        lambda: {"frames": [np.zeros((4, 4, 4), np.uint8)] * 2,
+                 "path": _out_path()[:-4] + ".gif", "durations": [10, 20], "loop": 0},
+        {"frames": "frames", "path": "gif_path", "durations": "durations", "loop": "loop"},
+        im.write_frames)
+    add("wgc.image.file_array", fn(im.file_array),
+        lambda: {"array": np.zeros((4, 4, 4), np.uint8), "bits": 16},
+        {"array": "file_image", "bits": "bits"}, im.file_array, skip_args=("argument",))
     add("wgc.image.from_numpy", fn(im.from_numpy),
         lambda: {"array": np.zeros((4, 4, 3), np.uint8), "label": ""},
         {"array": "image_array", "label": "label"}, im.from_numpy)
@@ -510,8 +539,9 @@ def _targets() -> list[Target]:
         lambda: {"array": np.zeros((4, 4, 4), np.uint8), "channels": 4},
         {"array": "image_array", "channels": "channels"}, im.as_rgba8,
         skip_args=("argument",))  # the name its messages use for the array
-    add("wgc.image.read_file", fn(im.read_file), lambda: {"path": _photo()},
-        {"path": "path"}, im.read_file)
+    add("wgc.image.read_file", fn(im.read_file),
+        lambda: {"path": _photo(), "frame": 0, "dtype": None},
+        {"path": "path", "frame": "frame", "dtype": "load_dtype"}, im.read_file)
     add("wgc.image.write_file", fn(im.write_file),
         lambda: {"array": np.zeros((4, 4, 3), np.uint8), "path": _out_path()},
         {"array": "image_array", "path": "path"}, im.write_file)
@@ -775,7 +805,7 @@ NO_ARGUMENTS = {  # called once each: they take nothing a user could get wrong
     "default_device", "Timeline", "Pipeline.close", "Pipeline.recipe",
     "Buffer.tolist", "Command.poll", "Command.done", "Pipeline.buffers",
     "Stream.record_event", "Stream.query", "Stream.close", "Event.query",
-    "image.has_imageio", "image.INSTALL_HINT",
+    "image.has_imageio", "image.INSTALL_HINT", "image.stage_help", "image.image_stage_names",
 }
 NOT_CALLABLE_BY_USERS = {
     "Buffer": "made by wgc.buffer/empty/from_numpy, never constructed directly",

@@ -35,6 +35,8 @@ from .errors import (
     DtypeError,
     IndexingError,
     KernelNotFoundError,
+    MissingExtraAttributeError,
+    MissingExtraError,
     ModelError,
     PipelineError,
     ShaderCompileError,
@@ -74,7 +76,7 @@ __all__ = [
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "IndexingError",
     "DeviceError",
     "DeviceLostError", "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
-    "ModelError",
+    "ModelError", "MissingExtraError", "MissingExtraAttributeError",
     # devices
     "Device", "AdapterInfo", "devices", "device", "use_device", "set_default_device",
     "current_device", "default_device", "device_info", "is_gpu", "version", "adapters",
@@ -303,8 +305,10 @@ def __getattr__(name: str):
     # for code in this module; wgc.dask and wgc.ml too, so that `import wgcompute` loads
     # neither dask nor onnx
     if name == "dask":  # wgc.dask: Dask clusters, imported on first use (needs wgcompute[dask])
-        import wgcompute.dask  # not `from . import`: that would look the name up here again
-
+        try:
+            import wgcompute.dask  # not `from . import`: that would look the name up here again
+        except MissingExtraError as e:  # an AttributeError here: hasattr(wgc, "dask") is False
+            raise MissingExtraAttributeError(str(e)) from e
         return wgcompute.dask
     if name == "ml":  # wgc.ml: ONNX inference, imported on first use (needs wgcompute[ml])
         import importlib
@@ -328,7 +332,11 @@ def autotune_reset() -> None:
 def create_surface(width: int, height: int, title: str = "wgcompute", offscreen=None,
                    device: Device | None = None):
     """A Surface showing GPU buffers: a glfw window, or an offscreen canvas when there is no
-    display or ``offscreen=True`` (see wgcompute.surface.Surface)."""
+    display or ``offscreen=True`` (see wgcompute.surface.Surface). Needs the window extra
+    (rendercanvas, and glfw for a window)."""
+    from ._extras import require
+
+    require("rendercanvas", "wgc.create_surface")
     from .surface import create_surface as _create_surface
 
     return _create_surface(width, height, title, offscreen, device)

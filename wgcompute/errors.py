@@ -94,3 +94,22 @@ class ModelError(WgComputeError):
     def __init__(self, message: str, unsupported=()):
         super().__init__(message)
         self.unsupported = list(unsupported)
+
+
+class MissingExtraError(WgComputeError, ImportError):
+    """A feature needs a package of one of wgcompute's optional extras, and it is not
+    installed (or does not import); the message names the feature and the command that
+    installs it, e.g. ``pip install "wgcompute[ml]"``. ``extra`` and ``package`` say which;
+    ``name`` (as ImportError's) is the module that failed to import."""
+
+    def __init__(self, message: str, *, extra: str = "", package: str = "",
+                 name: str | None = None):
+        super().__init__(message, name=name)
+        self.extra = extra
+        self.package = package
+
+
+class MissingExtraAttributeError(WgComputeError, AttributeError):
+    """``wgc.dask`` read while its extra is missing: an AttributeError, so that
+    ``hasattr(wgc, "dask")`` is False, with the same message as the MissingExtraError that
+    is its ``__cause__`` (an exception cannot be both an ImportError and an AttributeError)."""

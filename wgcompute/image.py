@@ -1,5 +1,6 @@
-"""Images in and out of the GPU: load/save files (imageio) as RGBA8 buffers, numpy
-conversions, running image kernels with outputs sized from params, and --pipeline text."""
+"""Images in and out of the GPU: load/save files (imageio) as RGBA8 (or 16-bit as f32)
+buffers, animation frames, numpy conversions, image kernels with outputs sized from params,
+and --pipeline text."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _atomic
+from ._extras import install_hint, require
 from .buffer import Buffer, check_buffer, normalize_shape
 from .buffer import empty as _empty
 from .buffer import from_numpy as _buffer_from_numpy
@@ -22,14 +24,19 @@ from .kernels import registry
 from .kernels.base import Meta
 from .kernels.image import ImageKernel
 
-__all__ = ["load", "save", "from_numpy", "to_numpy", "to_uint8", "as_rgba8", "apply", "Stage",
-           "parse_pipeline", "submit_stages", "read_file", "write_file", "write_atomically",
-           "remove_stale_temps", "has_imageio", "INSTALL_HINT"]
+__all__ = ["load", "save", "load_frames", "save_frames", "read_frames", "write_frames",
+           "from_numpy", "to_numpy", "to_uint8", "as_rgba8", "apply", "Stage",
+           "parse_pipeline", "submit_stages", "stage_help", "image_stage_names", "read_file",
+           "write_file", "file_array", "write_atomically", "remove_stale_temps", "has_imageio",
+           "INSTALL_HINT"]
 
-INSTALL_HINT = 'pip install "wgcompute[image]"'
+INSTALL_HINT = install_hint("image")
 
 _NO_ALPHA = {".jpg", ".jpeg", ".bmp"}
-WRITE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+WRITE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+SIXTEEN_BIT_EXTS = (".png", ".tif", ".tiff")  # formats 16-bit (grey) images are written to
+ANIMATION_EXTS = (".gif",)
+LOAD_DTYPES = (None, "u8", "f32")
 
 
 # -- numpy <-> RGBA8 -----------------------------------------------------------------------------
@@ -132,12 +139,7 @@ def compact(a: np.ndarray) -> np.ndarray:
 
 # -- files ---------------------------------------------------------------------------------------
 def _imageio():
-    try:
-        import imageio.v3 as iio
-    except ImportError:
-        raise WgComputeError(f"reading and writing image files needs imageio, which is not "
-                             f"installed: {INSTALL_HINT}") from None
-    return iio
+    return require("imageio.v3", "reading and writing image files")
 
 
 def has_imageio() -> bool:
@@ -174,66 +176,262 @@ def write_atomically(path, write) -> str:
     return _atomic.write_atomically(path, write)
 
 
-def read_file(path) -> np.ndarray:
-    """Decode an image file to uint8 (H, W, 4) on the CPU (no GPU involved). A GIF of one
-    frame is that frame; an animated GIF (or any file of several frames) is refused."""
-    path = _path(path)
-    if not os.path.isfile(path):
-        raise ArgumentError(f"path: {path!r} is not a file")
+_GENERIC = ("can not handle the given uri", "unknown error occurred")
+
+
+def _cannot_decode(path: str, e: Exception) -> ArgumentError:
+    """The error for a file the codec cannot read, with the codec's most telling words (the
+    innermost cause when imageio's own text is generic)."""
+    chain, c = [], e
+    while c is not None and len(chain) < 8:
+        chain.append(c)
+        c = c.__cause__ or c.__context__
+    texts = [str(x).strip().splitlines()[0] for x in chain if str(x).strip()]
+    useful = [t for t in texts if not any(g in t.lower() for g in _GENERIC)]
+    why = useful[-1] if useful and any(g in texts[0].lower() for g in _GENERIC) else \
+        (texts[0] if texts else type(e).__name__)
+    return ArgumentError(f"path: cannot decode {path!r}: it is not a readable image "
+                         f"(truncated, corrupt, or not an image file: {why})")
+
+
+def _check_dtype(dtype) -> None:
+    if dtype not in LOAD_DTYPES:
+        raise ArgumentError(f"dtype: expected None (the file's depth), 'u8' or 'f32', got "
+                            f"{dtype!r}")
+
+
+def _png_depth(path: str) -> tuple[int, int] | None:
+    """(bit depth, colour type) from a PNG's header, None for other files: the codec (Pillow)
+    reads 16-bit colour PNGs as 8-bit without saying so."""
     try:
-        a = np.asarray(_imageio().imread(path, plugin="pillow"))
-    except Exception as e:  # every codec raises its own type
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ArgumentError(f"path: cannot decode {path!r} as an image ({first})") from None
-    if a.ndim == 4 and a.shape[0] == 1:  # pillow gives GIFs a frame axis, even for one
-        a = a[0]
-    if a.ndim == 4 or (a.ndim == 3 and a.shape[2] > 4):
-        raise ShapeError(f"path: {path!r} is an animation of {a.shape[0]} frames; wgc.image "
-                         f"loads single images (read one frame with imageio.v3.imread(path, "
-                         f"index=0) and pass it to wgc.image.from_numpy)")
+        with open(path, "rb") as f:
+            head = f.read(26)
+    except OSError:
+        return None
+    if len(head) < 26 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return head[24], head[25]
+
+
+def _pixels(a: np.ndarray, path: str, dtype) -> np.ndarray:
+    """One decoded frame -> u8 RGBA8 (H, W, 4), or f32 RGBA (H, W, 4) in [0, 1] for 16-bit
+    samples, (H, W, 3) where the file has no alpha (or dtype='f32': RGBA); dtype='u8'
+    reduces 16 bits to 8, rounded."""
     if a.dtype == bool:
         a = a.astype(np.uint8) * 255
+    if a.ndim == 3 and a.shape[2] > 4:
+        raise ShapeError(f"path: {path!r} decodes to {a.shape}; expected an image (H, W[, C]) "
+                         f"with C in 1..4")
+    if a.dtype == np.uint16:
+        if dtype == "u8":
+            a = np.rint(a / 257.0).astype(np.uint8)
+        else:
+            # float images have no alpha (every channel is processed): RGB, or RGBA only
+            # where the file has alpha
+            a = a[..., None] if a.ndim == 2 else a
+            alpha = a.shape[2] in (2, 4)
+            out = np.empty(a.shape[:2] + (4 if alpha else 3,), np.float32)
+            scaled = a.astype(np.float32) / np.float32(65535)  # exact: rint(x * 65535) == a
+            out[..., :3] = scaled[..., :3] if a.shape[2] >= 3 else scaled[..., :1]
+            if alpha:
+                out[..., 3] = scaled[..., -1]
+            return out
     if a.dtype != np.uint8:
-        raise DtypeError(f"path: {path!r} decodes to {a.dtype}; wgc.image handles 8-bit images "
-                         f"(convert it first)")
-    return rgba8(a, f"path {path!r}")
+        raise DtypeError(f"path: {path!r} decodes to {a.dtype}; wgc.image reads 8-bit and "
+                         f"16-bit images (convert it first)")
+    rgba = rgba8(a, f"path {path!r}")
+    return (rgba.astype(np.float32) / np.float32(255)) if dtype == "f32" else rgba
 
 
-def load(path, label: str = "") -> Buffer:
-    """Read an image file (PNG, JPEG, BMP, ... through imageio) into an RGBA8 buffer:
-    u8 (H, W, 4), one pixel per 32-bit word. Grey is replicated; missing alpha is 255."""
+def _frame_count(reader) -> int:
+    return reader.properties(index=None).n_images or 1
+
+
+def read_file(path, frame: int = 0, dtype: str | None = None) -> np.ndarray:
+    """Decode one image (``frame`` of an animation: the first by default) on the CPU (no GPU
+    involved): 8-bit files as uint8 RGBA8 (H, W, 4); 16-bit ones (grey PNG, TIFF) as float32
+    RGB (H, W, 3) in [0, 1] (grey replicated; RGBA where the file has alpha), every 16-bit
+    value kept (value / 65535). ``dtype`` 'u8' or
+    'f32' asks for that form whatever the file holds (16 bits reduced to 8, rounded)."""
+    path = _path(path)
+    _check_dtype(dtype)
+    if isinstance(frame, bool) or not isinstance(frame, int):
+        raise ArgumentError(f"frame: expected an int, got {type(frame).__name__}")
+    iio = _imageio()  # a missing extra is named, not reported as a file it cannot decode
+    if not os.path.isfile(path):
+        raise ArgumentError(f"path: {path!r} is not a file")
+    _refuse_wide_colour(path, dtype)
+    try:
+        with iio.imopen(path, "r", plugin="pillow") as reader:
+            n = _frame_count(reader)
+            if not -n <= frame < n:
+                raise ArgumentError(f"frame: {path!r} has {n} frame(s) (0..{n - 1}); got "
+                                    f"{frame}")
+            a = np.asarray(reader.read(index=frame % n))
+    except WgComputeError:
+        raise
+    except Exception as e:  # every codec raises its own type
+        raise _cannot_decode(path, e) from e
+    return _pixels(a, path, dtype)
+
+
+def _refuse_wide_colour(path: str, dtype) -> None:
+    png = _png_depth(path)
+    if png is not None and png[0] == 16 and png[1] != 0 and dtype != "u8":
+        kind = {2: "RGB", 4: "grey + alpha", 6: "RGBA"}.get(png[1], "colour")
+        raise DtypeError(f"path: {path!r} is a 16-bit {kind} PNG; the image codec (Pillow) "
+                         f"reads only 16-bit grey PNGs with all their bits, so pass dtype='u8' "
+                         f"to load it reduced to 8 bits, or convert it to 16-bit grey")
+
+
+def read_frames(path, dtype: str | None = None) -> tuple[list[np.ndarray], dict]:
+    """Every frame of an animated image (an animated GIF; a still image is one frame), each
+    as read_file gives it, and what the file says about its timing: {"durations": [ms per
+    frame], "loop": 0 for forever, else the count, or None}; write_frames takes it back."""
+    path = _path(path)
+    _check_dtype(dtype)
+    iio = _imageio()
+    if not os.path.isfile(path):
+        raise ArgumentError(f"path: {path!r} is not a file")
+    _refuse_wide_colour(path, dtype)
+    try:
+        with iio.imopen(path, "r", plugin="pillow") as reader:
+            n = _frame_count(reader)
+            frames = [np.asarray(reader.read(index=i)) for i in range(n)]
+            metas = [reader.metadata(index=i) for i in range(n)] if n > 1 else [{}]
+    except WgComputeError:
+        raise
+    except Exception as e:
+        raise _cannot_decode(path, e) from e
+    durations = [m["duration"] for m in metas] if all("duration" in m for m in metas) \
+        and n > 1 else None
+    info = {"durations": durations, "loop": metas[0].get("loop")}
+    frames = [_pixels(a, path, dtype) for a in frames]
+    if len({f.shape for f in frames}) > 1:
+        raise ShapeError(f"path: {path!r} has frames of different sizes "
+                         f"{sorted({f.shape[:2] for f in frames})}")
+    return frames, info
+
+
+def load(path, label: str = "", *, frame: int = 0, dtype: str | None = None) -> Buffer:
+    """Read an image file (PNG, JPEG, BMP, GIF, ... through imageio) into an image buffer:
+    RGBA8, u8 (H, W, 4), one pixel per 32-bit word, grey replicated, missing alpha 255; a
+    16-bit file as f32 (H, W, 3) in [0, 1] with every bit kept. ``frame`` picks one
+    frame of an animated GIF (the first by default; load_frames gives them all); ``dtype``
+    'u8' or 'f32' asks for that form whatever the file holds."""
     if not isinstance(label, str):
         raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
     path = _path(path)
-    return _buffer_from_numpy(read_file(path), label=label or os.path.basename(path))
+    return _upload(read_file(path, frame, dtype), label or os.path.basename(path))
 
 
-def write_file(array: np.ndarray, path) -> str:
-    """Encode uint8 (H, W) grey or (H, W, 3|4) to ``path`` atomically: a temporary file
-    beside it, then os.replace, so a reader never sees half a file. RGBA is written in the
-    fewest channels that load back the same (RGB when opaque, grey when also R = G = B);
-    formats without alpha drop it."""
+def load_frames(path, label: str = "", *, dtype: str | None = None) -> list[Buffer]:
+    """Every frame of an animated GIF as image buffers (load's form), in order; a still
+    image gives a list of one. read_frames gives the frames' durations and loop count."""
+    if not isinstance(label, str):
+        raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
     path = _path(path)
-    if not isinstance(array, np.ndarray) or array.dtype != np.uint8 or not (
-            array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
-        raise ArgumentError(f"array: expected a uint8 (H, W) or (H, W, 3|4) numpy array, got "
-                            f"{getattr(array, 'dtype', type(array).__name__)} "
-                            f"{getattr(array, 'shape', '')}")
+    frames, _ = read_frames(path, dtype)
+    name = label or os.path.basename(path)
+    return [_upload(f, f"{name}[{i}]") for i, f in enumerate(frames)]
+
+
+def _upload(array: np.ndarray, label: str) -> Buffer:
+    """An image buffer from what read_file gives (u8 RGBA8, or f32 RGBA)."""
+    if array.dtype == np.uint8:
+        return _buffer_from_numpy(rgba8(array), label=label)
+    _check_image_array(array.shape, "f32", "array")
+    return _buffer_from_numpy(np.ascontiguousarray(array, np.float32), label=label)
+
+
+def _dest(path, allowed=WRITE_EXTS) -> tuple[str, str]:
+    path = _path(path)
     folder, name = os.path.split(os.path.abspath(path))
     ext = os.path.splitext(name)[1].lower()
-    if ext not in WRITE_EXTS:
+    if ext not in allowed:
         raise ArgumentError(f"path: {path!r} needs an extension naming the format, one of "
-                            f"{', '.join(WRITE_EXTS)}")
+                            f"{', '.join(allowed)}")
     if not os.path.isdir(folder):
         raise ArgumentError(f"path: folder {folder!r} does not exist")
+    return path, ext
+
+
+def _encodable(array: np.ndarray, ext: str, argument: str = "array") -> np.ndarray:
+    """uint8 (H, W) or (H, W, 3|4) in the fewest channels, or uint16 grey (H, W)."""
+    is_array = isinstance(array, np.ndarray)
+    ok8 = is_array and array.dtype == np.uint8 and (
+        array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4)))
+    ok16 = is_array and array.dtype == np.uint16 and array.ndim == 2
+    if not (ok8 or ok16):
+        raise ArgumentError(f"{argument}: expected a uint8 (H, W) or (H, W, 3|4) numpy array, "
+                            f"or uint16 (H, W) grey, got "
+                            f"{getattr(array, 'dtype', type(array).__name__)} "
+                            f"{getattr(array, 'shape', '')}")
+    if ok16 and ext not in SIXTEEN_BIT_EXTS:
+        raise ArgumentError(f"path: a 16-bit image needs a format that holds 16 bits, one of "
+                            f"{', '.join(SIXTEEN_BIT_EXTS)}; {ext} holds 8 (convert to uint8 "
+                            f"first, or save with bits=8)")
     if array.ndim == 3 and array.shape[-1] == 4:
         array = compact(array)
     if ext in _NO_ALPHA and array.ndim == 3 and array.shape[-1] == 4:
         array = array[..., :3]
-    data = np.ascontiguousarray(array)
+    return np.ascontiguousarray(array)
+
+
+def write_file(array: np.ndarray, path) -> str:
+    """Encode uint8 (H, W) grey or (H, W, 3|4), or uint16 (H, W) grey (to PNG or TIFF, 16
+    bits), to ``path`` atomically: a temporary file beside it, then os.replace, so a reader
+    never sees half a file. RGBA is written in the fewest channels that load back the same
+    (RGB when opaque, grey when also R = G = B); formats without alpha drop it."""
+    path, ext = _dest(path)
+    data = _encodable(array, ext)
+    iio = _imageio()
     try:
-        _atomic.write_atomically(path, lambda tmp: _imageio().imwrite(tmp, data, plugin="pillow",
-                                                              extension=ext))
+        _atomic.write_atomically(path, lambda tmp: iio.imwrite(tmp, data, plugin="pillow",
+                                                               extension=ext))
+    except WgComputeError:
+        raise
+    except Exception as e:
+        raise ArgumentError(f"path: cannot write {path!r} ({e})") from None
+    return path
+
+
+def write_frames(frames, path, durations=None, loop: int | None = 0) -> str:
+    """Write uint8 frames (each as write_file takes, all one size) as an animated GIF,
+    atomically. ``durations``: milliseconds per frame (one number for all, or a list; None:
+    100), ``loop``: 0 repeats forever, n plays n + 1 times, None plays once."""
+    path, ext = _dest(path, ANIMATION_EXTS)
+    if isinstance(frames, np.ndarray) or not isinstance(frames, (list, tuple)) or not frames:
+        raise ArgumentError(f"frames: expected a non-empty list of uint8 arrays, got "
+                            f"{type(frames).__name__}")
+    rgba = [as_rgba8(f, 4, f"frames[{i}]") if isinstance(f, np.ndarray) and f.ndim == 3 and
+            f.shape[-1] == 4 else _encodable(f, ext, f"frames[{i}]")
+            for i, f in enumerate(frames)]
+    if any(f.dtype != np.uint8 for f in rgba):
+        raise ArgumentError("frames: GIF holds 8 bits; expected uint8 frames")
+    if len({f.shape[:2] for f in rgba}) > 1:
+        raise ShapeError(f"frames: all frames must have one size, got "
+                         f"{sorted({f.shape[:2] for f in rgba})}")
+    stack = np.stack([rgba8(f, f"frames[{i}]") for i, f in enumerate(rgba)])
+    if (stack[..., 3] == 255).all():
+        stack = np.ascontiguousarray(stack[..., :3])
+    if durations is None:
+        durations = 100
+    ds = [durations] * len(frames) if isinstance(durations, (int, float)) and \
+        not isinstance(durations, bool) else durations
+    if not isinstance(ds, (list, tuple)) or len(ds) != len(frames) or not all(
+            isinstance(d, (int, float)) and not isinstance(d, bool) and d >= 0 for d in ds):
+        raise ArgumentError(f"durations: expected milliseconds >= 0, one number or one per "
+                            f"frame ({len(frames)}), got {durations!r}")
+    if loop is not None and (isinstance(loop, bool) or not isinstance(loop, int) or loop < 0):
+        raise ArgumentError(f"loop: expected an int >= 0 or None, got {loop!r}")
+    kw = {"duration": [float(d) for d in ds]}
+    if loop is not None:
+        kw["loop"] = loop
+    iio = _imageio()
+    try:
+        _atomic.write_atomically(path, lambda tmp: iio.imwrite(
+            tmp, stack, plugin="pillow", extension=ext, is_batch=True, **kw))
     except WgComputeError:
         raise
     except Exception as e:
@@ -280,15 +478,65 @@ def remove_stale_temps(path) -> list[str]:
     return removed
 
 
-def save(buf: Buffer, path) -> str:
+def _to_file_array(buf: Buffer, bits: int) -> np.ndarray:
+    _check_image_array(buf.shape, buf.dtype, "buf")
+    return file_array(buf.to_numpy(), bits, "buf")
+
+
+def file_array(array: np.ndarray, bits: int = 8, argument: str = "array") -> np.ndarray:
+    """What write_file takes for an image's contents read back (u8 RGBA8 or f32): uint8 as
+    to_numpy gives it (``bits=8``), or uint16 grey (H, W) (``bits=16``: opaque grey images
+    only, values clipped to [0, 1] and rounded to 16 bits)."""
+    if bits not in (8, 16) or isinstance(bits, bool):
+        raise ArgumentError(f"bits: expected 8 or 16, got {bits!r}")
+    if bits == 8:
+        return as_rgba8(array, 4, argument)
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"{argument}: expected a numpy array, got {type(array).__name__}")
+    _check_image_array(array.shape, {np.dtype(np.uint8): "u8", np.dtype(np.float32): "f32"}
+                       .get(array.dtype, str(array.dtype)), argument)
+    a = array.astype(np.float32) / np.float32(255) if array.dtype == np.uint8 else array
+    grey = a if a.ndim == 2 else a[..., 0]
+    if a.ndim == 3 and a.shape[2] > 1:
+        colour = a[..., :3] if a.shape[2] >= 3 else a[..., :1]
+        opaque = a.shape[2] == 3 or bool((a[..., -1] >= 1.0).all())
+        if not opaque or not (colour == grey[..., None]).all():
+            raise ArgumentError(f"bits: 16 writes opaque grey images only (the codec, Pillow, "
+                                f"writes no 16-bit colour or alpha); {argument} is "
+                                f"{array.dtype} {array.shape} with colour or alpha: run the "
+                                f"grayscale stage first, or save with bits=8")
+    if np.isnan(grey).any():
+        raise ArgumentError(f"{argument}: holds NaN, which has no 16-bit value")
+    return np.clip(np.rint(grey.astype(np.float64) * 65535.0), 0, 65535).astype(np.uint16)
+
+
+def save(buf: Buffer, path, *, bits: int = 8) -> str:
     """Write an image buffer to a file chosen by extension (blocks for the read-back).
     RGBA8 is written as is, as RGB when alpha is 255 everywhere, and as one grey channel
     when it is also grey (R = G = B): each loads back the same. f32 images (H, W[, 1|3|4])
-    are clipped to [0, 1] and rounded to 8 bits. JPEG and BMP have no alpha: it is
-    dropped. Returns the path."""
+    are clipped to [0, 1] and rounded to 8 bits, or with ``bits=16`` to 16 (PNG or TIFF,
+    grey images: what load gives for a 16-bit file comes back with every bit). JPEG and
+    BMP have no alpha: it is dropped. Returns the path."""
     check_buffer(buf, "buf")
-    _path(path)
-    return write_file(to_numpy(buf), path)
+    if bits not in (8, 16) or isinstance(bits, bool):
+        raise ArgumentError(f"bits: expected 8 or 16, got {bits!r}")
+    path, ext = _dest(path)
+    if bits == 16 and ext not in SIXTEEN_BIT_EXTS:
+        raise ArgumentError(f"bits: 16 needs a format that holds 16 bits, one of "
+                            f"{', '.join(SIXTEEN_BIT_EXTS)}; {path!r} is {ext}")
+    return write_file(_to_file_array(buf, bits), path)
+
+
+def save_frames(bufs, path, durations=None, loop: int | None = 0) -> str:
+    """Write image buffers (as load_frames gives them) as an animated GIF (see
+    write_frames for ``durations`` and ``loop``; read_frames gives a file's own)."""
+    if isinstance(bufs, Buffer) or not isinstance(bufs, (list, tuple)) or not bufs:
+        raise ArgumentError(f"bufs: expected a non-empty list of image buffers, got "
+                            f"{type(bufs).__name__}")
+    for i, b in enumerate(bufs):
+        check_buffer(b, f"bufs[{i}]")
+    _dest(path, ANIMATION_EXTS)
+    return write_frames([to_numpy(b) for b in bufs], path, durations, loop)
 
 
 # -- running image kernels -------------------------------------------------------------------------
@@ -479,6 +727,41 @@ def parse_pipeline(text: str, shape=(64, 64, 4), dtype: str = "u8") -> list[Stag
 def image_stage_names() -> list[str]:
     return sorted(n for n in registry.names()
                   if isinstance(registry.get(n), ImageKernel) and n not in _NOT_IMAGES)
+
+
+_STAGE_INPUTS = {"convolve2d": ("weights", "the kernel: an odd-sized 2-D list of numbers, "
+                                           "e.g. [[0, -1, 0], [-1, 5, -1], [0, -1, 0]]")}
+
+
+def stage_help() -> str:
+    """Every --pipeline stage with its params, their defaults and what they do, read from the
+    kernel registry (so it lists what this installation runs)."""
+    import textwrap
+
+    from .kernels.base import REQUIRED
+
+    lines = []
+    for name in image_stage_names():
+        k = registry.get(name)
+        try:  # a param whose default only suits a given output buffer is required here
+            parse_pipeline(name)
+            bare = True
+        except WgComputeError:
+            bare = name in _STAGE_INPUTS
+        sig, docs = [], []
+        if name in _STAGE_INPUTS:
+            sig.append(f"{_STAGE_INPUTS[name][0]}=...")
+            docs.append((_STAGE_INPUTS[name][0], _STAGE_INPUTS[name][1] + " (required)"))
+        for prm in k.params:
+            required = prm.default is REQUIRED or (prm.default is None and not bare)
+            sig.append(prm.name if required else f"{prm.name}={prm.default!r}")
+            docs.append((prm.name, (prm.doc or "") + (" (required)" if required else "")))
+        lines.append(f"  {name}({', '.join(sig)})" if sig else f"  {name}")
+        body = [getattr(k, "description", "")] + [f"{n}: {d}" for n, d in docs]
+        for text in filter(None, body):
+            lines += textwrap.wrap(text, 88, initial_indent=" " * 6,
+                                   subsequent_indent=" " * 8)
+    return "\n".join(lines)
 
 
 def submit_stages(image: Buffer, stages: list[Stage], label: str = "image") -> tuple[Command,

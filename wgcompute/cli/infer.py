@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 import wgcompute as wgc
-from wgcompute.cli.process import UsageError, check_parallel_args, expand_inputs
+from wgcompute._extras import require
+from wgcompute.cli.process import UsageError, check_parallel_args, expand_inputs, rate
 
 DESCRIPTION = """Classify images with an ONNX model on the GPU.
 
@@ -404,6 +405,7 @@ def run(args) -> int:
         if not os.path.isfile(args.model):
             raise UsageError(f"MODEL: {args.model!r} is not a file")
         files = expand_inputs(args.inputs)
+        require("PIL", "wgcompute infer")  # decodes the images: once, not once per file
         if args.mixed and not args.f16:
             raise UsageError("--mixed: needs --f16 (an f32 model sums in f32)")
         model = wgc.ml.load_onnx(args.model, dtype="f16" if args.f16 else "f32",
@@ -461,7 +463,7 @@ def run(args) -> int:
                   f"({e.strerror or type(e).__name__})", file=sys.stderr)
             rc = 1
     n = len(results)
-    print(f"classified {n} of {len(files)} image(s) in {dt:.2f} s: {n / dt:.1f} images/s",
+    print(f"classified {n} of {len(files)} image(s) in {dt:.2f} s: {rate(n, dt)}",
           file=sys.stderr if args.json else sys.stdout)
     if failures:
         print(f"{len(failures)} failed:", file=sys.stderr)

@@ -11,6 +11,8 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 import wgcompute as wgc
 
 DESCRIPTION = """Run an image pipeline over image files on the GPU.
@@ -22,13 +24,17 @@ Inputs are files, globs (** recurses) or directories (their image files). Every 
 --pipeline is checked before any file is read or written. Each output is written to a
 temporary file and renamed, so none is ever half-written. A file that fails is reported at
 the end; the others still run, and the exit code is 1 if any failed (2 for bad arguments).
+Each output keeps its input's format (--ext picks another): an animated GIF has every frame
+processed and is written as an animated GIF with the same timing; a 16-bit image (grey PNG
+or TIFF) is processed in float and written back with 16 bits where the format holds them.
 
 With --workers N (a local Dask cluster of N worker processes, one per GPU) or --scheduler
 ADDRESS (a running Dask cluster whose workers see the same files), the files are spread
 over the workers; each decodes, runs the pipeline on its GPU and writes its outputs. A
 worker that dies has its files done again by another. Needs wgcompute[dask].
 
-Image stages: """
+Image stages, with their params and defaults:
+"""
 
 PIPELINE_DEMO = "gaussian_blur(radius=3, sigma=1.5) | sharpen(amount=0.5) | grayscale"
 
@@ -44,7 +50,7 @@ IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
 
 def add_arguments(p) -> None:
-    p.description = DESCRIPTION + ", ".join(wgc.image.image_stage_names())
+    p.description = DESCRIPTION + wgc.image.stage_help()
     p.add_argument("inputs", nargs="+", metavar="IN", help="image files, globs or directories")
     p.add_argument("-o", "--out", required=True, metavar="OUTDIR",
                    help="folder for the results (created if missing)")
@@ -66,6 +72,22 @@ def add_arguments(p) -> None:
 
 class UsageError(Exception):
     pass
+
+
+def _sig(x: float) -> str:
+    """x with three significant digits (0.0423, 1.23, 12.3), whole with separators from 100."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def rate(count: int, seconds: float, unit: str = "images") -> str:
+    """"12.3 images/s"; a slow run also in seconds per item ("0.0423 images/s, 23.6 s/image"),
+    so that no rate reads as 0.0."""
+    if count <= 0:
+        return f"0 {unit}/s"
+    per_s = count / seconds if seconds > 0 else float("inf")
+    if per_s >= 1:
+        return f"{_sig(per_s)} {unit}/s"
+    return f"{_sig(per_s)} {unit}/s, {_sig(seconds / count)} s/{unit.removesuffix('s')}"
 
 
 def check_parallel_args(args) -> None:
@@ -156,9 +178,42 @@ class _Progress:
             self.bar.close()
 
 
+def decode(path):
+    """(frames, timing) of one input: every frame of an animated GIF with its timing
+    (durations, loop), else the one image and None; 16-bit files come as f32 (see
+    wgc.image.read_file)."""
+    frames, timing = wgc.image.read_frames(path)
+    return frames, (timing if len(frames) > 1 else None)
+
+
+def read_still(path):
+    """One input for a cluster worker: a single image (an animation is refused, not cut to
+    its first frame)."""
+    frames, _ = wgc.image.read_frames(path)
+    if len(frames) > 1:
+        raise wgc.ShapeError(f"path: {path!r} is an animation of {len(frames)} frames; "
+                             f"--workers and --scheduler process single images (run without "
+                             f"them to process every frame)")
+    return frames[0]
+
+
+def save_image(result, dest) -> None:
+    """Write one result of the pipeline: 8 bits, or 16 where the result is float (a 16-bit
+    input's) and the format holds them (PNG, TIFF)."""
+    sixteen = result.dtype == np.float32 and \
+        os.path.splitext(dest)[1].lower() in wgc.image.SIXTEEN_BIT_EXTS
+    wgc.image.write_file(wgc.image.file_array(result, 16 if sixteen else 8), dest)
+
+
+def save_animation(results, timing, dest) -> None:
+    wgc.image.write_frames([wgc.image.as_rgba8(r) for r in results], dest,
+                           timing["durations"], timing["loop"])
+
+
 def process(files, dests, stages, workers: int, progress: bool):
-    """Decode on ``workers`` threads, upload and submit on this thread (one submit per image),
-    wait, read back and encode on ``workers`` threads. Returns (done, failures, pixels)."""
+    """Decode on ``workers`` threads, upload and submit on this thread (one submit per image
+    or frame), wait, read back and encode on ``workers`` threads. Returns (done, failures,
+    pixels)."""
     failures: list[tuple[str, str]] = []
     lock = threading.Lock()
     pixels = [0]
@@ -170,15 +225,22 @@ def process(files, dests, stages, workers: int, progress: bool):
             failures.append((path, f"{type(e).__name__}: {e}"))
         bar.step(True)
 
-    def finish(cmd, out, path, dest, npix):
+    def finish(jobs, timing, path, dest, npix):
         try:
-            cmd.wait()
-            wgc.image.save(out, dest)  # RGB when opaque, one channel when also grey
+            results = []
+            for cmd, out in jobs:
+                cmd.wait()
+                results.append(out.to_numpy())
+            if timing is None:
+                save_image(results[0], dest)  # RGB when opaque, one channel when also grey
+            else:
+                save_animation(results, timing, dest)
         except Exception as e:  # one file's failure must not stop the batch
             fail(path, e)
             return
         finally:
-            out.free()
+            for _, out in jobs:
+                out.free()
         with lock:
             done[0] += 1
             pixels[0] += npix
@@ -196,32 +258,39 @@ def process(files, dests, stages, workers: int, progress: bool):
                 item = next(todo, None)
                 if item is None:
                     return
-                queue.append((item, dec.submit(wgc.image.read_file, item[0])))
+                queue.append((item, dec.submit(decode, item[0])))
 
         refill()
         while queue:
             (path, dest), fut = queue.popleft()
             refill()
+            jobs = []
             try:
-                arr = fut.result()
-                img = wgc.image.from_numpy(arr, label=os.path.basename(path))
-                cmd, out = wgc.image.submit_stages(img, stages, label=f"process:{path}")
-                img.free()  # freed once the submitted command is done with it
+                frames, timing = fut.result()
+                ext = os.path.splitext(dest)[1].lower()
+                if timing is not None and ext not in wgc.image.ANIMATION_EXTS:
+                    raise wgc.ArgumentError(
+                        f"--ext: {path!r} is an animation of {len(frames)} frames, written as "
+                        f"{', '.join(wgc.image.ANIMATION_EXTS)}; {ext} holds one image (drop "
+                        f"--ext, or take one frame with wgc.image.load(path, frame=i))")
+                for i, arr in enumerate(frames):
+                    img = wgc.image._upload(arr, f"{os.path.basename(path)}[{i}]")
+                    cmd, out = wgc.image.submit_stages(img, stages, label=f"process:{path}")
+                    img.free()  # freed once the submitted command is done with it
+                    jobs.append((cmd, out))
             except Exception as e:
+                for _, out in jobs:
+                    out.free()
                 fail(path, e)
                 continue
-            encodes.append(enc.submit(finish, cmd, out, path, dest, arr.shape[0] * arr.shape[1]))
+            npix = sum(a.shape[0] * a.shape[1] for a in frames)
+            encodes.append(enc.submit(finish, jobs, timing, path, dest, npix))
             while len(encodes) > ahead:  # bound the images in flight (GPU and host memory)
                 encodes.popleft().result()
         for f in encodes:
             f.result()
     bar.close()
     return done[0], failures, pixels[0]
-
-
-def save_image(result, dest) -> None:
-    """Write one result of the pipeline as process() does (on a cluster worker)."""
-    wgc.image.write_file(wgc.image.as_rgba8(result), dest)
 
 
 def process_on_cluster(files, dests, stages, progress: bool, *, workers=None, scheduler=None,
@@ -235,7 +304,7 @@ def process_on_cluster(files, dests, stages, progress: bool, *, workers=None, sc
     try:
         with wgc.dask.connect(workers=workers, scheduler=scheduler, **kw) as client:
             results, failures = wgc.dask.map_files(
-                steps, files, dests, load=wgc.image.read_file, save=save_image, client=client,
+                steps, files, dests, load=read_still, save=save_image, client=client,
                 progress=lambda ok: bar.step(not ok), cleanup=wgc.image.remove_stale_temps,
                 like=((64, 64, 4), "u8"))
     finally:
@@ -280,8 +349,8 @@ def run(args) -> int:
         done, failures, pixels = process(files, dests, stages,
                                          args.threads or min(4, os.cpu_count() or 1), progress)
     dt = time.perf_counter() - t0
-    print(f"processed {done} of {len(files)} image(s) in {dt:.2f} s: {done / dt:.1f} images/s, "
-          f"{pixels / dt / 1e6:.1f} Mpix/s -> {args.out}")
+    print(f"processed {done} of {len(files)} image(s) in {dt:.2f} s: {rate(done, dt)}, "
+          f"{_sig(pixels / dt / 1e6)} Mpix/s -> {args.out}")
     if failures:
         print(f"{len(failures)} failed:", file=sys.stderr)
         for path, msg in failures:

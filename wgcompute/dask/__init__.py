@@ -5,13 +5,14 @@ Needs the optional extra: ``pip install 'wgcompute[dask]'`` (dask and distribute
 
 from __future__ import annotations
 
-try:
+try:  # a MissingExtraError naming the extra, before anything else
     import dask.array  # noqa: F401
-except ImportError as _e:  # pragma: no cover - the extra is missing
-    from ..errors import WgComputeError
+    import distributed  # noqa: F401
+except ImportError as _e:
+    from .._extras import missing
 
-    raise WgComputeError("wgc.dask needs dask and distributed: pip install "
-                         "'wgcompute[dask]'") from _e
+    _top = "distributed" if (_e.name or "").startswith("distributed") else "dask"
+    raise missing(_top, "wgc.dask", _e) from _e
 
 from ._arrays import map_blocks, map_overlap, reduce_max, reduce_mean, reduce_min, reduce_sum
 from ._model import ModelKind, ModelRecipe  # noqa: F401 - registers the model kind

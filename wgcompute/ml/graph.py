@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from .._extras import require
 from ..errors import ArgumentError, ModelError
 from . import ops_onnx
 from .ir import Graph, Node
@@ -72,11 +73,7 @@ def _read_model(source):
     """(an onnx ModelProto, its size in bytes) from a path, bytes or a ModelProto. A path's
     external data is read by onnx.load, which keeps it inside the model's folder (no absolute
     location, no '..', no symbolic link); bytes and protos may have none."""
-    try:
-        import onnx
-    except ImportError:
-        raise ModelError("load_onnx: the onnx package is not installed (pip install "
-                         "'wgcompute[ml]')") from None
+    onnx = require("onnx", "wgc.ml.load_onnx")
     if isinstance(source, onnx.ModelProto):
         _refuse_external_data(source)
         return source, source.ByteSize()
@@ -104,10 +101,10 @@ def _read_model(source):
 def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
     """The model's graph, checked for unsupported operators and rewritten (see module doc);
     ``max_folded_bytes``: what constant folding may create (see folded_limit)."""
+    proto, file_bytes = _read_model(source)  # first: it says when onnx is not installed
     import onnx
     from onnx import numpy_helper
 
-    proto, file_bytes = _read_model(source)
     limit = folded_limit(max_folded_bytes, file_bytes)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import transfers
+from .._extras import require
 from ..buffer import Buffer, empty, from_numpy
 from ..commands import run_blocking, submit_work
 from ..dtypes import dtype as resolve_dtype
@@ -704,6 +705,7 @@ def register_model(name: str, model, *, replace: bool = False) -> ModelKernel:
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise ArgumentError(f"model: {path!r} is not a file")
+        require("onnx", "wgc.ml.register_model")  # now, not at the kernel's first run
         k = ModelKernel(name, None, path)
     else:
         raise ArgumentError(f"model: expected a wgc.ml.Model or a path, got "

@@ -154,7 +154,7 @@ def pattern_kernel() -> str:
 
 def load_image(path: str) -> wgc.Buffer:
     """An image file as a u8 (H, W, 4) RGBA buffer (grey and RGB get alpha 255)."""
-    return wgc.image.load(path)
+    return wgc.image.load(path, dtype="u8")  # the viewer draws RGBA8, whatever the file holds
 
 
 def save_png(rgba: np.ndarray, path: str) -> str:

@@ -64,7 +64,7 @@ def _pynvml():
                 _nvml = pynvml
             except Exception as e:  # not installed, no NVIDIA driver, no GPU
                 _nvml = False
-                _pynvml.error = f"NVML is not available ({e}); pip install nvidia-ml-py"
+                _pynvml.error = (f"NVML is not available ({e}); pip install \"wgcompute[nvidia]\"")
         if _nvml is False:
             raise ClocksUnavailable(_pynvml.error)
         return _nvml
@@ -129,7 +129,7 @@ def _cuda():
             from cuda import cuda as driver  # cuda-python before 12.6
         except ImportError as e:
             raise ClocksUnavailable(f"holding the clocks needs cuda-python ({e}); "
-                                    f"pip install cuda-python") from None
+                                    f"pip install \"wgcompute[nvidia]\"") from None
     return driver
 
 

@@ -10,7 +10,7 @@ its ``shaders`` beside it); it is imported as ``wgc_other``
 its fence, and Command.wait() after it. Each row: both medians and the median of the per-round
 ratios (this version / the other).
 
-    python -m benchmarks.ab_versions --other .whl/old/wgcompute-0.1.0-py3-none-any.whl \
+    python -m benchmarks.ab_versions --other wgcompute-0.1.0-py3-none-any.whl \
         [--rounds 30] [--block 300] [--json PATH]
 """
 

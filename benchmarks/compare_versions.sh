@@ -1,27 +1,26 @@
 #!/usr/bin/env bash
-# Old vs new wgcompute in ONE device call: the same benchmark code (bench_dispatch,
-# bench_streams, bench_kernels) run against two installed wheels, alternating
-# old/new/old/new, then a table of medians and new/old ratios (benchmarks/compare_versions.py).
-#
-# Here, before the call: put the two wheels in sub-folders of .whl (NOT .whl/ itself, whose
-# wheels the preamble installs for everything):
-#   mkdir -p .whl/old .whl/new && cp /work/main/.oldwhl/wgcompute-0.1.0-*.whl .whl/old/
-#   python3 -m pip wheel --no-deps -w .whl/new .
-# On the GPU machine (carry [".gl", ".whl"]):
-#   source .gl/preamble.sh && bash benchmarks/compare_versions.sh
-# Knobs: ROUNDS (2: old,new,old,new), BENCHES (which of the three), KERNELS_ARGS, STREAMS_ARGS, DISPATCH_ARGS, PIN
-# (e.g. "taskset -c 0-7"). Writes $OUT/compare.md and $OUT/compare.json. ~8 minutes on an H200.
+# Old against new wgcompute on one machine: the same benchmark code (bench_dispatch,
+# bench_streams, bench_kernels) run against two wheels, alternating old/new/old/new in fresh
+# processes, then a table of medians and new/old ratios (benchmarks/compare_versions.py).
+# On a machine with the GPU, from the repository root:
+#   python3 -m pip wheel --no-deps -w /tmp/new .          # this version's wheel
+#   bash benchmarks/compare_versions.sh wgcompute-0.1.0-py3-none-any.whl /tmp/new/wgcompute-*.whl
+# Knobs: ROUNDS (2: old,new,old,new), BENCHES (which of the three), KERNELS_ARGS, STREAMS_ARGS,
+# DISPATCH_ARGS, BENCH_TIMEOUT, PIN (e.g. "taskset -c 0-7"). Writes $OUT/compare.md,
+# $OUT/compare.json and $OUT/compare.log (OUT defaults to /tmp/out). ~8 minutes on an H200.
+# Fresh processes of one version can differ by more than two versions do (host latencies are
+# bimodal); benchmarks/ab_versions.py compares two versions inside one process.
 set -u
+if [ $# -ne 2 ] || [ ! -f "$1" ] || [ ! -f "$2" ]; then
+  echo "usage: bash benchmarks/compare_versions.sh OLD.whl NEW.whl (two wgcompute wheels)" >&2
+  exit 2
+fi
+old_whl=$1
+new_whl=$2
 out=${OUT:-/tmp/out}
 mkdir -p "$out/raw"
 export PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp WGCOMPUTE_BENCH_PEERS=0
 src=$(pwd)
-old_whl=$(ls "${OLD_WHL_DIR:-.whl/old}"/wgcompute-*.whl 2>/dev/null | head -1)
-new_whl=$(ls "${NEW_WHL_DIR:-.whl/new}"/wgcompute-*.whl 2>/dev/null | head -1)
-if [ -z "$old_whl" ] || [ -z "$new_whl" ]; then
-  echo "compare_versions: need one wheel in .whl/old/ and one in .whl/new/ (see the header)" >&2
-  exit 2
-fi
 for v in old new; do
   whl=$([ $v = old ] && echo "$old_whl" || echo "$new_whl")
   rm -rf "/tmp/wgc-$v" && python3 -m pip install -q --no-index --no-deps --no-compile \

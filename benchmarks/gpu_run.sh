@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# One full run on the GPU machine lent by the device tool (see docs/performance.md):
-#   carry [".gl", ".whl"], command: source .gl/preamble.sh && bash benchmarks/gpu_run.sh [tests|bench|all]
-# The project wheel must be in .whl (python3 -m pip wheel --no-deps -w .whl .).
-# Writes $OUT/tests.log, $OUT/bench.md and $OUT/results.tar.gz (JSON + PNG).
-# PIN="taskset -c 0-7" runs each benchmark pinned to those CPUs: on the H200 machines the
+# One run of the tests and/or the benchmarks against an INSTALLED wgcompute (see
+# docs/performance.md). On a machine with the GPU, from the repository root:
+#   python3 -m pip install wgcompute-*.whl      # the wheel to measure (python3 -m pip wheel --no-deps .)
+#   bash benchmarks/gpu_run.sh [tests|bench|all]
+# Writes $OUT/tests.log, $OUT/bench.md and $OUT/results.tar.gz (JSON + PNG); OUT defaults to /tmp/out.
+# Knobs: BENCHES (which benchmarks), TESTS and PYTEST_ARGS, BENCH_TIMEOUT and TEST_TIMEOUT (s).
+# PIN="taskset -c 0-7" runs each benchmark pinned to those CPUs: on a 16-CPU H200 host the
 # host-side latencies (tiny round trip, pipeline per stage) were bimodal unpinned and steady
 # pinned (benchmarks/results/h200/2026-11-22/dispatch_pinning.txt).
 set -u

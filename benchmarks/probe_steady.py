@@ -429,7 +429,7 @@ def verdicts(out: dict) -> list[dict]:
             "compare" if any("budget_mb" in h for h in vk0["heaps"]) else
             "no VK_EXT_memory_budget")
     else:
-        add("Vulkan heaps and budget", "vulkaninfo not found (see benchmarks/gpu_tools.sh)",
+        add("Vulkan heaps and budget", "vulkaninfo not found (install vulkan-tools)",
             "not measured")
     cuda = out.get("cuda") or {}
     if cuda.get("rows"):

@@ -210,15 +210,14 @@ def nvidia_smi() -> dict | None:
 
 
 def find_vulkaninfo() -> str | None:
-    """vulkaninfo from PATH, else unpacked from the vulkan-tools .deb that
-    benchmarks/gpu_tools.sh puts in .gl/tools/ ($VULKAN_TOOLS_DEBS names the folder when
-    run from elsewhere). They are kept out of .gl/*.deb, which the GPU machine's preamble
-    unpacks over /: these go to a folder of their own."""
+    """vulkaninfo from PATH, else unpacked from the .deb files in $VULKAN_TOOLS_DEBS (Debian's
+    vulkan-tools and the libraries it links, fetched with `apt-get download`) into a folder
+    of their own, for a machine where vulkan-tools cannot be installed."""
     exe = shutil.which("vulkaninfo")
     if exe:
         return exe
-    folder = os.environ.get("VULKAN_TOOLS_DEBS") or ".gl/tools"
-    debs = sorted(glob.glob(os.path.join(folder, "*.deb")))
+    folder = os.environ.get("VULKAN_TOOLS_DEBS")
+    debs = sorted(glob.glob(os.path.join(folder, "*.deb"))) if folder else []
     if not debs or shutil.which("dpkg") is None:
         return None
     root = os.path.join(tempfile.gettempdir(), "wgc-vulkan-tools")

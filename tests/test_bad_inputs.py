@@ -288,6 +288,7 @@ def _targets() -> list[Target]:
     for f in (wgc.to_numpy, wgc.read, wgc.read_list, wgc.read_binary, wgc.shape, wgc.dtype,
               wgc.size, wgc.free):
         add(f"wgc.{f.__name__}", fn(f), lambda: {"buf": f32()}, {"buf": "buffer"}, f)
+    add("wgc.asnumpy", fn(wgc.asnumpy), lambda: {"a": f32()}, {"a": "buffer"}, wgc.asnumpy)
     add("wgc.free_many", fn(wgc.free_many), lambda: {"bufs": [f32(), f32()]},
         {"bufs": "bufs"}, wgc.free_many)
     # kernels
@@ -402,7 +403,7 @@ def _targets() -> list[Target]:
 
     # Buffer methods
     B = wgc.Buffer
-    for m in ("read", "to_numpy", "tolist", "read_async", "free"):
+    for m in ("read", "to_numpy", "tolist", "read_async", "free", "get"):
         add(f"Buffer.{m}", method_then_wait(m),
             lambda: {"self": f32()}, {"self": "self_buffer"}, getattr(B, m))
     for m in ("write", "write_async"):
@@ -650,6 +651,8 @@ accept(["wgc.to_numpy", "wgc.read", "wgc.read_list", "wgc.read_binary", "wgc.sha
         "wgc.dtype", "wgc.size", "wgc.free", "Stream.download"], "buf", ANY_BUFFER,
        "any buffer can be read, described or freed")
 accept("wgc.free", "buf", "freed Buffer", "freeing twice is harmless (documented)")
+accept("wgc.asnumpy", "a", ANY_BUFFER + ["1.0", "[1.0, 2.0]", "ndarray(4,)float32"],
+       "CuPy's asnumpy: any buffer is read, numbers and lists become arrays, numpy passes")
 accept("Buffer.free", "self", "freed Buffer", "freeing twice is harmless (documented)")
 accept("Pipeline.free", "self", "freed Pipeline",
        "freeing twice is harmless")

@@ -16,6 +16,7 @@ LAYERS = {
     "wgcompute.errors": 0, "wgcompute.dtypes": 0, "wgcompute._version": 0,
     "wgcompute._args": 0,  # argument checks shared by commands and streams (timeouts)
     "wgcompute._atomic": 0,  # files written whole (a temporary, then a rename)
+    "wgcompute._extras": 0,  # which extra brings an optional module, and the error without it
     "wgcompute._native": 1,  # the wall: the only code touching wgpu-native / wgpu-py internals
     "wgcompute._queue": 2,  # fences and the submitter of one device
     "wgcompute._pools": 2,  # a device's staging pools and host threads
@@ -52,6 +53,12 @@ ALLOWED_LAZY_UP = {
     ("wgcompute.buffer", "wgcompute.ops"):
         "Buffer's operators, views, indexing and astype are methods, as numpy's; ops runs the "
         "kernels",
+}
+
+# Private modules the app layer may use, each with its reason.
+APP_MAY_USE = {
+    "wgcompute._extras": "the one table of which extra brings which module: the CLI checks an "
+                         "extra up front, once, with the same message as the library",
 }
 
 # Third-party modules only some of the package may import, and how.
@@ -136,6 +143,8 @@ def test_imports_point_down(path):
         if mine == APP:
             # public names only: what `import wgcompute` exports, wherever it is taken from
             private = [n for n in names if n not in PUBLIC]
+            if target in APP_MAY_USE:
+                continue
             if theirs != APP and target != "wgcompute" and (not names or private):
                 problems.append(f"line {line}: app module imports "
                                 f"{', '.join(private) or 'the module'} from {target}; use "

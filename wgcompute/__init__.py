@@ -14,6 +14,7 @@ from . import ops as _ops
 from ._version import __version__
 from .buffer import (
     Buffer,
+    asnumpy,
     buffer,
     buffer_from_binary,
     buffer_zeros,
@@ -82,6 +83,7 @@ __all__ = [
     "current_device", "default_device", "device_info", "is_gpu", "version", "adapters",
     # buffers
     "buffer", "buffer_from_binary", "buffer_zeros", "empty", "from_numpy", "to_numpy",
+    "asnumpy",
     "read", "read_list", "read_binary", "shape", "dtype", "size", "free", "free_many",
     "live_buffers",
     # kernels

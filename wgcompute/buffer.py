@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 import wgpu
@@ -114,6 +114,24 @@ class Buffer:
     def nbytes(self) -> int:
         """Bytes of data (elements × item size; u8 counts one byte each)."""
         return self.size * self._dt.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (numpy's itemsize)."""
+        return self._dt.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Bytes from one element to the next along each axis, as numpy counts them. A buffer
+        and every view of one are contiguous (row-major); numpy gives an empty array all-zero
+        strides, and so does this."""
+        if not self.size:
+            return (0,) * len(self._shape)
+        out, step = [], self._dt.itemsize
+        for d in reversed(self._shape):
+            out.append(step)
+            step *= d
+        return tuple(reversed(out))
 
     @property
     def label(self) -> str:
@@ -286,6 +304,10 @@ class Buffer:
     def tolist(self) -> list:
         return self.to_numpy().tolist()
 
+    def get(self) -> np.ndarray:
+        """CuPy's spelling of to_numpy(): a new numpy array (blocks until ready)."""
+        return self.to_numpy()
+
     def __array__(self, dtype=None, copy=None):
         if copy is False:  # numpy's protocol: copy=False must fail when a copy is needed
             raise ValueError("wgc.Buffer: its data is in GPU memory; reading it is a copy")
@@ -455,6 +477,35 @@ class Buffer:
         from . import ops
         return ops.item(self)
 
+    def _scalar(self, where: str, hint: str):
+        """The element of a 0-d buffer as numpy's scalar of its dtype: a read (blocks)."""
+        if self._shape:
+            raise TypeError(f"{where}: {self!r} is not 0-d; only a 0-d buffer (a reduction "
+                            f"over everything, x.sum()) {hint}")
+        return self.to_numpy()[()]
+
+    def __format__(self, spec: str) -> str:
+        """``f"{x.sum():.2f}"``: a 0-d buffer formats as its value (a read: it blocks, as
+        item() does); without a spec, as str() (which reads nothing). A spec on a buffer of
+        other shapes is a TypeError, as numpy's."""
+        if not spec:
+            return str(self)
+        return format(self._scalar(f"format spec {spec!r}",
+                                   "formats as a number; read it first: x.to_numpy()"), spec)
+
+    def __round__(self, ndigits=None):
+        """round() of a 0-d buffer: numpy's round of its scalar (a read: it blocks), an int
+        without ``ndigits``, else a numpy scalar of the buffer's dtype. Other shapes are a
+        TypeError, as numpy's arrays; round elementwise with x.astype('s32',
+        rounding='round') (to integers, on the GPU) or np.round(x.to_numpy(), n)."""
+        if ndigits is not None and (isinstance(ndigits, bool)
+                                    or not isinstance(ndigits, (int, np.integer))):
+            raise ArgumentError(f"round: ndigits must be an int or None, got {ndigits!r}")
+        value = self._scalar("round", "rounds to a number; round elementwise with "
+                                      "x.astype('s32', rounding='round') on the GPU, or "
+                                      "np.round(x.to_numpy(), n)")
+        return round(value) if ndigits is None else round(value, int(ndigits))
+
     def __getitem__(self, key) -> Buffer:
         """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
         result is contiguous in memory (rows, leading-axis slices), else a copy made on the
@@ -509,6 +560,16 @@ class Buffer:
         if self.ndim < 2:
             return self
         return self.transpose()
+
+    @property
+    def mT(self) -> Buffer:
+        """The last two axes swapped (the array API's matrix transpose; a stack of matrices
+        transposed one by one): a new buffer, copied on the GPU."""
+        if self.ndim < 2:
+            raise ShapeError(f"mT: {self!r} is {self.ndim}-d; the matrix transpose needs "
+                             f"at least 2 axes (x.T reverses any number of axes)")
+        n = self.ndim
+        return self.transpose(tuple(range(n - 2)) + (n - 1, n - 2))
 
     def transpose(self, *axes) -> Buffer:
         """numpy's transpose (reversed axes, or the order given): a new buffer."""
@@ -571,12 +632,22 @@ class Buffer:
 
         return read_async(self)
 
-    def to(self, device: Device) -> Buffer:
-        """A copy of this buffer on ``device`` (the same one if it already lives there).
-        Blocks: the bytes travel through host memory."""
-        from .runtime import check_device
+    @overload
+    def to(self, device: Literal["cpu"]) -> np.ndarray: ...
+    @overload
+    def to(self, device: Device) -> Buffer: ...
 
-        check_device(device, "device").check("device")
+    def to(self, device: Device | Literal["cpu"]) -> Buffer | np.ndarray:
+        """A copy of this buffer on ``device`` (the same one if it already lives there), or
+        with ``"cpu"`` (torch's spelling) its contents as a new numpy array. Blocks: the
+        bytes travel through host memory."""
+        if isinstance(device, str) and device == "cpu":
+            self._check("self")
+            return self.to_numpy()
+        if not isinstance(device, Device):
+            raise ArgumentError(f"device: expected a wgc.Device (wgc.device(...)) or 'cpu' "
+                                f"(a numpy array), got {device!r}")
+        device.check("device")
         self._check("self")
         if device is self._dev:
             return self
@@ -707,7 +778,7 @@ class BufferView(Buffer):
             finally:
                 self._release()
 
-    def to(self, device: Device) -> Buffer:
+    def to(self, device):
         if device is self._dev:
             return self
         return super().to(device)
@@ -869,6 +940,27 @@ def from_numpy(array: np.ndarray, label: str = "", *, device: Device | None = No
 def to_numpy(buf: Buffer) -> np.ndarray:
     check_buffer(buf, "buf")
     return buf.to_numpy()
+
+
+def asnumpy(a) -> np.ndarray:
+    """CuPy's ``asnumpy``: ``a`` as a numpy array. A Buffer is read back (a new array; blocks
+    until ready), a numpy array is returned as it is, and a number, numpy scalar or (nested)
+    list of numbers becomes the numpy array np.asarray makes of it."""
+    if isinstance(a, Buffer):
+        a._check("a")
+        return a.to_numpy()
+    if isinstance(a, np.ndarray):
+        return a
+    what = "expected a wgc.Buffer, a numpy array, a number or a list of numbers"
+    if a is None or isinstance(a, (str, bytes, bytearray, dict, set, frozenset)):
+        raise ArgumentError(f"a: {what}, got {type(a).__name__}")
+    try:
+        arr = np.asarray(a)
+    except (TypeError, ValueError) as e:
+        raise ArgumentError(f"a: {what}; numpy cannot make an array of {a!r} ({e})") from e
+    if arr.dtype.kind not in "biufc":
+        raise ArgumentError(f"a: {what}, got {type(a).__name__} {a!r}")
+    return arr
 
 
 def check_buffer(buf, argument: str) -> Buffer:

@@ -28,16 +28,16 @@ def main() -> int:
     rng = np.random.default_rng(0)
     image = rng.random((args.size, args.size, 4), dtype=np.float32)
     tile = max(64, args.size // 4)
-    x = da.from_array(image, chunks=(tile, tile, 4))
-
-    # map_overlap gives each chunk the rows and columns its neighbours hold (the filter's
-    # radius), so chunk borders come out exactly as on the whole image
-    blurred = wgc.dask.map_overlap("gaussian_blur", x, {"sigma": 2.0, "mode": "reflect"})
-    edges = wgc.dask.map_overlap("sobel", blurred)
-    mean_edge = wgc.dask.mean(edges, axis=(0, 1))  # per channel: chunk sums, then combined
-
     with wgc.dask.connect(workers=args.workers, scheduler=args.scheduler) as client:
         workers = len(client.scheduler_info()["workers"])
+        # the image goes to the cluster once (da.from_array would embed it in every graph)
+        x = da.from_delayed(client.scatter(image), image.shape, image.dtype)
+        x = x.rechunk((tile, tile, 4))
+        # map_overlap gives each chunk the rows and columns its neighbours hold (the filter's
+        # radius), so chunk borders come out exactly as on the whole image
+        blurred = wgc.dask.map_overlap("gaussian_blur", x, {"sigma": 2.0, "mode": "reflect"})
+        edges = wgc.dask.map_overlap("sobel", blurred)
+        mean_edge = wgc.dask.mean(edges, axis=(0, 1))  # per channel: chunk sums, combined
         first = time.perf_counter()
         edges_np, mean_np = da.compute(edges, mean_edge)  # also compiles on each worker
         t0 = time.perf_counter()

@@ -1,0 +1,94 @@
+"""The one WGSL template mechanism (wgcompute.kernels.core.template): parameters, #if/#for
+blocks, errors that name the template, line and name; and the shipped .wgsl templates render
+into shaders the device's compiler (naga) accepts."""
+
+import pytest
+
+import wgcompute as wgc
+from wgcompute.kernels.core.template import TemplateError, const_lines, render, wgsl_literal
+
+
+def test_parameters_and_expressions():
+    text = "let n = ${n}u;\nlet half = ${n // 2}u;\nlet t: ${dtype} = ${lit(scale)};"
+    assert render(text, {"n": 7, "dtype": "f32", "scale": 2.0}) == (
+        "let n = 7u;\nlet half = 3u;\nlet t: f32 = 2.0;")
+
+
+def test_if_elif_else_pick_one_branch():
+    text = "#if k > 2\nbig\n#elif k == 2\ntwo\n#else\nsmall\n#endif\nend"
+    assert render(text, {"k": 3}) == "big\nend"
+    assert render(text, {"k": 2}) == "two\nend"
+    assert render(text, {"k": 0}) == "small\nend"
+
+
+def test_nested_for_and_if():
+    text = ("#for i in range(n)\n"
+            "  #if i % 2 == 0\n"
+            "acc = acc + x[${i}];\n"
+            "  #endif\n"
+            "#endfor")
+    assert render(text, {"n": 5}) == "acc = acc + x[0];\nacc = acc + x[2];\nacc = acc + x[4];"
+
+
+def test_for_unpacks_pairs():
+    text = "#for name, value in fields\nconst ${name}: u32 = ${value}u;\n#endfor"
+    assert render(text, {"fields": [("A", 1), ("B", 2)]}) == (
+        "const A: u32 = 1u;\nconst B: u32 = 2u;")
+
+
+def test_literals():
+    assert wgsl_literal(True) == "true" and wgsl_literal(False) == "false"
+    assert wgsl_literal(3) == "3" and wgsl_literal(3.0) == "3.0"
+    assert wgsl_literal(1e-5) == "1e-05" and wgsl_literal(-0.5) == "-0.5"
+    with pytest.raises(TemplateError, match="no WGSL literal"):
+        wgsl_literal(float("inf"))
+    assert const_lines({"K": ("u32", 9), "S": ("f32", 1), "N": ("i32", -2)}) == (
+        "const K: u32 = 9u;\nconst S: f32 = 1.0;\nconst N: i32 = -2i;")
+
+
+@pytest.mark.parametrize("text, params, message", [
+    ("x = ${missing};", {}, r"template t, line 1: no value for 'missing'"),
+    ("a\n#if\nb\n#endif", {}, r"line 2: #if needs a condition"),
+    ("#if 1\na", {}, r"#endif missing"),
+    ("#endif", {}, r"line 1: #endif without its #if/#for"),
+    ("#for x of y\n#endfor", {}, r"expected '#for NAME in EXPR'"),
+    ("${__import__('os')}", {}, r"is not allowed"),
+    ("${x.__class__}", {"x": 1}, r"is not allowed"),
+    ("${open('f')}", {}, r"is not allowed"),
+    ("${(}", {}, r"cannot read the expression"),
+    ("#if 1\n#else\n#else\n#endif", {}, r"#else after #else"),
+])
+def test_errors_name_the_template_line_and_cause(text, params, message):
+    with pytest.raises(TemplateError, match=message):
+        render(text, params, name="t")
+
+
+def test_a_value_holding_a_placeholder_is_refused():
+    with pytest.raises(TemplateError, match="placeholder is left"):
+        render("${v}", {"v": "${x}"}, name="t")
+
+
+def test_a_template_error_is_a_wgcompute_error():
+    assert issubclass(TemplateError, wgc.WgComputeError)
+
+
+def test_a_rendered_template_compiles_on_the_device():
+    text = ("@group(0) @binding(0) var<storage, read_write> out: array<${t}>;\n"
+            "${consts}\n"
+            "@compute @workgroup_size(${wg})\n"
+            "fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n"
+            "    if (g.x >= N) { return; }\n"
+            "    var acc: ${t} = ${t}(0);\n"
+            "#for k in range(taps)\n"
+            "    acc = acc + ${t}(${k + 1});\n"
+            "#endfor\n"
+            "    out[g.x] = acc;\n"
+            "}\n")
+    src = render(text, {"t": "f32", "wg": 64, "taps": 4,
+                        "consts": const_lines({"N": ("u32", 10)})}, name="sum_taps")
+    name = "template_test_sum_taps"
+    if name not in wgc.kernels():
+        wgc.register_kernel(name, src, bindings=[("out", "read_write")], workgroup_size=64)
+    out = wgc.empty((10,), "f32")
+    wgc.run_kernel(name, [], out, {})
+    assert out.tolist() == [10.0] * 10

@@ -8,9 +8,10 @@
 // Templates: ENABLE, T (WGSL scalar type: u32 for u8, whose lanes are unpacked), AT (array
 //   element: T, or u32 words of four u8), DIMS (the size and stride fields), BINDINGS, UB,
 //   WG, U (items per invocation), ARGS (op's signature), EXPR (op on x, y), ITEM (one item:
-//   one element, or one u32 word of four u8 elements).
+//   one element, or one u32 word of four u8 elements), HELPERS (functions op calls).
 // The output (and every full operand) is bound per launch at the same element range; the
-// broadcast operands are bound whole. An item is one element (one word of four for u8, so
+// broadcast operands are bound whole, or, larger than a binding, at a window around the
+// elements the launch reads (their offset o<name> then counts from the window). An item is one element (one word of four for u8, so
 // that no two invocations write the same word); a launch's first element is a multiple of
 // 1024, so a u8 launch starts on a word.
 ${ENABLE}
@@ -25,6 +26,7 @@ ${DIMS}
 ${BINDINGS}
 @group(0) @binding(${UB}) var<uniform> p: Params;
 
+${HELPERS}
 fn op(${ARGS}) -> ${T} {
     return ${EXPR};
 }

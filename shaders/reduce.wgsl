@@ -6,14 +6,17 @@
 //   array<ACC> in partial and colpart modes), 2 params (uniform).
 // Params: rows (rows of this launch), n (elements per row, or in all), phase (full mode:
 //   0 init, 1 accumulate, 2 argmax indices, 3 finalize; other modes ignore it), groups
-//   (workgroups of the accumulate phases / partials), total (finish, cols: elements of the
-//   whole reduction, mean's divisor), inner / parts / chunk (cols modes: output o is
-//   ((q·parts + part)·inner + c) and reads rows part·chunk.. of n, inner elements apart, from
-//   q·n·inner + c), ident (the reduction's identity, as ACC).
-// Partial mode: workgroup g's grid-stride pass over x into out[g]; finish mode: one workgroup
-// merges the partials into out[0].
+//   (workgroups of the accumulate phases / partials), xoff (rows mode: where this launch's
+//   first row starts in its window of x), first (the first row, partial slot or, full mode,
+//   element index of this launch: x past the binding limit runs in windows), total (finish,
+//   cols: elements of the whole reduction, mean's divisor), inner / parts / chunk (cols
+//   modes: output o is ((q·parts + part)·inner + c) and reads rows part·chunk.. of n, inner
+//   elements apart, from q·n·inner + c), ident (the reduction's identity, as ACC).
+// Partial mode: workgroup g's grid-stride pass over x into out[first + g]; finish mode: one
+// workgroup merges the partials into out[0].
 // Templates: ENABLE, ACC (accumulator type), XT (x's array element: T, vec4<T>, or u32 words of
 //   four u8), OT (out's element in rows mode), WG (workgroup size), MERGE (combine two VI),
+//   NONE, ELEMVI, VALUE (an element as a VI, and a merged VI's result), FNS (more functions),
 //   ELEM (element i as ACC), LOAD4 (vec4 item q as vec4<ACC>, vector path only), SCAN (one
 //   invocation's strided pass), WGREDUCE (subgroup or workgroup-memory reduction), MAIN.
 // Rows mode: one workgroup per row (RPW rows for u8 output, whose four lanes share a word).
@@ -28,6 +31,8 @@ struct Params {
     n: u32,
     phase: u32,
     groups: u32,
+    xoff: u32,
+    first: u32,
     total: u32,
     inner: u32,
     parts: u32,
@@ -48,10 +53,24 @@ var<workgroup> wv: array<${ACC}, ${WG}>;
 var<workgroup> wi: array<u32, ${WG}>;
 var<workgroup> wslot: atomic<u32>;
 
+// the index of "no element" (f32 max and min: no nan seen, see elem_vi)
+const NONE: u32 = ${NONE};
+
 fn merge(a: VI, b: VI) -> VI {
     ${MERGE}
 }
 
+// element v (index i) as a VI; f32 max and min keep its magnitude bits in i instead, so
+// that a nan among the merged elements shows in i and value() returns nan
+fn elem_vi(v: ${ACC}, i: u32) -> VI {
+    ${ELEMVI}
+}
+
+fn value(r: VI) -> ${ACC} {
+    ${VALUE}
+}
+
+${FNS}
 fn elem(i: u32) -> ${ACC} {
     ${ELEM}
 }
@@ -61,7 +80,7 @@ ${LOAD4}
 // One invocation's pass over elements start, start + stride, ... < count of the row at base
 // (indices are relative to base), merged into one VI.
 fn scan(base: u32, count: u32, start: u32, stride: u32) -> VI {
-    var acc = VI(p.ident, 0xffffffffu);
+    var acc = VI(p.ident, NONE);
     ${SCAN}
     return acc;
 }

@@ -27,16 +27,21 @@ fn neg_inf() -> f32 {
     return bitcast<f32>(0xff800000u);
 }
 
-// s · exp(m_from - m_to), and 0 for s = 0 (avoids -inf - -inf = NaN for empty partials)
+// s · exp(m_from - m_to), and 0 for s = 0 (avoids -inf - -inf = NaN for empty partials).
+// Zero and nan by their bits: NVIDIA's compiler assumes no nan in comparisons.
 fn scaled(s: f32, m_from: f32, m_to: f32) -> f32 {
-    if (s == 0.0) {
+    if ((bitcast<u32>(s) & 0x7fffffffu) == 0u) {
         return 0.0;
     }
     return s * exp(m_from - m_to);
 }
 
-// one element into the running (max m, sum s of exp(x - m))
+// one element into the running (max m, sum s of exp(x - m)); a nan makes the sum nan, so
+// that its whole row is nan (as numpy's and onnxruntime's softmax)
 fn online(ms: vec2<f32>, v: f32) -> vec2<f32> {
+    if ((bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u) {
+        return vec2<f32>(ms.x, v);
+    }
     if (v > ms.x) {
         return vec2<f32>(v, scaled(ms.y, ms.x, v) + 1.0);
     }

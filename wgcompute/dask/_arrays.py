@@ -235,7 +235,7 @@ def reduce_sum(x, axis=None, *, split_every=None) -> da.Array:
 
 def reduce_max(x, axis=None, *, split_every=None) -> da.Array:
     """Maximum over ``axis`` (None: everything), chunk by chunk on the GPU; same dtype,
-    exact. NaN handling is the GPU's (unspecified)."""
+    exact. A NaN in the array makes the result NaN, as numpy's max and min do."""
     x = _check_array(x)
     return _reduction("max", x, axis, x.dtype, split_every)
 

@@ -1,6 +1,7 @@
 """The elementwise kernels behind Buffer's operators beyond the four arithmetic ones: a buffer
 with a scalar (either side), floor division, remainder, power, negation, abs and comparisons
-(u8 results), all broadcasting as numpy does, with numpy's integer semantics."""
+(u8 results), all broadcasting as numpy does, with numpy's integer semantics and its float
+values for nan, ±inf and ±0 (float // and % bit for bit)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,278 @@ import math
 
 from .. import shaders
 from ..dtypes import DTYPES, DType
-from ..errors import DtypeError, ShapeError
-from .base import Launch, Param, PipelineKey, fold_grid
-from .builtin import ALL, Elementwise, _bound_bytes
+from ..errors import DtypeError, ShapeError, UnsupportedDtypeError
+from .base import Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
+from .builtin import ALL, Elementwise, split_launches
 from .layout import index_wgsl, uniform_fields, uniform_values
 
 COMPARISONS = {"lt": "x < y", "le": "x <= y", "gt": "x > y", "ge": "x >= y", "eq": "x == y",
                "ne": "!(x == y)"}  # "!(==)": nan != nan holds whatever the comparison's order
+
+
+# Bit layouts of the float work types: (unsigned type, literal suffix, mantissa bits, the
+# most bits a remainder below 2**(mantissa bits + 1) may be shifted left by and still fit)
+_FLOAT_BITS = {"f32": ("u32", "u", 23, 8), "f64": ("u64", "lu", 52, 11)}
+
+
+def _float_divmod(w: str) -> str:
+    """WGSL fns remainder(a, b) and floor_divide(a, b): numpy's (npy_divmod, with its cases
+    for nan, ±inf and ±0), bit for bit, in float work type ``w`` (f32, f16's too; f64 needs
+    64-bit integers).
+
+    fmod is exact by long division of the two mantissas as integers, several bits a step
+    (x - y·floor(x / y) loses the remainder once x / y is past 2**24, and is nan for y = inf).
+    WGSL's division may be off by 2.5 ulp (NVIDIA's by one, and 0 for divisors past 2**126):
+    where the quotient's ulp is 1/8 or more, or the divisor is that large, it too is a long
+    division of the mantissas, rounded to nearest even. Divisors below 2**(mantissa bits + 4
+    - bias) leave remainders a GPU may flush to zero (NVIDIA does): the arithmetic on them
+    runs scaled by 2**64. nan, zero and signs are read from the bits: NVIDIA's compiler
+    assumes no nan in comparisons (a nan remainder must still count as nonzero, as numpy's
+    ``if (mod)``)."""
+    u, sfx, mb, step = _FLOAT_BITS[w]
+    bits = int(u[1:])
+    sign, inf, absm = 1 << (bits - 1), ((1 << (bits - mb - 1)) - 1) << mb, (1 << (bits - 1)) - 1
+    hid, mmask, qnan = 1 << mb, (1 << mb) - 1, inf | (1 << (mb - 1))
+    bias = (1 << (bits - mb - 2)) - 1
+    big = (bias + mb - 3) << mb  # 2^(mb - 3): quotients whose ulp is 1/8 or more
+    huge_b = (2 * bias - 1) << mb  # 2^(bias - 1): divisors NVIDIA's division gets wrong
+    tiny = (mb + 4) << mb  # divisors whose remainders may be subnormal (ulp(b) < 2^(1 - bias))
+    huge_a = (2 * bias + 1 - 64) << mb  # |a| / tiny overflows; a·2^64 would
+
+    def lit(v):
+        return f"{hex(v)}{sfx}"
+
+    if u == "u64":  # naga has no 64-bit countLeadingZeros
+        clz = ("let hi = u32(v >> 32u);\n"
+               "    return select(countLeadingZeros(hi), 32u + countLeadingZeros(u32(v)), "
+               "hi == 0u);")
+    else:
+        clz = "return countLeadingZeros(v);"
+    return f"""fn clz(v: {u}) -> u32 {{
+    {clz}
+}}
+
+// nonzero finite |v| as an integer mantissa m (top bit at bit {mb}) and an exponent e:
+// |v| = m·2^(e - {bias} - {mb}), subnormals normalized (e < 1)
+fn unpack(v: {w}) -> vec2<{u}> {{
+    let a = bitcast<{u}>(v) & {lit(absm)};
+    var e = i32(u32(a >> {mb}u));
+    var m = a & {lit(mmask)};
+    if (e == 0) {{
+        let lz = clz(m) - {bits - 1 - mb}u;
+        m = m << lz;
+        e = 1 - i32(lz);
+    }} else {{
+        m = m | {lit(hid)};
+    }}
+    return vec2<{u}>(m, {u}(bitcast<u32>(e)));
+}}
+
+fn exponent(p: vec2<{u}>) -> i32 {{
+    return bitcast<i32>(u32(p.y));
+}}
+
+// s | r·2^(e - {bias} - {mb}) for 0 < r < 2^{mb + 1}, exactly representable (subnormal too)
+fn pack(s: {u}, r: {u}, e0: i32) -> {w} {{
+    let lz = clz(r) - {bits - 1 - mb}u;
+    let e = e0 - i32(lz);
+    if (e >= 1) {{
+        return bitcast<{w}>(s | ({u}(u32(e)) << {mb}u) | ((r << lz) & {lit(mmask)}));
+    }}
+    return bitcast<{w}>(s | ((r << lz) >> u32(1 - e)));
+}}
+
+// C's fmod(x, y)·2^k for finite x and y != 0 (or ±inf), exactly: the remainder of
+// mx·2^(ex - ey) by my, scaled back by 2^ey
+fn fmod_scaled(x: {w}, y: {w}, k: i32) -> {w} {{
+    let ux = bitcast<{u}>(x);
+    let s = ux & {lit(sign)};
+    if ((ux & {lit(absm)}) == {lit(0)}) {{
+        return x;
+    }}
+    let px = unpack(x);
+    if ((ux & {lit(absm)}) < (bitcast<{u}>(y) & {lit(absm)})) {{
+        return pack(s, px.x, exponent(px) + k);
+    }}
+    let py = unpack(y);
+    let my = py.x;
+    var r = px.x;
+    var d = exponent(px) - exponent(py);  // >= 0
+    loop {{  // one step while x / y < 2^{step + 1}
+        let n = min(d, {step});
+        r = (r << u32(n)) % my;
+        d = d - n;
+        if (d <= 0 || r == {lit(0)}) {{ break; }}
+    }}
+    if (r == {lit(0)}) {{
+        return bitcast<{w}>(s);
+    }}
+    return pack(s, r, exponent(py) + k);
+}}
+
+// z / b correctly rounded, for finite z, b != 0 (see _float_divmod)
+fn div_rn(z: {w}, b: {w}) -> {w} {{
+    let q0 = z / b;
+    let aq = bitcast<{u}>(q0) & {lit(absm)};
+    if (aq < {lit(big)} && (bitcast<{u}>(b) & {lit(absm)}) < {lit(huge_b)}) {{
+        return q0;
+    }}
+    let pz = unpack(z);
+    let pb = unpack(b);
+    let mb = pb.x;
+    // {mb + 2} bits of mz / mb (in [1/2, 2)) below the point, and whether a remainder is left
+    var q = pz.x / mb;
+    var r = pz.x % mb;
+    var need = {mb + 2};
+    loop {{
+        if (need <= 0) {{ break; }}
+        let n = min(need, {step});
+        r = r << u32(n);
+        q = (q << u32(n)) | (r / mb);
+        r = r % mb;
+        need = need - n;
+    }}
+    let shift = select(1u, 2u, (q >> {mb + 2}u) != {lit(0)});  // keep {mb + 1} bits
+    var m = q >> shift;
+    let rest = q & ((({lit(1)}) << shift) - {lit(1)});
+    let half = {lit(1)} << (shift - 1u);
+    if (rest > half || (rest == half && (r != {lit(0)} || (m & {lit(1)}) != {lit(0)}))) {{
+        m = m + {lit(1)};
+    }}
+    let s = (bitcast<{u}>(z) ^ bitcast<{u}>(b)) & {lit(sign)};
+    // m·2^(shift - {mb + 2})·2^(ez - eb) as m·2^(e - bias - {mb})
+    var e = i32(shift) - 2 + exponent(pz) - exponent(pb) + {bias};
+    if (m == ({lit(hid)} << 1u)) {{
+        m = m >> 1u;
+        e = e + 1;
+    }}
+    if (e >= {2 * bias + 1}) {{
+        return bitcast<{w}>(s | {lit(inf)});
+    }}
+    if (e < 1) {{
+        return pack(s, m, e);
+    }}
+    return bitcast<{w}>(s | ({u}(u32(e)) << {mb}u) | (m & {lit(mmask)}));
+}}
+
+// numpy's remainder(a, b): fmod, then b's sign
+fn remainder(a: {w}, b: {w}) -> {w} {{
+    let ua = bitcast<{u}>(a);
+    let ub = bitcast<{u}>(b);
+    let ab = ub & {lit(absm)};
+    if ((ua & {lit(absm)}) >= {lit(inf)} || ab > {lit(inf)} || ab == {lit(0)}) {{
+        return bitcast<{w}>({lit(qnan)});  // nan in, a = ±inf, b = ±0: fmod's nan
+    }}
+    let m = fmod_scaled(a, b, 0);
+    let um = bitcast<{u}>(m);
+    if ((um & {lit(absm)}) == {lit(0)}) {{
+        return bitcast<{w}>(ub & {lit(sign)});
+    }}
+    if ((ub & {lit(sign)}) == (um & {lit(sign)})) {{
+        return m;
+    }}
+    if (ab >= {lit(tiny)}) {{  // m + b, both large enough to stay normal
+        return m + b;
+    }}
+    let r = fmod_scaled(a, b, 64) + b * {w}(18446744073709551616.0);  // scaled by 2^64
+    let pr = unpack(r);
+    return pack(bitcast<{u}>(r) & {lit(sign)}, pr.x, exponent(pr) - 64);
+}}
+
+// numpy's floor_divide(a, b): (a - fmod(a, b)) / b, then the floor of the quotient
+fn floor_divide(a: {w}, b: {w}) -> {w} {{
+    let ua = bitcast<{u}>(a);
+    let ub = bitcast<{u}>(b);
+    let aa = ua & {lit(absm)};
+    let ab = ub & {lit(absm)};
+    let nan = bitcast<{w}>({lit(qnan)});
+    let sq = (ua ^ ub) & {lit(sign)};  // the sign of a / b
+    if (aa > {lit(inf)} || ab > {lit(inf)}) {{
+        return nan;
+    }}
+    if (ab == {lit(0)}) {{  // a / ±0
+        return select(bitcast<{w}>(sq | {lit(inf)}), nan, aa == {lit(0)});
+    }}
+    if (aa == {lit(inf)}) {{
+        return nan;
+    }}
+    let small = ab < {lit(tiny)};
+    if (small && aa >= {lit(huge_a)}) {{  // the quotient overflows
+        return bitcast<{w}>(sq | {lit(inf)});
+    }}
+    // a small b: a, b and fmod scaled by 2^64 (exact), so that nothing is subnormal
+    let k = select(0, 64, small);
+    let f = select({w}(1), {w}(18446744073709551616.0), small);
+    let m = fmod_scaled(a, b, k);
+    let z = a * f - m;
+    var d = bitcast<{w}>(sq);  // z = ±0: numpy's division gives a signed zero
+    if ((bitcast<{u}>(z) & {lit(absm)}) != {lit(0)}) {{
+        d = div_rn(z, b * f);
+    }}
+    let um = bitcast<{u}>(m);
+    if ((um & {lit(absm)}) != {lit(0)} && (ub & {lit(sign)}) != (um & {lit(sign)})) {{
+        d = d - {w}(1);  // the remainder takes b's sign
+    }}
+    var q = bitcast<{w}>(sq);
+    if ((bitcast<{u}>(d) & {lit(absm)}) != {lit(0)}) {{
+        q = floor(d);
+        if (d - q > {w}(0.5)) {{
+            q = q + {w}(1);
+        }}
+    }}
+    return q;
+}}
+"""
+
+
+def _float_pow(w: str) -> str:
+    """Body of op(x, y) = x ** y in float work type ``w``, as numpy's (C's pow).
+
+    C's special values first (x ** ±0 and 1 ** y are 1 even for nan; any other nan gives nan;
+    ±inf exponents and ±0 / ±inf bases by their sizes), nan read from its bits: WGSL's pow is
+    exp2(y·log2(x)), undefined for x <= 0. Then an integer exponent multiplies (exact for
+    small ones, any sign of x); a larger one (an even integer in f32) takes pow of |x|; any
+    other takes WGSL's pow, and a negative base gives nan. f64 has no pow on Vulkan: the
+    operators refuse non-integer f64 exponents, and those from 2**32 on give nan. (nan and
+    inf from their bits: NVIDIA's compiler folds a run-time 0 / 0 to 1, H100.)"""
+    nan = f"{w}(bitcast<f32>(0x7fc00000u))"
+    inf = f"{w}(bitcast<f32>(0x7f800000u))"
+    limit = "4294967296.0" if w == "f64" else "16777216.0"  # whole exponents multiply below
+    general = (f"return {nan};" if w == "f64" else
+               "if (x < 0.0) {\n        return select(nan, pow(-x, y), y == floor(y));\n"
+               "    }\n    return pow(x, y);")
+    return f"""let nan = {nan};
+    let inf = {inf};
+    if (y == {w}(0) && !({wgsl_is_nan("y", w)})) {{
+        return {w}(1);
+    }}
+    if (x == {w}(1) && !({wgsl_is_nan("x", w)})) {{
+        return {w}(1);
+    }}
+    if ({wgsl_is_nan("x", w)} || {wgsl_is_nan("y", w)}) {{
+        return nan;
+    }}
+    let ax = abs(x);
+    if (abs(y) == inf) {{  // |x| = 1: 1; else 0 or inf by whether |x|^y grows
+        return select(select({w}(0), inf, (ax > {w}(1)) == (y > {w}(0))), {w}(1), ax == {w}(1));
+    }}
+    let whole = y == floor(y) && abs(y) < {w}({limit});
+    if (!whole && (ax == inf || ax == {w}(0))) {{  // (whole ones multiply, with their signs)
+        return select({w}(0), inf, (ax == inf) == (y > {w}(0)));
+    }}
+    if (whole) {{
+        var e = u32(abs(y));
+        var b = x;
+        var r = {w}(1);
+        loop {{
+            if (e == 0u) {{ break; }}
+            if ((e & 1u) != 0u) {{ r = r * b; }}
+            b = b * b;
+            e = e >> 1u;
+        }}
+        return select(r, {w}(1) / r, y < {w}(0));
+    }}
+    {general}"""
 
 
 def _arith(op: str, dt: DType) -> str:
@@ -31,8 +297,8 @@ def _arith(op: str, dt: DType) -> str:
     if op == "div":  # floats only (the operators refuse integer true division)
         return "return x / y;"
     if op == "floordiv":
-        if dt.is_float:
-            return "return floor(x / y);"
+        if dt.is_float:  # (see _float_divmod)
+            return "return floor_divide(x, y);"
         lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", "var q = x / y;"]
         if signed:  # WGSL truncates; numpy floors. No `%` of a negative value: NVIDIA's
             # Vulkan driver took it of the unsigned bit pattern (docs/architecture.md)
@@ -41,7 +307,7 @@ def _arith(op: str, dt: DType) -> str:
         return "\n    ".join(lines + ["return q;"])
     if op == "mod":
         if dt.is_float:  # the sign of the divisor, as numpy's remainder
-            return "return x - y * floor(x / y);"
+            return "return remainder(x, y);"
         rem = "x - (x / y) * y" if signed else "x % y"  # (no signed `%`: see floordiv)
         lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", f"var r = {rem};"]
         if signed:
@@ -50,22 +316,7 @@ def _arith(op: str, dt: DType) -> str:
         return "\n    ".join(lines + ["return r;"])
     if op == "pow":
         if dt.is_float:
-            # an integer exponent multiplies (exact for small ones, any sign of x, as numpy);
-            # another takes WGSL's pow (exp2(y·log2(x))): nan for x < 0, as in numpy. f64
-            # has no pow on Vulkan: the operators refuse non-integer f64 exponents.
-            # (nan from its bits: NVIDIA's compiler folds a run-time 0 / 0 to 1, H100)
-            nan = f"{w}(bitcast<f32>(0x7fc00000u))"
-            general = (f"return {nan};" if dt.name == "f64" else
-                       f"if (x < 0.0) {{\n        return {nan};\n    }}\n"
-                       "    return pow(x, y);")
-            return (f"if (y == floor(y) && abs(y) < {w}(16777216.0)) {{\n"
-                    "        var e = u32(abs(y));\n"
-                    f"        var b = x;\n        var r = {w}(1);\n"
-                    "        loop {\n            if (e == 0u) { break; }\n"
-                    "            if ((e & 1u) != 0u) { r = r * b; }\n"
-                    "            b = b * b;\n            e = e >> 1u;\n        }\n"
-                    f"        return select(r, {w}(1) / r, y < {w}(0));\n    }}\n"
-                    f"    {general}")
+            return _float_pow(w)
         # integers: square and multiply, wrapping; a negative exponent gives the truncated
         # quotient 1 / x**|y|: 1 for x = 1, ±1 for x = -1, 0 otherwise
         lines = []
@@ -133,6 +384,13 @@ class ArrayOp(Elementwise):
                              f"{output.shape}")
         if self.scalar and "scalar" not in params:
             raise ShapeError(f"{self.name}: needs params scalar")
+        device = output.device
+        if dt == "f64" and self.op in ("floordiv", "mod") and device is not None \
+                and not device.has("shader-int64"):
+            raise UnsupportedDtypeError(
+                f"{self.name}: f64 // and % take the bits of f64 values apart in 64-bit "
+                f"integers, which need the adapter feature 'shader-int64'; {device.name} does "
+                f"not have it", "shader-int64")
         self._plan(inputs, output, params)
 
     def output_spec(self, inputs, params):
@@ -205,6 +463,8 @@ class ArrayOp(Elementwise):
             "U": self.per_invocation,
             "ARGS": ", ".join(params),
             "EXPR": "0", "ITEM": item.replace("\n", "\n        "),
+            "HELPERS": _float_divmod(w) if src.is_float and self.op in ("floordiv", "mod")
+            else "",
         }).replace("    return 0;", "    " + body)
         return text, fields
 
@@ -214,32 +474,23 @@ class ArrayOp(Elementwise):
             return []
         full, sizes, strided = self._plan(inputs, output, params)
         dst = DTYPES[output.dtype]
-        max_bind = device.limit("max-storage-buffer-binding-size")
-        for name, b, f in zip(self.inputs, inputs, full):
-            if not f and _bound_bytes(b) > max_bind:
-                raise ShapeError(f"{self.name}: input {name!r} {b.shape} {b.dtype} is "
-                                 f"broadcast, so it is bound whole, and it is larger than "
-                                 f"this adapter's max-storage-buffer-binding-size "
-                                 f"({max_bind} bytes)")
         per_item = 4 if dst.packed else 1
+        # the chunk by the wider of the input and output items (a comparison's output is u8)
         item_bytes = max(dst.itemsize, DTYPES[self.in_dtype(inputs, output)].itemsize)
-        chunk = max(1024, (max_bind // item_bytes) // 1024 * 1024)
         s = params.get("scalar", 0) if self.scalar else 0
         dims = uniform_values(sizes, strided) if sizes else {}
-        src_size = DTYPES[self.in_dtype(inputs, output)].itemsize
         out = []
-        for start in range(0, total, chunk):
-            count = min(chunk, total - start)
+        for start, count, ranges, offsets in split_launches(
+                self.name, list(zip(self.inputs, inputs)), full, sizes, strided, total,
+                item_bytes, device):
             items = -(-count // per_item)
             groups = math.ceil(items / (self.workgroup_size * self.per_invocation))
-            ranges = None
-            if total > chunk:
-                src_piece = (start * src_size, (count * src_size + 3) // 4 * 4)
-                out_piece = (start * dst.itemsize, (count * dst.itemsize + 3) // 4 * 4)
-                ranges = tuple(src_piece if f else (0, _bound_bytes(b))
-                               for b, f in zip(inputs, full)) + (out_piece,)
-            out.append(Launch(fold_grid(groups, device, self.name),
-                              dict(dims, n=items, start=start, total=total, s=s), ranges))
+            if ranges is not None:  # the output's piece in its own item size
+                ranges = ranges[:-1] + ((start * dst.itemsize,
+                                         (count * dst.itemsize + 3) // 4 * 4),)
+            u = dict(dims, n=items, start=start, total=total, s=s)
+            u.update({f"o{n}": off for n, off in offsets.items()})
+            out.append(Launch(fold_grid(groups, device, self.name), u, ranges))
         return out
 
 

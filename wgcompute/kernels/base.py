@@ -39,7 +39,8 @@ _WGSL_TO_DTYPE = {"f32": "f32", "i32": "s32", "u32": "u32", "f16": "f16", "f64":
 
 @dataclass(frozen=True)
 class Param:
-    """A kernel parameter: ``type`` is a WGSL scalar type, or "T" for the kernel's dtype."""
+    """A kernel parameter: ``type`` is a WGSL scalar type, "T" for the kernel's dtype, "bool"
+    for a yes/no flag (check_flag), or a kind the kernel converts itself."""
 
     name: str
     type: str
@@ -157,6 +158,8 @@ class Kernel:
         return out
 
     def convert_param(self, p: Param, value, dt: DType):
+        if p.type == "bool":
+            return check_flag(self.name, p.name, value)
         if p.type in ("T", "f32", "f64", "f16", "i32", "u32", "i64"):
             target = dt if p.type == "T" else DTYPES[_WGSL_TO_DTYPE[p.type]]
             if p.type == "T" and dt.packed:
@@ -275,6 +278,33 @@ class Kernel:
             raise ShaderCompileError(label, source, str(e)) from e
         device.stats["pipelines_created"] += 1
         return Compiled(key, pipeline, bgl, tuple(fields), source)
+
+
+_F32_NAN = "((bitcast<{u}>({v}) & {u}(0x7fffffffu)) > {u}(0x7f800000u))"
+
+
+def wgsl_is_nan(v: str, t: str) -> str:
+    """WGSL: whether ``v`` of type ``t`` (f32, f16, f64, or vec4 of f32 / f16: then per lane)
+    is nan. By its bits, never by comparisons: NVIDIA's shader compiler assumes no nan in
+    comparisons, min and max (``v != v`` folds to false there). f16 is widened to f32 (nan
+    stays nan); f64 has no bitcast in WGSL: ordered comparisons on both sides of the largest
+    f64, which nan fails."""
+    if t == "f64":
+        big = "f64(1.7976931348623157e308)"
+        return f"(!(abs({v}) <= {big}) && !(abs({v}) > {big}))"
+    if t in ("f16", "vec4<f16>"):
+        v = f"{t.replace('16', '32')}({v})"
+    return _F32_NAN.format(u="vec4<u32>" if t.startswith("vec4") else "u32", v=v)
+
+
+def check_flag(where: str, name: str, value) -> bool:
+    """A yes/no param's value: a bool (numpy's too) or the int 0 or 1, and nothing else (a
+    string such as "no" is truthy: taken as True it would silently do the opposite)."""
+    if isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise ArgumentError(f"{where}: param {name!r} is a flag: True or False (or 1 or 0), got "
+                        f"{type(value).__name__} {value!r}")
 
 
 class BuiltinKernel(Kernel):

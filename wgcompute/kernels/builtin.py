@@ -1,6 +1,7 @@
 """The built-in elementwise kernels (add, sub, multiply, divide, scale, relu): vectorized
 loads and several items per invocation, chunked over the storage-binding limit; binary ones
-broadcast as numpy does (a separate shader reads each operand through its strides)."""
+broadcast as numpy does (a separate shader reads each operand through its strides, bound at
+windows of it where it is larger than a binding)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from ..buffer import _ALIGN
 from ..dtypes import DTYPES
 from ..errors import DtypeError, ShapeError
 from ..runtime import Device
-from .base import GATHER, BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import (
+    GATHER,
+    BuiltinKernel,
+    Kernel,
+    Launch,
+    Param,
+    PipelineKey,
+    fold_grid,
+    wgsl_is_nan,
+)
 from .cast import cast_kernels
 from .layout import (
     MAX_DIMS,
@@ -83,6 +93,11 @@ def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
     return tuple(inner)
 
 
+def _nan_test(expr: str, t: str) -> str:
+    """``expr`` with NAN(x) (whether x, of WGSL type t, is nan) spelled out."""
+    return expr.replace("NAN(x)", wgsl_is_nan("x", t)) if "NAN(x)" in expr else expr
+
+
 def _broadcasts_to(shape, target) -> bool:
     """Whether numpy would broadcast ``shape`` to exactly ``target`` (an output)."""
     try:
@@ -96,6 +111,91 @@ def _bound_bytes(b) -> int:
     ``b`` may be a Buffer or a Meta."""
     nbytes = b.size * DTYPES[b.dtype].itemsize
     return max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
+
+
+def _extent(sizes, steps) -> tuple[int, int]:
+    """Lowest and highest element offset of a whole block of ``sizes`` read by ``steps``."""
+    return (sum(min(0, (n - 1) * st) for n, st in zip(sizes, steps)),
+            sum(max(0, (n - 1) * st) for n, st in zip(sizes, steps)))
+
+
+def _span(sizes, steps, start: int, stop: int) -> tuple[int, int]:
+    """The lowest and highest element (from the operand's offset) that output elements
+    start..stop-1 read through ``steps`` over the coalesced ``sizes``: the partial blocks at
+    either end exactly, the whole ones between by their extent."""
+    inner = math.prod(sizes[1:])
+    if not sizes or (start == 0 and stop == sizes[0] * inner):
+        return _extent(sizes, steps)
+    a, b = start // inner, (stop - 1) // inner
+    st = steps[0]
+    if a == b:
+        lo, hi = _span(sizes[1:], steps[1:], start - a * inner, stop - a * inner)
+        return lo + a * st, hi + a * st
+    lo1, hi1 = _span(sizes[1:], steps[1:], start - a * inner, inner)
+    lo2, hi2 = _span(sizes[1:], steps[1:], 0, stop - b * inner)
+    lo, hi = min(lo1 + a * st, lo2 + b * st), max(hi1 + a * st, hi2 + b * st)
+    if b > a + 1:
+        elo, ehi = _extent(sizes[1:], steps[1:])
+        lo = min(lo, elo + min((a + 1) * st, (b - 1) * st))
+        hi = max(hi, ehi + max((a + 1) * st, (b - 1) * st))
+    return lo, hi
+
+
+def split_launches(name: str, operands, full, sizes, strided: dict, total: int,
+                   out_item: int, device: Device):
+    """(start, count, ranges, offsets) of each launch of a strided / broadcasting kernel over
+    ``total`` output elements. The output and the operands of its size are bound per launch
+    at the launch's elements; a strided operand is bound whole where it fits the binding
+    limit, else at a window around the elements the launch reads (``offsets``: its element
+    offset from that window, for the uniform), and the launches shrink (by halves, down to
+    1024 elements) until every window fits. None for ranges: one launch binds everything.
+    ``operands``: (name, buffer or Meta) in binding order."""
+    max_bind = device.limit("max-storage-buffer-binding-size")
+    # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets that are
+    # multiples of 256 (the largest min-storage-buffer-offset-alignment)
+    chunk = max(1024, (max_bind // out_item) // 1024 * 1024)
+    big = {n for (n, b), f in zip(operands, full) if not f and _bound_bytes(b) > max_bind}
+    while True:
+        launches = []
+        for start in range(0, total, chunk):
+            count = min(chunk, total - start)
+            if total <= chunk and not big:
+                return [(start, count, None, {})]
+            piece = (start * out_item, (count * out_item + 3) // 4 * 4)
+            ranges, offsets = [], {}
+            for (n, b), f in zip(operands, full):
+                item = DTYPES[b.dtype].itemsize
+                if f:
+                    ranges.append((start * item, (count * item + 3) // 4 * 4))
+                    continue
+                if n not in big:
+                    ranges.append((0, _bound_bytes(b)))
+                    continue
+                steps, offset = strided[n]
+                lo, hi = _span(sizes, steps, start, start + count)
+                align = 256 // item
+                a0 = (offset + lo) // align * align
+                size = -(-(offset + hi + 1 - a0) * item // 16) * 16
+                if size > max_bind:
+                    break
+                ranges.append((a0 * item, size))
+                offsets[n] = (offset - a0) & 0xFFFFFFFF
+            else:
+                launches.append((start, count, tuple(ranges) + (piece,), offsets))
+                continue
+            break  # a window is too wide: shorter launches
+        else:
+            return launches
+        if chunk == 1024:
+            n, b = next((n, b) for n, b in operands if n in big)
+            raise ShapeError(
+                f"{name}: input {n!r} {b.shape} {b.dtype} is read through strides (broadcast, "
+                f"so it is bound whole, or where it is larger than this adapter's "
+                f"max-storage-buffer-binding-size ({max_bind} bytes), at a window around the "
+                f"elements each launch reads), and 1024 elements of the output read it at "
+                f"places too far apart for one window (strides {strided[n][0]} over the "
+                f"output's {sizes})")
+        chunk = max(1024, chunk // 2 // 1024 * 1024)
 
 
 def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, device: Device,
@@ -242,8 +342,9 @@ class Elementwise(BuiltinKernel):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
-            "EXPR": expr.replace("V(", f"{t}(").replace("T(", f"{t}("),
+            "EXPR": _nan_test(expr.replace("V(", f"{t}(").replace("T(", f"{t}("), t),
             "ITEM": item.replace("\n", "\n        "),
+            "HELPERS": "",
         })
         return src, fields
 
@@ -281,8 +382,9 @@ class Elementwise(BuiltinKernel):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
-            "EXPR": expr.replace("V(", f"{v}(").replace("T(", f"{t}("),
+            "EXPR": _nan_test(expr.replace("V(", f"{v}(").replace("T(", f"{t}("), v),
             "ITEM": item.replace("\n", "\n        "),
+            "HELPERS": "",
         })
         return src, fields
 
@@ -292,32 +394,19 @@ class Elementwise(BuiltinKernel):
             return []
         full, sizes, strided = self._plan(inputs, output, params)
         dt = DTYPES[output.dtype]
-        max_bind = device.limit("max-storage-buffer-binding-size")
-        for name, b, f in zip(self.inputs, inputs, full):
-            if not f and _bound_bytes(b) > max_bind:
-                raise ShapeError(f"{self.name}: input {name!r} {b.shape} {b.dtype} is "
-                                 f"broadcast, so it is bound whole, and it is larger than "
-                                 f"this adapter's max-storage-buffer-binding-size "
-                                 f"({max_bind} bytes)")
         vec4 = self.vec4_rows and _vec4_inner(dt, sizes, strided) is not None
         per_item = 4 if dt.packed or vec4 else 1
-        # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets
-        # that are multiples of 256 (the largest min-storage-buffer-offset-alignment)
-        chunk = max(1024, (max_bind // dt.itemsize) // 1024 * 1024)
         p0 = params[self.params[0].name] if self.params and len(self.inputs) > 1 else 0
         dims = uniform_values(sizes, strided)
         out = []
-        for start in range(0, total, chunk):
-            count = min(chunk, total - start)
+        for start, count, ranges, offsets in split_launches(
+                self.name, list(zip(self.inputs, inputs)), full, sizes, strided, total,
+                dt.itemsize, device):
             items = -(-count // per_item)
             groups = math.ceil(items / (self.workgroup_size * self.per_invocation))
-            ranges = None
-            if total > chunk:
-                piece = (start * dt.itemsize, (count * dt.itemsize + 3) // 4 * 4)
-                ranges = tuple(piece if f else (0, _bound_bytes(b))
-                               for b, f in zip(inputs, full)) + (piece,)
-            out.append(Launch(fold_grid(groups, device, self.name),
-                              dict(dims, n=items, start=start, total=total, p0=p0), ranges))
+            u = dict(dims, n=items, start=start, total=total, p0=p0)
+            u.update({f"o{n}": off for n, off in offsets.items()})
+            out.append(Launch(fold_grid(groups, device, self.name), u, ranges))
         return out
 
     def render(self, key: PipelineKey):
@@ -347,7 +436,7 @@ class Elementwise(BuiltinKernel):
             "U": self.per_invocation,
             "ARGS": ("", f"x: {v}", f"x: {v}, y: {v}")[arity],
             "CALL": ("", "a[i]", "a[i], b[i]")[arity],
-            "EXPR": expr.replace("V(", f"{v}(").replace("T(", f"{t}("),
+            "EXPR": _nan_test(expr.replace("V(", f"{v}(").replace("T(", f"{t}("), v),
             "APPLY": apply,
         })
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
@@ -365,7 +454,9 @@ class Elementwise(BuiltinKernel):
 
 class Relu(Elementwise):
     def __init__(self):
-        super().__init__("relu", 1, "select(select(x * p.p0, V(0), p.p0 == T(0)), x, x > V(0))",
+        # NAN(x): nan stays nan (by its bits: see wgsl_is_nan)
+        super().__init__("relu", 1, "select(select(select(x * p.p0, V(0), p.p0 == T(0)), x, "
+                         "x > V(0)), x, NAN(x))",
                          SIGNED, Param("slope", "T", 0.0, "negative-side slope (leaky ReLU)"),
                          int_expr="max(x, V(0))",
                          description="max(x, 0), or x * slope for x < 0 (leaky ReLU)")
@@ -422,18 +513,15 @@ class Transpose(BuiltinKernel):
         src = shaders.render(shaders.load("transpose.wgsl"), {
             "ENABLE": shaders.enable_directives([t]), "T": t, "TILE": self.tile,
             "ROWS": self.rows_per_pass})
-        return src, (("R", "u32"), ("C", "u32"))
+        return src, (("R", "u32"), ("C", "u32"), ("TX", "u32"), ("TY", "u32"))
 
     def launches(self, inputs, output, params, device):
         r, c = inputs[0].shape
         if r == 0 or c == 0:
             return []
-        limit = device.limit("max-compute-workgroups-per-dimension")
-        gx, gy = math.ceil(c / self.tile), math.ceil(r / self.tile)
-        if gx > limit or gy > limit:
-            raise ShapeError(f"transpose: a {inputs[0].shape} needs a {gy}×{gx} grid; this "
-                             f"adapter allows {limit} per dimension")
-        return [Launch((gx, gy, 1), {"R": r, "C": c})]
+        tx, ty = math.ceil(c / self.tile), math.ceil(r / self.tile)
+        return [Launch(fold_grid(tx * ty, device, self.name), {"R": r, "C": c, "TX": tx,
+                                                               "TY": ty})]
 
 
 class Copy(BuiltinKernel):

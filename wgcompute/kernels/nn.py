@@ -13,22 +13,26 @@ import numpy as np
 
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from .base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
 
 FLOATS = ("f32", "f16")
 WG = 256
 MAX_RANK = 6
 
-# Activations a kernel may apply to its result: WGSL of v (f32) with the launch's A and B.
+_NAN_V = wgsl_is_nan("v", "f32")
+# Activations a kernel may apply to its result: WGSL of v (f32) with the launch's A and B. A
+# nan stays nan, as in IEEE arithmetic, numpy and onnxruntime: max, min and clamp of a nan are
+# undefined in WGSL (0 or a bound on lavapipe), so those select v where it is nan; the others
+# compute nan from a nan.
 ACTIVATIONS = {
     "none": "return v;",
-    "relu": "return max(v, 0.0);",
+    "relu": f"return select(max(v, 0.0), v, {_NAN_V});",
     "leaky_relu": "return select(v * A, v, v >= 0.0);",
-    "clip": "return min(max(v, A), B);",
+    "clip": f"return select(min(max(v, A), B), v, {_NAN_V});",
     "sigmoid": "return 1.0 / (1.0 + exp(-v));",
-    "hard_sigmoid": "return clamp(A * v + B, 0.0, 1.0);",
+    "hard_sigmoid": f"return select(clamp(A * v + B, 0.0, 1.0), v, {_NAN_V});",
     "hard_swish": "return v * clamp(A * v + B, 0.0, 1.0);",
-    "tanh": "return tanh(clamp(v, -20.0, 20.0));",
+    "tanh": f"return select(tanh(clamp(v, -20.0, 20.0)), v, {_NAN_V});",
 }
 # (alpha, beta) when the activation is given by name only (ONNX's defaults)
 ACTIVATION_DEFAULTS = {
@@ -128,7 +132,7 @@ def _choice(*options):
 _CONVERTERS = {
     "shapes": _shapes, "act": convert_activation,
     "pair": lambda v: _ints(v, 2, 1), "pads": lambda v: _ints(v, 4, 0),
-    "ints": _ints, "bool": lambda v: bool(v),
+    "ints": _ints,
     "count": lambda v: None if v is None else _ints(v, 1)[0],
     "perm": lambda v: None if v is None else _ints(v),
 }
@@ -268,8 +272,11 @@ class Activation(NNKernel):
 
 
 # -- broadcasting binaries -------------------------------------------------------------------------
+# max and min of a nan are nan, as numpy's maximum and minimum (x + y: nan when either is)
+_EITHER_NAN = "max(bitcast<u32>(x) & 0x7fffffffu, bitcast<u32>(y) & 0x7fffffffu) > 0x7f800000u"
 BINARY_OPS = {"add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y",
-              "max": "max(x, y)", "min": "min(x, y)", "pow": "pow(x, y)"}
+              "max": f"select(max(x, y), x + y, {_EITHER_NAN})",
+              "min": f"select(min(x, y), x + y, {_EITHER_NAN})", "pow": "pow(x, y)"}
 
 
 def broadcast_shape(a, b, what: str = "nn_binary") -> tuple[int, ...]:

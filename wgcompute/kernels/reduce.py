@@ -5,15 +5,17 @@ Output shapes follow numpy: the reduced axes go (or stay as 1 with ``keepdims``)
 reduction is 0-d (shape ()). Output dtypes: sum keeps the dtype (integers wrap around, like
 ``np.sum(x, dtype=x.dtype)``) except u8, which sums into u32; max and min keep the dtype;
 mean is f32 for f32 and every integer dtype (accumulated in f32), f16 for f16 (accumulated
-in f32), f64 for f64; argmax is u32 (first index of the maximum; NaN handling unspecified);
-softmax (f32, f16; computed in f32) keeps shape and dtype. As in numpy, max, min and argmax
-of an empty axis are errors, a sum over one is 0 and a mean nan.
+in f32), f64 for f64; argmax is u32 (first index of the maximum); softmax (f32, f16; computed
+in f32) keeps shape and dtype. As in numpy, max, min and argmax of an empty axis are errors,
+a sum over one is 0 and a mean nan; a nan makes max, min, sum and mean nan, argmax gives the
+first nan, and softmax's whole row is nan.
 
 How (``reduce_plan``): reduced axes that are the last ones run as rows (one workgroup per
 output); one block of reduced axes with kept axes after it runs as columns (64 outputs per
 workgroup, four slices of the reduced axis each; split in two steps when the outputs are too
 few to fill a GPU); reduced axes in several blocks are first gathered behind the kept ones by
-a strided copy, then run as rows."""
+a strided copy, then run as rows. An x larger than the adapter binds at once runs in launches
+over windows of it (everything: 1024-element multiples; rows: whole rows); columns refuse."""
 
 from __future__ import annotations
 
@@ -28,7 +30,16 @@ from ..buffer import _ALIGN
 from ..dtypes import DTYPES, DType
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..runtime import Device
-from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, fold_grid
+from .base import (
+    BuiltinKernel,
+    Kernel,
+    Launch,
+    Param,
+    PipelineKey,
+    check_flag,
+    fold_grid,
+    wgsl_is_nan,
+)
 from .layout import contiguous_strides
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
@@ -45,6 +56,7 @@ _PARTIAL_GROUPS = 1024  # workgroups (partials) of the other full reductions: on
 _ACC_DTYPE = {"f32": "f32", "f64": "f64", "i32": "s32", "i64": "s64", "u32": "u32"}
 _ARGMAX_MERGE = ("if (b.v > a.v || (b.v == a.v && b.i < a.i)) {\n        return b;\n    }\n"
                  "    return a;")
+_F32_NAN = "bitcast<f32>(0x7fc00000u)"  # a quiet nan (subgroup results: f32 only)
 _COLS = 64  # outputs per workgroup in column mode (times _SLICES invocations each)
 _SLICES = 4
 # Column mode splits the reduced axis into parts (two steps) while it has fewer outputs
@@ -58,7 +70,7 @@ def _axis_doc() -> Param:
 
 
 def _keepdims_doc() -> Param:
-    return Param("keepdims", "keepdims", False, "keep the reduced axes as size 1")
+    return Param("keepdims", "bool", False, "keep the reduced axes as size 1")
 
 
 def check_axis(name: str, axis, ndim: int):
@@ -162,18 +174,63 @@ def reduce_plan(name: str, shape: tuple[int, ...], axis, keepdims: bool,
     return ReducePlan("gather", out_shape, n, kept, perm=perm)
 
 
-def _binding_check(name: str, x, device: Device) -> None:
+def _binding_check(name: str, x, device: Device, row: int | None = None) -> None:
+    """x binds whole, or its work splits into launches over windows of it (everything:
+    windows of 1024-element multiples; rows: whole rows, ``row`` elements each, of which one
+    and an alignment's worth must fit)."""
     limit = device.limit("max-storage-buffer-binding-size")
-    if x.nbytes > limit:
-        raise ShapeError(f"{name}: x {x.shape} is {x.nbytes} bytes; this adapter binds at "
-                         f"most {limit} bytes per buffer")
+    if x.nbytes <= limit:
+        return
+    if row is None:
+        why = "and this reduction binds it whole: columns (axes before the last kept one) " \
+              "and softmax do not split into windows"
+    elif row == 0:
+        return
+    else:
+        need = row * DTYPES[x.dtype].itemsize + _ALIGN_MAX
+        if need <= limit:
+            return
+        why = (f"it splits into windows of whole rows, and one row of {row} elements (plus "
+               f"{_ALIGN_MAX} bytes of alignment) is {need} bytes")
+    raise ShapeError(f"{name}: x {x.shape} {x.dtype} is {x.nbytes} bytes, more than this "
+                     f"adapter binds at once ({limit}, max-storage-buffer-binding-size), "
+                     f"{why}")
+
+
+# the largest min-storage-buffer-offset-alignment WebGPU allows: windows start on it
+_ALIGN_MAX = 256
+
+
+def _windows(size: int, dtype: str, device: Device) -> list[tuple[int, int]]:
+    """(first element, elements) of each launch's window of an x of ``size`` elements: all of
+    it where it binds whole, else windows of a multiple of 1024 elements (whole u8 words,
+    offsets on any alignment), as the elementwise kernels split their work."""
+    item = DTYPES[dtype].itemsize
+    limit = device.limit("max-storage-buffer-binding-size")
+    if size * item <= limit:
+        return [(0, size)]
+    chunk = max(1024, (limit // item) // 1024 * 1024)
+    return [(s, min(chunk, size - s)) for s in range(0, size, chunk)]
+
+
+def _window_range(first: int, count: int, dtype: str) -> tuple[int, int]:
+    """The bytes bound for elements first.. (+ count): to a 16-byte multiple (vec4 loads;
+    buffers are allocated in 16-byte granules)."""
+    item = DTYPES[dtype].itemsize
+    return first * item, -(-count * item // _ALIGN) * _ALIGN
+
+
+def _whole(b) -> tuple[int, int]:
+    """The range binding all of buffer (or Meta) ``b``."""
+    return 0, max(_ALIGN, -(-b.size * DTYPES[b.dtype].itemsize // _ALIGN) * _ALIGN)
 
 
 def _uniform(rows: int, n: int, ident, *, phase: int = 0, groups: int = 1, total=None,
-             inner: int = 1, parts: int = 1, chunk=None) -> dict:
+             inner: int = 1, parts: int = 1, chunk=None, xoff: int = 0, first: int = 0) -> dict:
     return {"rows": rows, "n": n, "phase": phase, "groups": groups,
             "total": n if total is None else total, "inner": inner, "parts": parts,
-            "chunk": n if chunk is None else chunk, "ident": ident}
+            "chunk": n if chunk is None else chunk, "xoff": xoff, "first": first,
+            "ident": ident}
 
 
 class Reduce(BuiltinKernel):
@@ -213,10 +270,7 @@ class Reduce(BuiltinKernel):
 
     def plan(self, x, params) -> ReducePlan:
         params = params or {}
-        keepdims = params.get("keepdims", False)
-        if not isinstance(keepdims, bool):
-            raise ArgumentError(f"{self.name}: param 'keepdims' must be True or False, got "
-                                f"{type(keepdims).__name__} {keepdims!r}")
+        keepdims = check_flag(self.name, "keepdims", params.get("keepdims", False))
         return reduce_plan(self.name, tuple(x.shape), _hashable(params.get("axis", -1)),
                            keepdims, self.op == "argmax")
 
@@ -242,7 +296,14 @@ class Reduce(BuiltinKernel):
             raise ShapeError(f"{self.name}: x {x.shape} has no elements along axis="
                              f"{params.get('axis')!r}; the {self.name} of nothing is "
                              f"undefined (numpy raises too)")
-        _binding_check(self.name, x, x.device)
+        if plan.how in ("rows", "gather"):
+            row = plan.n
+        elif plan.how == "all":  # in windows, but a 64-bit argmax is one row
+            full = self.op != "argmax" or self._mode(x, params, x.device)[0] == "full"
+            row = 0 if full else plan.n
+        else:
+            row = None
+        _binding_check(self.name, x, x.device, row)
 
     # -- plan ---------------------------------------------------------------------------------
     def _mode(self, x, params, device: Device):
@@ -278,7 +339,8 @@ class Reduce(BuiltinKernel):
         if plan.how == "all" and self.op != "argmax":
             items = -(-x.size // 4) if x.dtype in _VEC_OK else x.size
             groups = max(1, min(_PARTIAL_GROUPS, -(-items // (self.workgroup_size * 8))))
-            return [((groups,), _ACC_DTYPE[acc])], [
+            windows = len(_windows(x.size, x.dtype, x.device))  # groups partials each
+            return [((groups * windows,), _ACC_DTYPE[acc])], [
                 (step["partial"], ["in0"], "tmp0", {"total": x.size}),
                 (step["finish"], ["tmp0"], "out", {"total": x.size})]
         if plan.how == "gather":
@@ -309,12 +371,9 @@ class Reduce(BuiltinKernel):
         xd, od = key.dtypes
         c = dict(key.constants)
         acc = self.acc(xd)
-        merge = _ARGMAX_MERGE if self.op == "argmax" else {
-            "sum": "return VI(a.v + b.v, 0u);", "mean": "return VI(a.v + b.v, 0u);",
-            "max": "return VI(max(a.v, b.v), 0u);", "min": "return VI(min(a.v, b.v), 0u);",
-        }[self.op]
         return render_reduce(DTYPES[xd], DTYPES[od], acc, c["mode"], c["vec"], c["subgroup"],
-                             self.op, merge, self.workgroup_size), _uniform_fields(acc)
+                             self.op, _merge(self.op, acc), self.workgroup_size), \
+            _uniform_fields(acc)
 
     def launches(self, inputs, output, params, device):
         (x,) = inputs
@@ -323,17 +382,25 @@ class Reduce(BuiltinKernel):
         if mode == "none":
             return []
         if mode == "rows":
-            return _rows_launches(self.name, plan.rows, plan.n, ident, output, device)
+            return _rows_launches(self.name, plan.rows, plan.n, ident, x, output, device)
         if mode == "cols":
             return _cols_launches(self.name, plan.rows, plan.n, plan.inner, 1, plan.n,
                                   plan.n, ident, device)
-        items = -(-plan.n // 4) if vec else plan.n
+        # full (argmax): phases 1 and 2 once per window of x, indices offset by its first
+        windows = _windows(plan.n, x.dtype, device)
+        split = len(windows) > 1
+        items = -(-windows[0][1] // 4) if vec else windows[0][1]
         groups = max(1, min(_FULL_GROUPS, -(-items // (self.workgroup_size * 8))))
         grid = fold_grid(groups, device, self.name)
-        phases = [(0, (1, 1, 1)), (1, grid)] + ([(2, grid)] if self.op == "argmax" else []) \
-            + [(3, (1, 1, 1))]
         u = _uniform(1, plan.n, ident, groups=grid[0] * grid[1])
-        return [Launch(wg, dict(u, phase=ph)) for ph, wg in phases]
+        out = []
+        for ph, wg in [(0, (1, 1, 1)), (1, grid)] + ([(2, grid)] if self.op == "argmax" else
+                                                     []) + [(3, (1, 1, 1))]:
+            for first, count in windows if ph in (1, 2) else windows[:1]:
+                ranges = (_window_range(first, count, x.dtype), _whole(output)) if split \
+                    else None
+                out.append(Launch(wg, dict(u, phase=ph, n=count, first=first), ranges))
+        return out
 
 
 def _hashable(axis):
@@ -348,11 +415,27 @@ def _hashable(axis):
     return axis
 
 
-def _rows_launches(name, rows, n, ident, output, device) -> list[Launch]:
+def _rows_launches(name, rows, n, ident, x, output, device) -> list[Launch]:
+    """One launch, or (x past the binding limit) one per window of whole rows, each bound
+    from an aligned element before its first row (xoff elements in), writing its rows'
+    outputs from row ``first`` on."""
     if rows == 0:
         return []
     rpw = 4 if output.dtype == "u8" else 1  # four rows' u8 results share a word
-    return [Launch(fold_grid(-(-rows // rpw), device, name), _uniform(rows, n, ident))]
+    item = DTYPES[x.dtype].itemsize
+    limit = device.limit("max-storage-buffer-binding-size")
+    if rows * n * item <= limit:
+        return [Launch(fold_grid(-(-rows // rpw), device, name), _uniform(rows, n, ident))]
+    align = _ALIGN_MAX // item
+    per = (limit // item - align) // max(n, 1) // rpw * rpw  # Reduce.check: at least one
+    out = []
+    for r0 in range(0, rows, per):
+        r1 = min(rows, r0 + per)
+        a0 = r0 * n // align * align
+        ranges = (_window_range(a0, r1 * n - a0, x.dtype), _whole(output))
+        out.append(Launch(fold_grid(-(-(r1 - r0) // rpw), device, name),
+                          _uniform(r1 - r0, n, ident, xoff=r0 * n - a0, first=r0), ranges))
+    return out
 
 
 def _cols_launches(name, outer, n, inner, parts, chunk, total, ident, device) -> list[Launch]:
@@ -365,7 +448,8 @@ def _cols_launches(name, outer, n, inner, parts, chunk, total, ident, device) ->
 
 
 def _uniform_fields(acc: str):
-    return (("rows", "u32"), ("n", "u32"), ("phase", "u32"), ("groups", "u32"),
+    return (("rows", "u32"), ("n", "u32"), ("phase", "u32"), ("groups", "u32"), ("xoff", "u32"),
+            ("first", "u32"),
             ("total", "u32"), ("inner", "u32"), ("parts", "u32"), ("chunk", "u32"),
             ("ident", acc))
 
@@ -410,15 +494,27 @@ class ReduceStep(BuiltinKernel):
         (x,) = inputs
         ident = self.parent.identity(self.parent.acc(x.dtype))
         if self.step == "rows":
-            return _rows_launches(self.name, params["rows"], params["n"], ident, output,
+            return _rows_launches(self.name, params["rows"], params["n"], ident, x, output,
                                   device)
         if self.step in ("cols", "colpart"):
             return _cols_launches(self.name, params["outer"], params["n"], params["inner"],
                                   params["parts"], params["chunk"], params["total"], ident,
                                   device)
-        groups = output.shape[0] if self.step == "partial" else 1
-        u = _uniform(1, x.size, ident, groups=groups, total=params["total"])
-        return [Launch(fold_grid(groups, device, self.name), u)]
+        if self.step == "finish":
+            u = _uniform(1, x.size, ident, total=params["total"])
+            return [Launch((1, 1, 1), u)]
+        # partial: each window of x (one unless x is past the binding limit) into its own
+        # groups of partials, from slot ``first`` on
+        windows = _windows(x.size, x.dtype, device)
+        groups = output.shape[0] // len(windows)
+        grid = fold_grid(groups, device, self.name)
+        out = []
+        for k, (first, count) in enumerate(windows):
+            ranges = (_window_range(first, count, x.dtype), _whole(output)) \
+                if len(windows) > 1 else None
+            out.append(Launch(grid, _uniform(1, count, ident, groups=groups,
+                                             total=params["total"], first=k * groups), ranges))
+        return out
 
 
 _STEPS: dict[str, dict[str, ReduceStep]] = {}
@@ -431,6 +527,52 @@ def _steps(parent: Reduce) -> dict[str, ReduceStep]:
         s = _STEPS[parent.op] = {k: ReduceStep(parent, k)
                                  for k in ("partial", "finish", "rows", "colpart", "cols")}
     return s
+
+
+def _flagged(op: str, acc: str) -> bool:
+    """f32 max and min carry, in VI.i, the largest magnitude bits seen (an element's own bits
+    & 0x7fffffff): past inf's, a nan was seen, and value() gives nan. Per element that is an
+    `and` and an integer max beside the float max; the nan is resolved where a result is
+    written (max and min of a nan are undefined in WGSL, and NVIDIA's compiler assumes no
+    nan in comparisons)."""
+    return acc == "f32" and op in ("max", "min")
+
+
+def _merge(op: str, acc: str) -> str:
+    """Body of merge(a, b) -> VI. Floats follow numpy: max and min of anything with a nan are
+    nan (f32: by the flag, see _flagged; f64: a select), and argmax takes the first nan (nan
+    found by its bits, see wgsl_is_nan)."""
+    if _flagged(op, acc):
+        return f"return VI({op}(a.v, b.v), max(a.i, b.i));"
+    if acc not in ("f32", "f64"):
+        if op == "argmax":
+            return _ARGMAX_MERGE
+        return {"max": "return VI(max(a.v, b.v), 0u);", "min": "return VI(min(a.v, b.v), 0u);"
+                }.get(op, "return VI(a.v + b.v, 0u);")
+    if op in ("sum", "mean"):
+        return "return VI(a.v + b.v, 0u);"
+    na, nb = wgsl_is_nan("a.v", acc), wgsl_is_nan("b.v", acc)
+    if op == "argmax":  # branch-free: b if it is larger or equal and earlier, or the first nan
+        return (f"let na = {na};\n    let nb = {nb};\n"
+                "    let later = b.v > a.v || (b.v == a.v && b.i < a.i);\n"
+                "    let take = select(later, nb && (!na || b.i < a.i), na || nb);\n"
+                "    return VI(select(a.v, b.v, take), select(a.i, b.i, take));")
+    either = f"{na} || {nb}"  # f64 max and min
+    return f"return VI(select({op}(a.v, b.v), a.v + b.v, {either}), 0u);"  # a nan + b: nan
+
+
+def _elem_vi(op: str, acc: str) -> str:
+    """Body of elem_vi(v, i) -> VI: element v at index i as a VI to merge."""
+    if _flagged(op, acc):
+        return "return VI(v, bitcast<u32>(v) & 0x7fffffffu);"
+    return "return VI(v, i);"
+
+
+def _value(op: str, acc: str) -> str:
+    """Body of value(r: VI) -> ACC: the result a merged VI stands for."""
+    if _flagged(op, acc):
+        return f"return select(r.v, {_F32_NAN}, r.i > 0x7f800000u);"
+    return "return r.v;"
 
 
 def _elem(xd: DType, acc: str, vec: bool) -> str:
@@ -450,12 +592,31 @@ def _load4(xd: DType, acc: str) -> str:
     return f"fn load4(q: u32) -> vec4<{acc}> {{\n    {body}\n}}"
 
 
-def _scan(vec: bool, only_equal: bool) -> str:
-    """Loop body of scan(): every element, or (argmax phase 2) those equal to the max m."""
+def _take(op: str, acc: str, val: str, idx: str, to: str) -> str:
+    """WGSL merging element ``val`` (index ``idx``) into ``to``, in a loop over increasing
+    indices. A float argmax leaves the loop at its first nan (nothing after it can win), so
+    that the elements before it merge with plain comparisons, one nan test each."""
+    if op == "argmax" and acc in ("f32", "f64"):
+        return (f"if ({wgsl_is_nan(val, acc)}) {{ {to} = VI({val}, {idx}); break; }} "
+                f"{to} = merge_ordered({to}, VI({val}, {idx}));")
+    return f"{to} = merge({to}, elem_vi({val}, {idx}));"
+
+
+def _fns(op: str, acc: str) -> str:
+    """Functions beside merge: merge_ordered (a float argmax's merge of two non-nan VIs)."""
+    if op == "argmax" and acc in ("f32", "f64"):
+        return f"fn merge_ordered(a: VI, b: VI) -> VI {{\n    {_ARGMAX_MERGE}\n}}\n"
+    return ""
+
+
+def _scan(vec: bool, only_equal: bool, acc: str = "", op: str = "") -> str:
+    """Loop body of scan(): every element, or (argmax phase 2) those equal to the max m (or,
+    ``acc`` given, those that are nan)."""
     def take(val: str, idx: str) -> str:
         if only_equal:
-            return f"if ({val} == m) {{ acc = merge(acc, VI(m, {idx})); }}"
-        return f"acc = merge(acc, VI({val}, {idx}));"
+            same = wgsl_is_nan(val, acc) if acc in ("f32", "f64") else f"{val} == m"
+            return f"if ({same}) {{ acc = merge(acc, VI(m, {idx})); }}"
+        return _take(op, acc, val, idx, "acc")
 
     if not vec:
         return ("for (var i = start; i < count; i = i + stride) {\n"
@@ -471,7 +632,7 @@ def _scan(vec: bool, only_equal: bool) -> str:
     return "\n    ".join(lines)
 
 
-def _wgreduce(sub: bool, op: str, wg: int) -> str:
+def _wgreduce(sub: bool, op: str, wg: int, acc: str = "") -> str:
     tail = ("let r = VI(wv[0], wi[0]);\n    workgroupBarrier();  // wv is reused by the next row\n"
             "    return r;")
     if not sub:
@@ -481,13 +642,22 @@ def _wgreduce(sub: bool, op: str, wg: int) -> str:
                 "            let r = merge(VI(wv[lid], wi[lid]), VI(wv[lid + s], wi[lid + s]));\n"
                 "            wv[lid] = r.v;\n            wi[lid] = r.i;\n        }\n"
                 "        workgroupBarrier();\n    }\n    " + tail)
+    nan = acc == "f32" and op == "argmax"  # subgroups: never 64-bit
+    if nan:  # subgroupMax / Min of a nan are undefined: whether any lane holds one, by bits
+        first = (f"let mine_nan = {wgsl_is_nan('mine.v', acc)};\n"
+                 "    let any_nan = subgroupMax(select(0u, 1u, mine_nan)) != 0u;\n    ")
+    else:
+        first = ""
     if op == "argmax":
-        first = ("let m = subgroupMax(mine.v);\n"
-                 "    let s = VI(m, subgroupMin(select(0xffffffffu, mine.i, mine.v == m)));")
+        hit = "select(mine.v == m, mine_nan, any_nan)" if nan else "mine.v == m"
+        m = f"select(m, {_F32_NAN}, any_nan)" if nan else "m"
+        first += ("let m = subgroupMax(mine.v);\n"
+                  f"    let s = VI({m}, subgroupMin(select(0xffffffffu, mine.i, {hit})));")
     else:
         fn = {"sum": "subgroupAdd", "mean": "subgroupAdd", "max": "subgroupMax",
               "min": "subgroupMin"}[op]
-        first = f"let s = VI({fn}(mine.v), 0u);"
+        flag = "subgroupMax(mine.i)" if _flagged(op, acc) else "0u"
+        first += f"let s = VI({fn}(mine.v), {flag});"
     # each subgroup's leader takes a slot atomically: no assumption on how subgroups are laid
     # out over local_invocation_index
     return (first + "\n    if (sid == 0u) {\n        let slot = atomicAdd(&wslot, 1u);\n"
@@ -509,19 +679,19 @@ def _main_rows(op: str, od: DType, acc: str, wg: int) -> str:
     lines = []
     for r in range(rpw):
         lines += [f"let row{r} = g * {rpw}u + {r}u;",
-                  f"    var mine{r} = VI(p.ident, 0xffffffffu);",
+                  f"    var mine{r} = VI(p.ident, NONE);",
                   f"    if (row{r} < p.rows) {{",
-                  f"        mine{r} = scan(row{r} * p.n, p.n, lid, {wg}u);",
+                  f"        mine{r} = scan(p.xoff + row{r} * p.n, p.n, lid, {wg}u);",
                   "    }",
                   f"    let r{r} = reduce_wg(lid, sid, mine{r});"]
     lines.append("if (lid == 0u) {")
     if od.packed:  # four rows' u8 results share one u32 word
         word = " | ".join(f"(select(0u, r{r}.v & 0xffu, row{r} < p.rows) << {8 * r}u)"
                           for r in range(rpw))
-        lines.append(f"        if (row0 < p.rows) {{ out[g] = {word}; }}")
+        lines.append(f"        if (row0 < p.rows) {{ out[p.first / 4u + g] = {word}; }}")
     else:
-        val = "r0.i" if op == "argmax" else f"{od.wgsl}({_final(op, acc, 'r0.v')})"
-        lines.append(f"        if (row0 < p.rows) {{ out[row0] = {val}; }}")
+        val = "r0.i" if op == "argmax" else f"{od.wgsl}({_final(op, acc, 'value(r0)')})"
+        lines.append(f"        if (row0 < p.rows) {{ out[p.first + row0] = {val}; }}")
     lines.append("    }")
     return "\n    ".join(lines)
 
@@ -553,7 +723,8 @@ def _main_argmax_full(acc: str, wg: int) -> str:
             f"        let m = bitcast<{acc}>(atomicLoad(&out[1]));\n"
             f"        let r = reduce_wg(lid, sid, scan_eq(m, 0u, p.n, g * {wg}u + lid, "
             f"p.groups * {wg}u));\n"
-            "        if (lid == 0u) {\n            atomicMin(&out[2], r.i);\n        }\n"
+            "        if (lid == 0u && r.i != 0xffffffffu) {\n"
+            "            atomicMin(&out[2], p.first + r.i);\n        }\n"
             "    }")
 
 
@@ -565,7 +736,7 @@ def _main_cols(op: str, od: DType, acc: str, finish: bool) -> str:
     lines = [f"let col = lid % {_COLS}u;",
              f"let s = lid / {_COLS}u;",
              f"let o = g * {_COLS}u + col;",
-             "var mine = VI(p.ident, 0xffffffffu);",
+             "var mine = VI(p.ident, NONE);",
              "if (o < p.rows) {",
              "    let c = o % p.inner;",
              "    let q = o / p.inner;",
@@ -573,7 +744,8 @@ def _main_cols(op: str, od: DType, acc: str, finish: bool) -> str:
              "    let r1 = min(p.n, r0 + p.chunk);",
              "    let base = (q / p.parts) * p.n * p.inner + c;",
              f"    for (var r = r0 + s; r < r1; r = r + {_SLICES}u) {{",
-             "        mine = merge(mine, VI(elem(base + r * p.inner), r));",
+             "        let v = elem(base + r * p.inner);",
+             "        " + _take(op, acc, "v", "r", "mine"),
              "    }",
              "}",
              "wv[lid] = mine.v;",
@@ -607,9 +779,9 @@ def _main_cols(op: str, od: DType, acc: str, finish: bool) -> str:
     if op == "argmax":
         val = "m.i"
     elif not finish:
-        val = "m.v"
+        val = "value(m)"
     else:
-        val = f"{od.wgsl}({_final(op, acc, 'm.v', 'p.total')})"
+        val = f"{od.wgsl}({_final(op, acc, 'value(m)', 'p.total')})"
     lines += ["if (s == 0u && o < p.rows) {", f"    out[o] = {val};", "}"]
     return "\n    ".join(lines)
 
@@ -626,20 +798,25 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
         ot = acc
     else:
         ot = "u32" if od.packed else od.wgsl
-    scan = _scan(vec, False)
+    scan = _scan(vec, False, acc, op)
     load4 = _load4(xd, acc) if vec else ""
     if op == "argmax" and mode == "full":
+        body = _scan(vec, True)
+        if acc == "f32":  # a nan maximum: the first nan (m is uniform: one branch)
+            body = (f"if ({wgsl_is_nan('m', acc)}) {{\n        {_scan(vec, True, acc)}\n"
+                    f"        return acc;\n    }}\n    {body}")
         load4 += ("\n\n// argmax phase 2: the first index whose element equals the maximum m\n"
                   f"fn scan_eq(m: {acc}, base: u32, count: u32, start: u32, stride: u32) -> VI {{\n"
-                  "    var acc = VI(p.ident, 0xffffffffu);\n"
-                  f"    {_scan(vec, True)}\n    return acc;\n}}")
+                  f"    var acc = VI(p.ident, 0xffffffffu);\n"
+                  f"    {body}\n    return acc;\n}}")
     if mode == "full":
         main = _main_argmax_full(acc, wg)
     elif mode == "partial":
         main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, g * {wg}u + lid, p.groups * {wg}u));"
-                "\n    if (lid == 0u) {\n        out[g] = r.v;\n    }")
+                "\n    if (lid == 0u) {\n        out[p.first + g] = value(r);\n    }")
     elif mode == "finish":
-        val = "r.v & 0xffu" if od.packed else f"{od.wgsl}({_final(op, acc, 'r.v', 'p.total')})"
+        val = "r.v & 0xffu" if od.packed else \
+            f"{od.wgsl}({_final(op, acc, 'value(r)', 'p.total')})"
         main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, lid, {wg}u));\n"
                 f"    if (lid == 0u) {{\n        out[0] = {val};\n    }}")
     elif mode in ("cols", "colpart"):
@@ -655,7 +832,9 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
     return shaders.render(shaders.load("reduce.wgsl"), {
         "ENABLE": shaders.enable_directives([xd.wgsl, od.wgsl]), "ACC": acc, "XT": xt,
         "OT": ot, "WG": wg, "MERGE": merge, "ELEM": _elem(xd, acc, vec and not xd.packed),
-        "LOAD4": load4, "SCAN": scan, "WGREDUCE": _wgreduce(sub, op, wg), "MAIN": main,
+        "ELEMVI": _elem_vi(op, acc), "VALUE": _value(op, acc),
+        "NONE": "0u" if _flagged(op, acc) else "0xffffffffu", "FNS": _fns(op, acc),
+        "LOAD4": load4, "SCAN": scan, "WGREDUCE": _wgreduce(sub, op, wg, acc), "MAIN": main,
         "SGARG": ",\n        @builtin(subgroup_invocation_id) sid: u32" if sub else ""})
 
 

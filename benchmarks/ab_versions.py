@@ -3,8 +3,9 @@ blocks: both see the same process, memory layout, threads and GPU clock, which f
 do not (on an H200 the same round trip measured 37 to 60 us between fresh processes of one
 version, so process-to-process comparisons of a few us need many rounds and still mislead).
 
-The other version comes from a wheel or a package folder (a source checkout's ``wgcompute``,
-its ``shaders`` beside it); it is imported as ``wgc_other``
+The other version comes from a wheel or a package folder (a source checkout's ``wgcompute``;
+a version older than the kernel family folders also takes its ``shaders`` folder from beside
+it); it is imported as ``wgc_other``
 (unpacked into a temporary folder, its package renamed). Rows: ``run_kernel`` (blocking) and
 ``submit(...).wait()``, the latter split in phases: submit() returning, the polling wait for
 its fence, and Command.wait() after it. Each row: both medians and the median of the per-round
@@ -38,9 +39,10 @@ def import_other(source: str, folder: str):
     dest = os.path.join(folder, NAME)
     if os.path.isdir(source):
         shutil.copytree(source, dest)
-        shaders = os.path.join(os.path.dirname(os.path.abspath(source)), "shaders")
-        if not os.path.isdir(os.path.join(dest, "_wgsl")) and os.path.isdir(shaders):
-            shutil.copytree(shaders, os.path.join(dest, "_wgsl"))  # a source checkout's
+        # a version older than the kernel family folders: its WGSL in shaders/, as _wgsl
+        old_wgsl = os.path.join(os.path.dirname(os.path.abspath(source)), "shaders")
+        if not os.path.isdir(os.path.join(dest, "_wgsl")) and os.path.isdir(old_wgsl):
+            shutil.copytree(old_wgsl, os.path.join(dest, "_wgsl"))
     else:
         with zipfile.ZipFile(source) as z:
             z.extractall(os.path.join(folder, "unpacked"))

@@ -66,7 +66,7 @@ def layer_table(model, shape) -> list[dict]:
     and tile configuration (the tuned or default choice on this device) and the workgroups
     its dispatches launch."""
     import wgcompute as wgc
-    from wgcompute.kernels.base import Meta
+    from wgcompute.kernels.core.base import Meta
 
     dev = wgc.current_device()
     plan = model.plan(shape)

@@ -31,7 +31,7 @@ def conv_layers(model, shape) -> list[dict]:
     """The model's implicit-GEMM convolution steps for an input of ``shape``, one per distinct
     (kernel, shapes, params), with how many steps share it and the configuration chosen."""
     import wgcompute as wgc
-    from wgcompute.kernels.base import Meta
+    from wgcompute.kernels.core.base import Meta
 
     dev = wgc.current_device()
     plan = model.plan(shape)
@@ -58,8 +58,8 @@ def conv_layers(model, shape) -> list[dict]:
 
 
 def usable(name: str, dev, mixed: bool) -> bool:
-    from wgcompute.kernels.conv_configs import parse_config
-    from wgcompute.kernels.matmul import MIXED_BK, TileConfig
+    from wgcompute.kernels.conv.conv_configs import parse_config
+    from wgcompute.kernels.matmul.matmul import MIXED_BK, TileConfig
 
     cfg = parse_config(name)
     if isinstance(cfg, TileConfig):
@@ -71,8 +71,8 @@ def usable(name: str, dev, mixed: bool) -> bool:
 def sweep(layer: dict, names: list[str], mixed: bool, deadline: float) -> None:
     """Time each usable config on ``layer`` (its full batch) into layer["ms"]."""
     import wgcompute as wgc
-    from wgcompute.kernels import conv_configs
-    from wgcompute.kernels.base import bind
+    from wgcompute.kernels.conv import conv_configs
+    from wgcompute.kernels.core.base import bind
 
     dev = wgc.current_device()
     k, res, shapes = layer["kernel"], layer["params"], layer["shapes"]
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     import wgcompute as wgc
-    from wgcompute.kernels import conv_configs
+    from wgcompute.kernels.conv import conv_configs
     from wgcompute.ml.builders import mobilenet_v2
 
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]

@@ -66,7 +66,7 @@ def dispatch_parts(d) -> list[dict]:
     """A bound Dispatch taken apart, one entry per pass (a MultiDispatch has several): its
     pipeline, bind-group layout, grid, params buffer and the params' byte size. Only for
     dispatches of one launch per pass (no binding ranges)."""
-    from wgcompute.kernels.base import pack_uniform
+    from wgcompute.kernels.core.base import pack_uniform
 
     parts = getattr(d, "parts", None) or [d]
     out = []

@@ -61,7 +61,7 @@ class Sweep:
         import wgcompute as wgc
         from wgcompute import current_device as get_device
         from wgcompute.kernels import bind, get
-        from wgcompute.kernels import matmul as mm
+        from wgcompute.kernels.matmul import matmul as mm
 
         self.wgc, self.mm, self.bind = wgc, mm, bind
         self.kernel = get("matmul")
@@ -293,7 +293,7 @@ def run(argv=None) -> int:
     args.configs = {s.strip() for s in args.configs.split(",") if s.strip()}
     args.extra = [s.strip() for s in args.extra.split(",") if s.strip()]
     from wgcompute.errors import ArgumentError
-    from wgcompute.kernels.matmul import TileConfig
+    from wgcompute.kernels.matmul.matmul import TileConfig
 
     for name in args.extra:
         try:
@@ -313,7 +313,7 @@ def run(argv=None) -> int:
           f"{', '.join(fmt_shape(s) for s in shapes)}", flush=True)
     sweep = Sweep(args)
     if args.configs:
-        from wgcompute.kernels.matmul import CANDIDATES, MIXED_CANDIDATES
+        from wgcompute.kernels.matmul.matmul import CANDIDATES, MIXED_CANDIDATES
 
         known = {c.name for c in CANDIDATES + MIXED_CANDIDATES}
         unknown = sorted(args.configs - known)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute import ops
-from wgcompute.kernels.cast import exact_by_type
+from wgcompute import array
+from wgcompute.kernels.elementwise.cast import exact_by_type
 
 ALL = ["f32", "f64", "f16", "s32", "s64", "u32", "u8"]
 SIZES = [0, 1, 3, 5, 1027, 70_001]
@@ -144,8 +144,8 @@ def test_pairs_that_cannot_lose_read_nothing_back(monkeypatch, rng):
     def boom(*a, **k):
         raise AssertionError("the check ran")
 
-    monkeypatch.setattr(ops, "read_element", boom)
-    monkeypatch.setattr(ops, "Pipeline", boom)
+    monkeypatch.setattr(array, "read_element", boom)
+    monkeypatch.setattr(array, "Pipeline", boom)
     for src in ALL:
         for dst in ALL:
             if exact_by_type(src, dst):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.kernels import base
+from wgcompute.kernels.core import base
 
 
 def counts():

@@ -13,9 +13,10 @@ import pytest
 
 import wgcompute as wgc
 from wgcompute import autotune
-from wgcompute.kernels import conv_configs, registry
-from wgcompute.kernels.conv_configs import ConvProblem, SkinnyConfig
-from wgcompute.kernels.matmul import TileConfig
+from wgcompute.kernels import registry
+from wgcompute.kernels.conv import conv_configs
+from wgcompute.kernels.conv.conv_configs import ConvProblem, SkinnyConfig
+from wgcompute.kernels.matmul.matmul import TileConfig
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
 onnx = pytest.importorskip("onnx")
@@ -200,7 +201,7 @@ def test_depthwise_against_onnxruntime(rng, case):
 
 
 def test_depthwise_block_rows_by_window():
-    from wgcompute.kernels.conv import _dw_rows
+    from wgcompute.kernels.conv.conv import _dw_rows
 
     assert _dw_rows(3, 3, 1, 1, 1, 1, 112) == 2  # 4 input rows × 6 columns per 2×4 block
     assert _dw_rows(3, 3, 2, 2, 1, 1, 56) == 2

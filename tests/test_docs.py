@@ -110,6 +110,6 @@ def test_mkdocs_build_strict(tmp_path):
     assert r.returncode == 0, f"mkdocs build --strict failed:\n{r.stdout}\n{r.stderr}"
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     for name in ("wgcompute.free_many", "wgcompute.buffer.Buffer",
-                 "wgcompute.kernels.registry.register_kernel", "wgcompute.runtime.device_info",
+                 "wgcompute.kernels.core.registry.register_kernel", "wgcompute.runtime.device_info",
                  "wgcompute.errors.ShapeError"):
         assert f'id="{name}"' in api, f"the API reference lacks {name}"

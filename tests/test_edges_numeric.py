@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.kernels import reduce as reduce_mod
-from wgcompute.kernels.nn import ACTIVATION_DEFAULTS, activation_numpy
+from wgcompute.kernels.nn.nn import ACTIVATION_DEFAULTS, activation_numpy
+from wgcompute.kernels.reduce import reduce as reduce_mod
 
 try:
     import onnxruntime as ort

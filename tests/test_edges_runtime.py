@@ -1,11 +1,14 @@
 """Edge cases of the runtime layer: a malformed tuning cache, closing a device under other
 threads, buffers freed while a stream or a pipeline still holds work on them, a Buffer given
-where a list of buffers is expected, and custom kernels given inputs of disagreeing shapes.
+where a list of buffers is expected, custom kernels given inputs of disagreeing shapes, and
+gemm given a c that does not broadcast to its output.
 
 References are numpy; every test opens what it needs and closes it."""
 
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -342,3 +345,145 @@ def test_custom_kernels_that_read_other_elements_keep_their_shapes():
             grid=lambda ins, out, params: ((out.size + 63) // 64,))
     got = wgc.run_kernel("edge_grid", [wgc.buffer([1.0, 2.0]), wgc.buffer([5.0])]).tolist()
     assert got == [6.0, 7.0]
+
+
+# -- closing a device while threads record and submit on it -----------------------------------
+
+_CLOSE_RACE = r'''
+import collections, json, sys, threading, time
+import numpy as np
+import wgcompute as wgc
+
+def dev_err(e):
+    return isinstance(e, wgc.DeviceError) or (isinstance(e, wgc.CommandFailedError)
+                                              and isinstance(e.cause, wgc.DeviceError))
+
+def hammer(d, outcome, stop, kind):
+    x = np.arange(4096, dtype=np.float32) - 20
+    want = np.maximum(x, 0)
+    try:
+        while not stop.is_set():
+            a = wgc.from_numpy(x, device=d)
+            if kind == 0:  # an operator, its read, an asynchronous read
+                b = wgc.relu(a)
+                assert np.array_equal(b.to_numpy(), want)
+                a.read_async().wait()
+                b.free()
+            elif kind == 1:  # a pipeline run, then submitted (no read: as often as it can)
+                p = wgc.pipeline(device=d)
+                p.add(kernel="relu", inputs=[a])
+                p.run()
+                p.submit().wait()
+                p.free()
+            elif kind == 2:  # a stream: upload, kernel, download
+                s = wgc.create_stream(device=d)
+                u = s.upload(x)
+                s.run_kernel("relu", [u])
+                got = s.download(u)
+                s.sync()
+                got.wait()
+                u.free()
+                s.close()
+            else:  # a write, then operators on two buffers
+                b = wgc.empty(4096, device=d)
+                b.write(x)
+                assert np.array_equal(wgc.add(a, b).to_numpy(), 2 * x)
+                (a + b).free()
+                b.free()
+            a.free()
+        outcome.append(None)
+    except BaseException as e:
+        outcome.append(e)
+
+counts, wrong, hung = collections.Counter(), [], 0
+for run in range(int(sys.argv[1])):
+    d = wgc.device()
+    outcome, stop = [], threading.Event()
+    threads = [threading.Thread(target=hammer, args=(d, outcome, stop, k % 4), daemon=True)
+               for k in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(0.03 * (run % 6))
+    d.close()
+    stop.set()
+    for t in threads:
+        t.join(20)
+    hung += sum(t.is_alive() for t in threads)
+    for e in outcome:
+        if e is None or dev_err(e):
+            counts[type(e).__name__] += 1
+        else:
+            wrong.append(f"run {run}: {type(e).__name__}: {e}")
+print(json.dumps({"counts": counts, "wrong": wrong, "hung": hung}))
+'''
+
+
+def test_close_under_recording_threads_never_aborts_the_process():
+    """Device.close() while six threads record and submit on the device (operators, reads,
+    pipeline runs and submits, streams, writes), thirty times, in a child process so that a
+    native abort fails this test: every thread ends unharmed or with a DeviceError (or a
+    command failure caused by one), none hangs, and the process exits normally. (A pipeline
+    recorded while the device released its bind groups used to abort the process inside
+    wgpu-native.)"""
+    runs = 30  # about 5 s on lavapipe; the abort came in about one close in fifty
+    r = subprocess.run([sys.executable, "-c", _CLOSE_RACE, str(runs)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert not got["wrong"], got["wrong"][:5]
+    assert got["hung"] == 0, got
+    assert sum(got["counts"].values()) == runs * 6, got
+    assert sum(n for k, n in got["counts"].items() if k != "NoneType") > 0, got  # mid-run
+
+
+# -- gemm's c must broadcast to the output, not only with it ----------------------------------
+
+def test_gemm_refuses_a_c_that_does_not_broadcast_to_the_output():
+    """c (2, 5) against an output of (2, 1, 5) broadcasts with it (to (2, 2, 5)) but not to
+    it: refused naming c and both shapes (it used to run and read c wrongly). The shapes of
+    c that do broadcast to the output compute as numpy does."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 1, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    bufs = [wgc.from_numpy(a), wgc.from_numpy(b)]
+    for bad in [(2, 5), (3, 1, 5), (2, 2, 5), (4, 2, 1, 5)]:
+        with pytest.raises(wgc.ShapeError) as e:
+            wgc.run_kernel("gemm", bufs + [wgc.from_numpy(np.ones(bad, np.float32))])
+        msg = str(e.value)
+        assert "gemm" in msg and f"c is {bad}" in msg and "(2, 1, 5)" in msg, msg
+    for good in [(5,), (1, 5), (2, 1, 5), (1, 1, 1), (2, 1, 1), ()]:
+        c = rng.standard_normal(good).astype(np.float32)
+        got = wgc.run_kernel("gemm", bufs + [wgc.from_numpy(c)]).to_numpy()
+        np.testing.assert_allclose(got, a @ b + c, rtol=1e-5, atol=1e-5, err_msg=str(good))
+
+
+# -- what records a bound kernel holds it until it is recorded --------------------------------
+
+_NO_BIND_CACHE = r'''
+import numpy as np
+import wgcompute as wgc
+from wgcompute import commands
+
+commands._BIND_CACHE_SIZE = 0  # the cache lets go of every bound run at once
+x = [np.arange(i, i + 1000, dtype=np.float32) - 500 for i in range(6)]
+got = list(wgc.stream_map("relu", x, depth=2))
+assert all(np.array_equal(g, np.maximum(v, 0)) for g, v in zip(got, x))
+a = wgc.from_numpy(x[0])
+assert np.array_equal(wgc.run_kernel("relu", [a]).to_numpy(), np.maximum(x[0], 0))
+s = wgc.create_stream()
+out = s.run_kernel("relu", [a])
+s.sync()
+assert np.array_equal(out.wait().to_numpy(), np.maximum(x[0], 0))
+s.close()
+print("ok")
+'''
+
+
+def test_recording_holds_the_bound_kernel_when_the_bind_cache_lets_go():
+    """stream_map, run_kernel and a stream record a kernel's dispatch from the native handles
+    of its bind groups; each holds the bound run (which owns them) until it is recorded, so a
+    bind cache that lets go of it meanwhile (here: at once, with no room at all) changes
+    nothing. (stream_map used to drop it first: the process aborted in wgpu-native.)"""
+    r = subprocess.run([sys.executable, "-c", _NO_BIND_CACHE], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-3000:])

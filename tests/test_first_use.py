@@ -143,9 +143,41 @@ def test_the_wheel_ships_py_typed_and_the_shaders(tmp_path):
     (wheel,) = tmp_path.glob("wgcompute-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "wgcompute/py.typed" in names
-    shaders = {p.name for p in (ROOT / "shaders").glob("*.wgsl")}
-    assert {f"wgcompute/_wgsl/{s}" for s in shaders} <= names
+    data = {p.relative_to(ROOT).as_posix() for pattern in ("*.wgsl", "*.lark")
+            for p in (ROOT / "wgcompute").rglob(pattern)}
+    assert data and data <= names, sorted(data - names)
+    # nothing that is no longer in the tree (a stale build/ folder ships moved modules)
+    stale = sorted(n for n in names if n.startswith("wgcompute/") and not (ROOT / n).exists())
+    assert not stale, f"the wheel holds files the source tree no longer has: {stale}"
     assert (Path(wgc.__file__).parent / "py.typed").exists()
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(),
+                    reason="reads pyproject.toml of a source checkout")
+def test_the_checkout_is_its_own_package_and_ships_every_template():
+    """The source tree is laid out as installed (no package-dir remaps: the checkout imports
+    from its root), and each .wgsl template and .lark grammar beside the code that loads it
+    is package data of its package."""
+    import fnmatch
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "package-dir" not in setup, setup["package-dir"]
+    find = setup.get("packages", {}).get("find", {}) if isinstance(
+        setup.get("packages"), dict) else {}
+    listed = setup.get("packages") if isinstance(setup.get("packages"), list) else None
+    patterns = setup.get("package-data", {})
+    missing = []
+    for f in sorted((ROOT / "wgcompute").rglob("*")):
+        if f.suffix not in (".wgsl", ".lark"):
+            continue
+        package = f.parent.relative_to(ROOT).as_posix().replace("/", ".")
+        found = (package in listed if listed is not None
+                 else any(fnmatch.fnmatch(package, p) for p in find.get("include", ["*"])))
+        shipped = any(fnmatch.fnmatch(f.name, p) for p in patterns.get(package, ()))
+        if not ((f.parent / "__init__.py").exists() and found and shipped):
+            missing.append(f.relative_to(ROOT).as_posix())
+    assert not missing, f"not shipped in the wheel: {missing}"
 
 
 def test_numpy_names_are_listed_by_dir():

@@ -9,7 +9,8 @@ import pytest
 from scipy import ndimage
 
 import wgcompute as wgc
-from wgcompute.kernels import bind, image
+from wgcompute.kernels import bind
+from wgcompute.kernels.image import image
 
 SCIPY_MODE = {"clamp": "nearest", "reflect": "reflect", "zero": "constant"}
 SIZES = [(1, 1), (1, 9), (9, 1), (37, 53)]

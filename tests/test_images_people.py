@@ -179,7 +179,7 @@ def test_corrupt_files_are_named_as_such(tmp_path, damage):
 
 def test_process_help_lists_every_stage_with_its_params():
     from wgcompute.kernels import registry
-    from wgcompute.kernels.base import REQUIRED
+    from wgcompute.kernels.core.base import REQUIRED
 
     sub = next(a for a in build_parser()._subparsers._group_actions)
     text = sub.choices["process"].format_help()

@@ -10,8 +10,8 @@ import pytest
 import wgcompute as wgc
 from wgcompute.kernels import registry
 
-image_mod = importlib.import_module("wgcompute.kernels.image")
-BuiltinKernel = importlib.import_module("wgcompute.kernels.base").BuiltinKernel
+image_mod = importlib.import_module("wgcompute.kernels.image.image")
+BuiltinKernel = importlib.import_module("wgcompute.kernels.core.base").BuiltinKernel
 pytestmark = pytest.mark.computes("dt")  # kernels on f16/f64/s64 need adapter features
 
 ALL = ["f32", "f64", "f16", "s32", "s64", "u32", "u8"]
@@ -167,7 +167,7 @@ REFUSED = {
     "softmax": "softmax reads its whole row",
     "sobel": "it reads neighbouring pixels", "convolve2d": "it reads neighbouring pixels",
     "resize": "it reads neighbouring pixels", "preprocess": "it reads neighbouring pixels",
-    # the neural-network operators (wgcompute.kernels.nn, conv)
+    # the neural-network operators (wgcompute.kernels.nn.nn, conv)
     "conv2d": "a convolution reads neighbouring pixels",
     "conv2d_residual": "a convolution reads neighbouring pixels",
     "conv_transpose2d": "a convolution reads neighbouring pixels",

@@ -24,7 +24,6 @@ LAYERS = {
     "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
     "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
     "wgcompute.buffer": 5,
-    "wgcompute.shaders": 6, "wgcompute._wgsl": 6,  # WGSL loading (the shaders/ data package)
     "wgcompute.autotune": 6,  # tuned choices per device and adapter
     "wgcompute.kernels": 7,
     "wgcompute.commands": 8,
@@ -33,7 +32,7 @@ LAYERS = {
     "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
     "wgcompute.surface": 10, "wgcompute.image": 10,
     "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
-    "wgcompute.ops": 10,  # array operations (astype, operators, views) over kernels, pipelines
+    "wgcompute.array": 10,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
     "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only
@@ -50,9 +49,9 @@ ALLOWED_LAZY_UP = {
         "a Pipeline pickles as its recipe (Pipeline.recipe, __reduce__); recipes builds them",
     ("wgcompute", "wgcompute.dask"):
         "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask",
-    ("wgcompute.buffer", "wgcompute.ops"):
-        "Buffer's operators, views, indexing and astype are methods, as numpy's; ops runs the "
-        "kernels",
+    ("wgcompute.buffer", "wgcompute.array"):
+        "Buffer's operators, views, indexing and astype are methods, as numpy's; array runs "
+        "the kernels",
 }
 
 # Private modules the app layer may use, each with its reason.
@@ -117,7 +116,7 @@ def imports_with_names(path: Path):
                 base = node.module
             for a in node.names:
                 sub = f"{base}.{a.name}"
-                if sub in modules or sub == "wgcompute._wgsl":
+                if sub in modules:
                     yield sub, node.lineno, lazy, ()
                 else:
                     yield base, node.lineno, lazy, (a.name,)

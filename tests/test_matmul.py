@@ -22,7 +22,7 @@ import pytest
 import wgcompute as wgc
 from wgcompute import autotune
 from wgcompute.kernels import bind, get
-from wgcompute.kernels.matmul import (
+from wgcompute.kernels.matmul.matmul import (
     _DEFAULTS,
     _MIXED_DEFAULTS,
     _MIXED_TUNE_SETS,

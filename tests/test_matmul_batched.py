@@ -10,7 +10,7 @@ import pytest
 
 import wgcompute as wgc
 from wgcompute.kernels import bind, get
-from wgcompute.kernels.matmul import CANDIDATES, MIXED_CANDIDATES, Matmul, matmul_shape
+from wgcompute.kernels.matmul.matmul import CANDIDATES, MIXED_CANDIDATES, Matmul, matmul_shape
 from wgcompute.runtime import current_device
 
 EPS = {"f32": 2.0**-24, "f16": 2.0**-24, "f64": 2.0**-53}

@@ -1,4 +1,4 @@
-"""The operator kernels (wgcompute.kernels.nn / conv, and their wgc.ml functions) against
+"""The operator kernels (wgcompute.kernels.nn.nn / conv, and their wgc.ml functions) against
 onnxruntime's CPU operators at awkward shapes: each case is a one-node ONNX model run by
 onnxruntime as the reference.
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.kernels.matmul import TileConfig
+from wgcompute.kernels.matmul.matmul import TileConfig
 
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
 onnx = pytest.importorskip("onnx")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.kernels import reduce as reduce_mod
+from wgcompute.kernels.reduce import reduce as reduce_mod
 
 DTYPES = ["f32", "f16", "f64", "s32", "s64", "u32", "u8"]
 # (1,) and (7,) are full reductions; 70_001 spans several workgroups of the full path (their

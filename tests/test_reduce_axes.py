@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
-from wgcompute.kernels import reduce as reduce_mod
-from wgcompute.kernels.reduce import reduce_plan
+from wgcompute.kernels.reduce import reduce as reduce_mod
+from wgcompute.kernels.reduce.reduce import reduce_plan
 
 DTYPES = ["f32", "f16", "f64", "s32", "s64", "u32", "u8"]
 FNS = {"sum": wgc.sum, "max": wgc.max, "min": wgc.min, "mean": wgc.mean, "argmax": wgc.argmax}

@@ -10,8 +10,8 @@ import pytest
 import wgcompute as wgc
 from wgcompute.kernels import registry
 
-reflect = importlib.import_module("wgcompute.kernels.reflect")
-base = importlib.import_module("wgcompute.kernels.base")
+reflect = importlib.import_module("wgcompute.kernels.core.reflect")
+base = importlib.import_module("wgcompute.kernels.core.base")
 
 FULL = """
 enable f16;
@@ -206,12 +206,12 @@ def _exercise_every_builtin():
 
 
 def _kernel_for(name: str):
-    image = importlib.import_module("wgcompute.kernels.image")
-    reduce = importlib.import_module("wgcompute.kernels.reduce")
-    matmul = importlib.import_module("wgcompute.kernels.matmul")
+    image = importlib.import_module("wgcompute.kernels.image.image")
+    reduce = importlib.import_module("wgcompute.kernels.reduce.reduce")
+    matmul = importlib.import_module("wgcompute.kernels.matmul.matmul")
     surface = importlib.import_module("wgcompute.surface")
-    arrayops = importlib.import_module("wgcompute.kernels.arrayops")
-    cast = importlib.import_module("wgcompute.kernels.cast")
+    arrayops = importlib.import_module("wgcompute.kernels.elementwise.arrayops")
+    cast = importlib.import_module("wgcompute.kernels.elementwise.cast")
     internal = {k.name: k for k in (image._PASS_X, image._PASS_Y, image._PASS_Y_UNSHARP,
                                     matmul._ToF16(), surface._TO_RGBA8, cast.ASTYPE_CHECK,
                                     *arrayops._OPS.values())}

@@ -92,3 +92,65 @@ def test_a_rendered_template_compiles_on_the_device():
     out = wgc.empty((10,), "f32")
     wgc.run_kernel(name, [], out, {})
     assert out.tolist() == [10.0] * 10
+
+
+# Calls named .replace / .sub / .subn in wgcompute/kernels that do not edit WGSL text, by
+# (file under wgcompute/kernels, enclosing function, the call's function): why each may stay.
+_NOT_WGSL_EDITS = {
+    ("core/template.py", "_substitute", "_PLACEHOLDER.sub"):
+        "the template engine itself, filling ${expr} placeholders",
+    ("core/reflect.py", "blank_comments", "re.sub"):
+        "blanks comments of a user's shader for the reflection parser (spans kept)",
+    ("core/base.py", "wgsl_is_nan", "t.replace"):
+        "a type name (vec4<f16> -> vec4<f32>), not shader text",
+    ("core/base.py", "bind", "dataclasses.replace"):
+        "a PipelineKey copy, not text",
+    ("core/registry.py", "register_kernel", "str(b.type).replace"):
+        "a custom kernel's reflected binding type made a type template (its dtype as ${T})",
+    ("matmul/matmul.py", "tiled_substitutions", "index_wgsl(batch, ('a', 'b'), 'bz').replace"):
+        "matmul: indents a generated snippet (whitespace only); to convert",
+    ("conv/conv.py", "_specialize", "re.sub"): "conv: being converted",
+    ("conv/conv.py", "Conv2d._store_helpers", "act_helpers.replace"): "conv: being converted",
+    ("conv/conv.py", "Conv2d._store_helpers", "store.replace"): "conv: being converted",
+    ("conv/conv.py", "Conv2d._render_depthwise_block", "store.replace"):
+        "conv: being converted",
+    ("conv/conv.py", "Conv2d._render_depthwise", "store.replace"): "conv: being converted",
+}
+
+
+def _text_edit_calls():
+    """(file, function, call's function, line) of every .replace/.sub/.subn call in the
+    kernel families' Python."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(wgc.__file__).parent / "kernels"
+    found = []
+
+    def visit(node, scope, rel):
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = scope + (child.name,)
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                    and child.func.attr in ("replace", "sub", "subn"):
+                found.append((rel, ".".join(scope) or "<module>", ast.unparse(child.func),
+                              child.lineno))
+            visit(child, inner, rel)
+
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        visit(ast.parse(path.read_text(encoding="utf-8")), (), rel)
+    return found
+
+
+def test_no_rendered_wgsl_is_edited():
+    """WGSL comes out of template.render final: no kernel patches shader text with string
+    replaces or regular expressions (parameters and #if/#for blocks say what varies)."""
+    calls = _text_edit_calls()
+    edits = [f"{f}:{line} in {fn}: {call[:70]}(...)" for f, fn, call, line in calls
+             if (f, fn, call) not in _NOT_WGSL_EDITS]
+    assert not edits, "WGSL text edited outside the template engine:\n" + "\n".join(edits)
+    used = {(f, fn, call) for f, fn, call, _ in calls}
+    stale = [entry for entry in _NOT_WGSL_EDITS if entry not in used]
+    assert not stale, f"allow-list entries that match no call any more (remove them): {stale}"

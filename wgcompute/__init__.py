@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from . import array as _array
 from . import image  # wgc.image: image files, numpy conversions, --pipeline text
-from . import ops as _ops
 from ._version import __version__
+from .array import astype
 from .buffer import (
     Buffer,
     asnumpy,
@@ -50,7 +51,6 @@ from .errors import (
 from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
-from .ops import astype
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
 from .runtime import (
     AdapterInfo,
@@ -229,7 +229,7 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     """a with its axes permuted, as numpy's transpose: reversed (a 2-D a becomes a.T), or in
     the order ``axes`` gives. Always a new buffer (or ``out``): a 2-D product runs the tiled
     transpose kernel, other permutations a strided copy."""
-    return _ops.transpose(a, out, axes=axes)
+    return _array.transpose(a, out, axes=axes)
 
 
 def fill(out: Buffer, value) -> Buffer:

@@ -196,10 +196,11 @@ class Submitter:
         self._notifier.arm(index)
         return f
 
-    def submit_and_wait(self, command_buffer) -> BaseException | None:
-        """Submit one finished command buffer and poll from this thread until the GPU has done
-        it: the synchronous runs. Returns the error if the GPU could not finish it, else None.
-        The poll thread is neither woken nor needed."""
+    def submit_sync(self, command_buffer):
+        """Submit one finished command buffer for a synchronous run (run_kernel, Pipeline.run):
+        returns what ``wait_sync`` polls for from this thread (its box, armed; the poll thread
+        is neither woken nor needed). Apart from the wait so that the caller leaves its
+        device's recording section (Device.begin_work) as soon as the work is submitted."""
         box = getattr(self._local, "sync", None)
         if box is None:
             box = self._local.sync = self.link.sync_box()
@@ -208,6 +209,11 @@ class Submitter:
             self.link.submit((command_buffer,))
             self.submissions += 1
         self.link.arm_box(box)
+        return box
+
+    def wait_sync(self, box) -> BaseException | None:
+        """Poll until the GPU has done the run ``submit_sync`` returned ``box`` for. Returns the
+        error if the GPU could not finish it, else None."""
         try:
             wait_event(box, self)
         finally:

@@ -316,140 +316,140 @@ class Buffer:
             a = a.astype(dtype)
         return a
 
-    # -- numpy-style arrays: operators, views, indexing (ops.py does the work) -----------
+    # -- numpy-style arrays: operators, views, indexing (array.py does the work) -----------
     # Each operator runs one kernel on the GPU and waits for it, like wgc.add; none reads the
     # GPU back. float(), int() and item() are reads (they block); bool() refuses, since it
     # would read behind `if` and `and`.
     def __add__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("add", self, other)
+        from . import array
+        return array.binary("add", self, other)
 
     def __radd__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("add", self, other, reflected=True)
+        from . import array
+        return array.binary("add", self, other, reflected=True)
 
     def __sub__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("sub", self, other)
+        from . import array
+        return array.binary("sub", self, other)
 
     def __rsub__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("sub", self, other, reflected=True)
+        from . import array
+        return array.binary("sub", self, other, reflected=True)
 
     def __mul__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("mul", self, other)
+        from . import array
+        return array.binary("mul", self, other)
 
     def __rmul__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("mul", self, other, reflected=True)
+        from . import array
+        return array.binary("mul", self, other, reflected=True)
 
     def __truediv__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("div", self, other)
+        from . import array
+        return array.binary("div", self, other)
 
     def __rtruediv__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("div", self, other, reflected=True)
+        from . import array
+        return array.binary("div", self, other, reflected=True)
 
     def __floordiv__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("floordiv", self, other)
+        from . import array
+        return array.binary("floordiv", self, other)
 
     def __rfloordiv__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("floordiv", self, other, reflected=True)
+        from . import array
+        return array.binary("floordiv", self, other, reflected=True)
 
     def __mod__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("mod", self, other)
+        from . import array
+        return array.binary("mod", self, other)
 
     def __rmod__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("mod", self, other, reflected=True)
+        from . import array
+        return array.binary("mod", self, other, reflected=True)
 
     def __pow__(self, other, modulo=None) -> Buffer:
-        from . import ops
+        from . import array
         if modulo is not None:
             raise ArgumentError("pow: three-argument pow(buf, y, mod) is not supported")
-        return ops.binary("pow", self, other)
+        return array.binary("pow", self, other)
 
     def __rpow__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("pow", self, other, reflected=True)
+        from . import array
+        return array.binary("pow", self, other, reflected=True)
 
     # in place, as numpy's: the kernel writes this buffer (every reference sees it)
     def __iadd__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("add", self, other)
+        from . import array
+        return array.inplace("add", self, other)
 
     def __isub__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("sub", self, other)
+        from . import array
+        return array.inplace("sub", self, other)
 
     def __imul__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("mul", self, other)
+        from . import array
+        return array.inplace("mul", self, other)
 
     def __itruediv__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("div", self, other)
+        from . import array
+        return array.inplace("div", self, other)
 
     def __ifloordiv__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("floordiv", self, other)
+        from . import array
+        return array.inplace("floordiv", self, other)
 
     def __imod__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("mod", self, other)
+        from . import array
+        return array.inplace("mod", self, other)
 
     def __ipow__(self, other) -> Buffer:
-        from . import ops
-        return ops.inplace("pow", self, other)
+        from . import array
+        return array.inplace("pow", self, other)
 
     def __matmul__(self, other) -> Buffer:
-        from . import ops
-        return ops.matmul_op(self, other)
+        from . import array
+        return array.matmul_op(self, other)
 
     def __rmatmul__(self, other) -> Buffer:
-        from . import ops
-        return ops.matmul_op(self, other, reflected=True)
+        from . import array
+        return array.matmul_op(self, other, reflected=True)
 
     def __neg__(self) -> Buffer:
-        from . import ops
-        return ops.unary("neg", self)
+        from . import array
+        return array.unary("neg", self)
 
     def __pos__(self) -> Buffer:
-        from . import ops
-        return ops.copy(self)
+        from . import array
+        return array.copy(self)
 
     def __abs__(self) -> Buffer:
-        from . import ops
-        return ops.unary("abs", self)
+        from . import array
+        return array.unary("abs", self)
 
     def __lt__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("lt", self, other)
+        from . import array
+        return array.binary("lt", self, other)
 
     def __le__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("le", self, other)
+        from . import array
+        return array.binary("le", self, other)
 
     def __gt__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("gt", self, other)
+        from . import array
+        return array.binary("gt", self, other)
 
     def __ge__(self, other) -> Buffer:
-        from . import ops
-        return ops.binary("ge", self, other)
+        from . import array
+        return array.binary("ge", self, other)
 
     def __eq__(self, other) -> Buffer:  # type: ignore[override]
-        from . import ops
-        return ops.binary("eq", self, other)
+        from . import array
+        return array.binary("eq", self, other)
 
     def __ne__(self, other) -> Buffer:  # type: ignore[override]
-        from . import ops
-        return ops.binary("ne", self, other)
+        from . import array
+        return array.binary("ne", self, other)
 
     __hash__ = object.__hash__  # buffers stay usable as dict keys (by identity)
 
@@ -464,18 +464,18 @@ class Buffer:
 
     def __float__(self) -> float:
         """The one element as a float: a read (blocks until ready)."""
-        from . import ops
-        return float(ops.item(self))
+        from . import array
+        return float(array.item(self))
 
     def __int__(self) -> int:
         """The one element as an int: a read (blocks until ready)."""
-        from . import ops
-        return int(ops.item(self))
+        from . import array
+        return int(array.item(self))
 
     def item(self):
         """The one element as a Python number: a read (blocks until ready)."""
-        from . import ops
-        return ops.item(self)
+        from . import array
+        return array.item(self)
 
     def _scalar(self, where: str, hint: str):
         """The element of a 0-d buffer as numpy's scalar of its dtype: a read (blocks)."""
@@ -510,8 +510,8 @@ class Buffer:
         """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
         result is contiguous in memory (rows, leading-axis slices), else a copy made on the
         GPU. Index arrays and masks are not supported."""
-        from . import ops
-        return ops.getitem(self, key)
+        from . import array
+        return array.getitem(self, key)
 
     def __setitem__(self, key, value):
         raise ArgumentError(
@@ -526,13 +526,13 @@ class Buffer:
 
     def reshape(self, *shape) -> Buffer:
         """The same memory in another shape (one dimension may be -1): a view, no copy."""
-        from . import ops
-        return ops.reshape(self, shape)
+        from . import array
+        return array.reshape(self, shape)
 
     def view(self, dtype=None) -> Buffer:
         """A view of the same memory, as ``dtype`` when given (numpy's view): no copy."""
-        from . import ops
-        return ops.view(self, dtype)
+        from . import array
+        return array.view(self, dtype)
 
     def ravel(self) -> Buffer:
         """The elements as 1-D: a view."""
@@ -544,15 +544,15 @@ class Buffer:
 
     def copy(self) -> Buffer:
         """A new buffer with the same elements, copied on the GPU."""
-        from . import ops
-        return ops.copy(self)
+        from . import array
+        return array.copy(self)
 
     def astype(self, dtype, *, rounding: str | None = None, casting: str = "exact"
                ) -> Buffer:
         """A new buffer converted to ``dtype``, exactly unless told otherwise: see
         wgc.astype (it checks on the GPU, and reads one word back, when values could change)."""
-        from . import ops
-        return ops.astype(self, dtype, rounding=rounding, casting=casting)
+        from . import array
+        return array.astype(self, dtype, rounding=rounding, casting=casting)
 
     @property
     def T(self) -> Buffer:
@@ -573,33 +573,33 @@ class Buffer:
 
     def transpose(self, *axes) -> Buffer:
         """numpy's transpose (reversed axes, or the order given): a new buffer."""
-        from . import ops
+        from . import array
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        return ops.transpose(self, axes=axes or None)
+        return array.transpose(self, axes=axes or None)
 
     def sum(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
         """numpy's sum (default: everything): see wgc.sum for dtypes."""
-        from . import ops
-        return ops.reduction("sum", self, axis, keepdims, out)
+        from . import array
+        return array.reduction("sum", self, axis, keepdims, out)
 
     def max(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        from . import ops
-        return ops.reduction("max", self, axis, keepdims, out)
+        from . import array
+        return array.reduction("max", self, axis, keepdims, out)
 
     def min(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        from . import ops
-        return ops.reduction("min", self, axis, keepdims, out)
+        from . import array
+        return array.reduction("min", self, axis, keepdims, out)
 
     def mean(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        from . import ops
-        return ops.reduction("mean", self, axis, keepdims, out)
+        from . import array
+        return array.reduction("mean", self, axis, keepdims, out)
 
     def argmax(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None
                ) -> Buffer:
         """u32 index of the first maximum (of the flattened buffer by default)."""
-        from . import ops
-        return ops.reduction("argmax", self, axis, keepdims, out)
+        from . import array
+        return array.reduction("argmax", self, axis, keepdims, out)
 
     # -- writing -----------------------------------------------------------------------
     def write(self, data) -> None:

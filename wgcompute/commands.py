@@ -28,7 +28,7 @@ from .errors import (
 )
 from .errors import TimeoutError as WgTimeoutError
 from .kernels import Dispatch, Kernel, bind, registry
-from .kernels.base import MultiDispatch, same_device
+from .kernels.core.base import MultiDispatch, same_device
 from .runtime import Device, current_device, open_devices
 
 _ids = itertools.count(1)
@@ -325,6 +325,8 @@ def submit_command(cmd: Command, record, full: bool = False) -> Command:
     work): the one submit path of every kind of work."""
     device = cmd.device
     label = cmd.label
+    recording = device._recording  # Device.begin_work, inlined: close() waits for us
+    recording.append(None)
     try:
         device.check()
         enc = device.gpu_device.create_command_encoder() if full else device.link.encoder()
@@ -337,6 +339,8 @@ def submit_command(cmd: Command, record, full: bool = False) -> Command:
         cmd._fail(device.wrap(e, label) if not device.alive or "lost" in str(e).lower()
                   else e)
         return cmd
+    finally:
+        recording.pop()
     cmd._attach(fence)
     return cmd
 
@@ -346,27 +350,35 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
     wait: the synchronous path of run_kernel and Pipeline.run, with no Command and no
     poll-thread wake-up. The buffers are held meanwhile (a free() from another thread is
     deferred). A failure raises CommandFailedError carrying the cause; a lost device raises
-    DeviceLostError."""
+    DeviceLostError, a closed one DeviceError."""
     held = []
     try:
         for b in buffers:  # hold first, then check (a free() racing this defers)
             b._pin(label, ": buffer")
             held.append(b)
+        recording = device._recording  # Device.begin_work, inlined: close() waits for us
+        recording.append(None)
         try:
-            if calls:
-                cb = device.link.one_pass(calls)
-            else:
-                enc = device.link.encoder()
-                if record is not None:
-                    record(enc)
-                cb = enc.finish()
-        except WgComputeError:
-            raise
-        except Exception as e:  # validation error, out of memory
-            if not device.alive or "lost" in str(e).lower():
-                raise device.wrap(e, label) from e
-            raise CommandFailedError(f"{label} failed: {e}", e) from e
-        error = device.submitter.submit_and_wait(cb)
+            if not device.alive:  # closed (or lost) since the buffers were checked
+                device.check(label)
+            try:
+                if calls:
+                    cb = device.link.one_pass(calls)
+                else:
+                    enc = device.link.encoder()
+                    if record is not None:
+                        record(enc)
+                    cb = enc.finish()
+            except WgComputeError:
+                raise
+            except Exception as e:  # validation error, out of memory
+                if not device.alive or "lost" in str(e).lower():
+                    raise device.wrap(e, label) from e
+                raise CommandFailedError(f"{label} failed: {e}", e) from e
+            box = device.submitter.submit_sync(cb)
+        finally:
+            recording.pop()
+        error = device.submitter.wait_sync(box)
         if error is not None:
             if not device.alive:
                 raise device.wrap(error, label) from error

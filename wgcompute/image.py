@@ -21,8 +21,8 @@ from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DeviceError, DtypeError, ShapeError, WgComputeError
 from .kernels import registry
-from .kernels.base import Meta
-from .kernels.image import ImageKernel
+from .kernels.core.base import Meta
+from .kernels.image.image import ImageKernel
 
 __all__ = ["load", "save", "load_frames", "save_frames", "read_frames", "write_frames",
            "from_numpy", "to_numpy", "to_uint8", "as_rgba8", "apply", "Stage",
@@ -738,7 +738,7 @@ def stage_help() -> str:
     kernel registry (so it lists what this installation runs)."""
     import textwrap
 
-    from .kernels.base import REQUIRED
+    from .kernels.core.base import REQUIRED
 
     lines = []
     for name in image_stage_names():

@@ -17,8 +17,8 @@ from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, PipelineError, ShapeError, WgComputeError
 from .kernels import registry
-from .kernels.base import Meta
-from .kernels.registry import CustomKernel, KernelRecipe, kernel_from_recipe
+from .kernels.core.base import Meta
+from .kernels.core.registry import CustomKernel, KernelRecipe, kernel_from_recipe
 from .pipeline import Pipeline
 
 __all__ = ["Slot", "StageSpec", "PipelineRecipe", "freeze", "thaw", "check",

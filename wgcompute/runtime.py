@@ -54,6 +54,10 @@ BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "d3d12": "D3D12", "gl": "OpenG
             "opengl": "OpenGL"}
 _GPU_TYPES = ("DiscreteGPU", "IntegratedGPU", "VirtualGPU")
 _CLOSE_WAIT_S = 30.0
+# close() waits at most this long for threads recording work on the device to submit it (a
+# recording takes microseconds; a thread stopped inside one, e.g. in a debugger, must not keep
+# the device open for ever)
+_RECORDING_WAIT_S = 5.0
 _CLOCK_CHECK_S = 10.0  # a device looks at its GPU's clocks at most this often after a wait
 log = logging.getLogger("wgcompute")
 
@@ -316,6 +320,10 @@ class Device:
         self._buffers: weakref.WeakSet = weakref.WeakSet()  # live Buffers (close frees them)
         self._closables: weakref.WeakSet = weakref.WeakSet()  # streams, maps, pipelines...
         self._lock = threading.RLock()
+        # One entry per thread between its check of the device and its submit (recording a
+        # command buffer from bind groups it names by handle): close() releases nothing while
+        # one is there. list.append / list.pop are atomic: no lock on the hot path.
+        self._recording: list = []
         with _open_lock:
             _open[id(self)] = self
 
@@ -476,10 +484,11 @@ class Device:
         with self._lock:
             if not self.alive:
                 return
-            self.alive = False
+            # dead first: a check() that sees alive False raises type(self.dead)
             self.dead = DeviceLostError(
                 f"{self.label} was lost ({reason}); its buffers, pipelines and streams can no "
                 f"longer be used: open a new device (the default one reopens by itself)")
+            self.alive = False
         self.submitter.kill(self.dead)
         _forget(self)
         self._drop_caches()
@@ -496,6 +505,35 @@ class Device:
         if not self.alive:
             return type(self.dead)(f"{what}: {self.dead}")
         return DeviceError(f"{what} on {self.label}: {error}")
+
+    # -- recording -------------------------------------------------------------------------------
+    def begin_work(self, argument: str = "device") -> None:
+        """Enter the section between the check of this device and the submit of what a thread
+        records (command buffers naming bind groups, pipelines and buffers by handle), and
+        check the device: close() waits for every thread inside to leave (``end_work()``, in a
+        ``finally``) before it releases or destroys anything, and refuses new entries.
+        Raises DeviceError / DeviceLostError (without entering) if the device is closed or
+        lost. The hot paths (run_kernel, submit) inline these two list operations."""
+        self._recording.append(None)  # first enter, then look: close() does the reverse
+        if not self.alive:
+            self._recording.pop()
+            self.check(argument)
+
+    def end_work(self) -> None:
+        self._recording.pop()
+
+    def _wait_recorders(self, limit: float) -> None:
+        """Wait (at most ``limit`` s) until no thread is between its check and its submit."""
+        if not self._recording:
+            return
+        deadline = time.monotonic() + limit
+        while self._recording:
+            if time.monotonic() >= deadline:
+                log.warning("wgcompute: closing %s while %d thread(s) have been recording work "
+                            "on it for %.0f s; closing anyway", self.label,
+                            len(self._recording), limit)
+                return
+            time.sleep(2e-4)
 
     # -- ownership ---------------------------------------------------------------------------------
     def adopt(self, obj) -> None:
@@ -526,24 +564,34 @@ class Device:
         self.extras.clear()
 
     def close(self, timeout: float | None = _CLOSE_WAIT_S) -> None:
-        """Wait (at most ``timeout`` s) for the device's submitted work, close its streams,
-        stream maps, pipelines and surfaces, free its buffers and staging, stop its threads and
-        release the wgpu device (unless adopted with from_wgpu). Using its objects afterwards
-        raises DeviceError. Closing twice is harmless."""
+        """Close the device: its streams finish the work they were given, then the device
+        stops taking work (from then on every use of it or its objects raises DeviceError),
+        waits for the threads that are recording work on it to submit it (at most 5 s), then
+        waits (at most ``timeout`` s) for all submitted work, closes its stream maps,
+        pipelines and surfaces, frees its buffers and staging, stops its threads and releases
+        the wgpu device (unless adopted with from_wgpu). Closing twice is harmless; closing
+        while other threads compute on the device is safe: their work ends, or fails with
+        DeviceError."""
         with self._lock:
             if self.closed:
                 return
             self.closed = True
+        # Streams first: they submit what they were given before close(), in their threads.
         for obj in list(self._closables):
-            try:
-                obj.close()
-            except Exception:  # noqa: BLE001 - a broken stream must not keep the device open
-                pass
-        self._wait_idle(timeout)
-        was_alive = self.alive
+            if getattr(obj, "finish_on_close", False):
+                _close_quietly(obj)
+        with self._lock:
+            was_alive = self.alive
+            if was_alive:  # new work is refused from here on (its check sees alive False)
+                self.dead = DeviceError(f"{self.label} is closed")
+                self.alive = False
+        # Threads that passed their check before that may be recording a command buffer from
+        # bind groups named by handle: nothing is released under them.
+        self._wait_recorders(_RECORDING_WAIT_S)
+        for obj in list(self._closables):
+            _close_quietly(obj)
         if was_alive:
-            self.alive = False
-            self.dead = DeviceError(f"{self.label} is closed")
+            self._wait_idle(timeout)
         self.submitter.kill(self.dead)
         _forget(self)
         self.staging.close()
@@ -568,20 +616,29 @@ class Device:
                 pass
 
     def _wait_idle(self, timeout) -> None:
-        sub = self.submitter
-        with sub._lock:
-            last = sub._pending[-1] if sub._pending else None
-        if last is not None and self.alive:
-            try:
-                wait(last, timeout)
-            except DeviceError:
-                pass
+        """Wait for everything submitted so far, the synchronous runs' too: a fence submitted
+        after it (the queue runs submissions in order)."""
+        try:
+            fence = self.submitter.submit([self.link.encoder().finish()])
+        except Exception:  # noqa: BLE001 - lost meanwhile: nothing will finish
+            return
+        try:
+            wait(fence, timeout)
+        except DeviceError:
+            pass
 
     def __enter__(self) -> Device:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _close_quietly(obj) -> None:
+    try:
+        obj.close()
+    except Exception:  # noqa: BLE001 - a broken stream must not keep the device open
+        pass
 
 
 def _forget(dev: Device) -> None:

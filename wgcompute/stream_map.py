@@ -136,7 +136,7 @@ class _Slot:
         self.key = None
 
 
-class _Lane:
+class DeviceLane:
     """The batches of one device: its slots, at most ``depth`` results not yet taken, and the
     thread that issues batches and the one that reads them back."""
 
@@ -231,7 +231,10 @@ class _Lane:
         enc = link.encoder()
         slot.up.record(enc, inp.gpu_buffer, padded)
         if w.kernel is not None:
-            calls = bound(w.kernel, [inp], slot.out, w.params).raw_calls()
+            # d owns the bind groups its raw calls name: held until they are recorded (the bind
+            # cache may let go of it meanwhile, and a released bind group aborts the process)
+            d = bound(w.kernel, [inp], slot.out, w.params)
+            calls = d.raw_calls()
             if calls:
                 enc.record_calls(calls)
         elif w.pipeline is not None:
@@ -421,7 +424,7 @@ class _MapState:
         self.source = iter(batches)
         self.timeline = timeline
         self.closed = False
-        self.lanes = [_Lane(self, i, d, depth) for i, d in enumerate(devices)]
+        self.lanes = [DeviceLane(self, i, d, depth) for i, d in enumerate(devices)]
         self.loaded: queue.Queue = queue.Queue(maxsize=max(1, depth * len(devices) - 1))
         self.results: dict[int, tuple] = {}  # k -> (value, fatal, lane)
         self.total: int | None = None  # number of batches, once the source ended
@@ -437,7 +440,7 @@ class _MapState:
             self.timeline.add(k, "load", t0, time.perf_counter())
         return item
 
-    def post(self, k: int, value, lane: _Lane | None, fatal: bool = False) -> None:
+    def post(self, k: int, value, lane: DeviceLane | None, fatal: bool = False) -> None:
         with self.cond:
             self.results[k] = (value, fatal, lane)
             self.cond.notify_all()

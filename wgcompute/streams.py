@@ -46,7 +46,7 @@ __all__ = ["Stream", "Event", "create_stream", "upload", "release_staging"]
 _stream_ids = itertools.count(1)
 
 
-class _Lane:
+class StreamWorker:
     """A stream's state and worker thread (kept apart from Stream so that dropping the Stream
     stops the thread)."""
 
@@ -164,6 +164,8 @@ class Stream:
     thread: do not modify it until the stream has passed that point (``sync()`` or an event).
     A buffer filled in one stream and used by another needs ``record_event``/``wait_event``."""
 
+    finish_on_close = True  # Device.close() lets it submit its work before refusing more
+
     def __init__(self, label: str | None = None, timeline: Timeline | None = None,
                  device: Device | None = None):
         if label is not None and not isinstance(label, str):
@@ -175,7 +177,7 @@ class Stream:
         self.timeline = timeline
         self.id = next(_stream_ids)
         self.label = label or f"stream-{self.id}"
-        self._lane = _Lane(self.label, self.device)
+        self._lane = StreamWorker(self.label, self.device)
         self._failed: list[BaseException] = []
         self.device.adopt(self)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import wgpu
 
-from . import _native, shaders
+from . import _native
 from .buffer import Buffer, check_buffer, empty, from_numpy
 from .commands import Command, bound, prepare_output, submit_work
 from .errors import (
@@ -27,7 +27,8 @@ from .errors import (
     WgComputeError,
 )
 from .kernels import Kernel, Launch, PipelineKey, registry
-from .kernels.base import fold_grid
+from .kernels.core import shaders
+from .kernels.core.base import fold_grid
 from .pipeline import Pipeline
 from .runtime import Device, resolve
 
@@ -93,7 +94,7 @@ class _ToRGBA8(Kernel):
         else:
             fetch = "return src[k];"
             src_t = "f32"
-        source = shaders.render(shaders.load("to_rgba8.wgsl"), {
+        source = shaders.render(shaders.load("image/to_rgba8.wgsl"), {
             "SRC_T": src_t, "C": c, "FETCH": fetch, "WG": self.workgroup_size})
         return source, (("n", "u32"),)
 
@@ -127,7 +128,7 @@ def _present_pipeline(device: Device, formats: tuple[str, ...]):
         dev = device.gpu_device
         outputs = "\n".join(f"    @location({i}) c{i}: vec4<f32>," for i in range(len(formats)))
         assign = "\n".join(f"    o.c{i} = c;" for i in range(len(formats)))
-        source = shaders.render(shaders.load("present.wgsl"),
+        source = shaders.render(shaders.load("image/present.wgsl"),
                                 {"OUTPUTS": outputs, "ASSIGN": assign})
         label = f"surface-present[{','.join(formats)}]"
         try:

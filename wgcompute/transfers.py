@@ -32,7 +32,9 @@ def _wrap(dev, e: BaseException, what: str) -> BaseException:
 
 def _mapped(dev, stage, padded: int, write: bool) -> np.ndarray:
     """The mapped range of a staging buffer, after checking the device is still there: asking
-    a destroyed device's buffer for its range makes wgpu-native abort the process."""
+    a destroyed device's buffer for its range makes wgpu-native abort the process. Callers
+    hold the device's recording section (``dev.begin_work()``) until they unmapped it: a
+    close() in another thread then destroys nothing under the copy."""
     dev.check()
     return dev.link.mapped(stage, padded, write)
 
@@ -62,20 +64,25 @@ def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> F
                 staging.wait_map(slot[1])
                 slot[1] = None
             stage = slot[0]
-            # The copy is recorded and finished BEFORE the mapped range is touched: on a lost
-            # device finish() raises, where asking for the range makes wgpu-native abort.
-            enc = link.encoder()
-            enc.copy(stage, 0, dst, dst_offset + start, padded)
-            cb = enc.finish()
-            view = _mapped(dev, stage, padded, True)
-            workers.copy_bytes(view[:size], part)
-            if padded != size:
-                view[size:padded] = 0
-            del view
-            link.unmap(stage)
-            # only the last chunk needs a fence: the others' re-maps say when they are done
-            last = dev.submitter.submit([cb], fence=fence and start + CHUNK >= n)
-            slot[1] = link.map_async(stage, True, stage.size)
+            dev.begin_work()
+            try:
+                # The copy is recorded and finished BEFORE the mapped range is touched: on a
+                # lost device finish() raises, where asking for the range makes wgpu-native
+                # abort.
+                enc = link.encoder()
+                enc.copy(stage, 0, dst, dst_offset + start, padded)
+                cb = enc.finish()
+                view = _mapped(dev, stage, padded, True)
+                workers.copy_bytes(view[:size], part)
+                if padded != size:
+                    view[size:padded] = 0
+                del view
+                link.unmap(stage)
+                # only the last chunk needs a fence: the others' re-maps say when they are done
+                last = dev.submitter.submit([cb], fence=fence and start + CHUNK >= n)
+                slot[1] = link.map_async(stage, True, stage.size)
+            finally:
+                dev.end_work()
     except BaseException as e:
         for stage, _ in ring:  # in an unknown map state: not fit for the pool
             stage.destroy()
@@ -108,10 +115,14 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
         size = min(CHUNK, nbytes - start)
         padded = (size + 3) & ~3
         stage = staging.down.acquire(padded)
-        enc = link.encoder()
-        enc.copy(src, src_offset + start, stage, 0, padded)
-        dev.submitter.submit([enc.finish()], fence=False)  # the map is the completion
-        return start, size, padded, stage, link.map_async(stage, False, padded)
+        dev.begin_work()
+        try:
+            enc = link.encoder()
+            enc.copy(src, src_offset + start, stage, 0, padded)
+            dev.submitter.submit([enc.finish()], fence=False)  # the map is the completion
+            return start, size, padded, stage, link.map_async(stage, False, padded)
+        finally:
+            dev.end_work()
 
     try:
         for s in starts[:_READ_DEPTH]:
@@ -126,10 +137,14 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
             except BaseException:
                 stage.destroy()
                 raise
-            view = _mapped(dev, stage, padded, False)
-            workers.copy_bytes(out[start:start + size], view[:size])
-            del view
-            link.unmap(stage)
+            dev.begin_work()
+            try:
+                view = _mapped(dev, stage, padded, False)
+                workers.copy_bytes(out[start:start + size], view[:size])
+                del view
+                link.unmap(stage)
+            finally:
+                dev.end_work()
             staging.down.release(stage)
             if nxt < len(starts):
                 inflight.append(issue(starts[nxt]))
@@ -147,26 +162,30 @@ class Readback:
     maps and copies out, on whatever thread calls it."""
 
     def __init__(self, dev, src, src_offset: int, nbytes: int):
-        dev.check()
-        self._dev = dev
-        self.nbytes = nbytes
-        link = dev.link
-        enc = link.encoder()
-        parts = []
+        dev.begin_work()
         try:
-            for start in range(0, nbytes, CHUNK):
-                size = min(CHUNK, nbytes - start)
-                padded = (size + 3) & ~3
-                stage = dev.staging.down.acquire(padded)
-                parts.append([start, size, padded, stage, None])
-                enc.copy(src, src_offset + start, stage, 0, padded)
-            dev.submitter.submit([enc.finish()], fence=False)  # the maps are the completion
-        except Exception as e:
+            dev.check()
+            self._dev = dev
+            self.nbytes = nbytes
+            link = dev.link
+            enc = link.encoder()
+            parts = []
+            try:
+                for start in range(0, nbytes, CHUNK):
+                    size = min(CHUNK, nbytes - start)
+                    padded = (size + 3) & ~3
+                    stage = dev.staging.down.acquire(padded)
+                    parts.append([start, size, padded, stage, None])
+                    enc.copy(src, src_offset + start, stage, 0, padded)
+                dev.submitter.submit([enc.finish()], fence=False)  # the maps complete it
+            except Exception as e:
+                for p in parts:
+                    dev.staging.down.release(p[3])
+                raise _wrap(dev, e, "read") from e
             for p in parts:
-                dev.staging.down.release(p[3])
-            raise _wrap(dev, e, "read") from e
-        for p in parts:
-            p[4] = link.map_async(p[3], False, p[2])
+                p[4] = link.map_async(p[3], False, p[2])
+        finally:
+            dev.end_work()
         self._parts = parts
 
     def finish(self, out: np.ndarray) -> None:
@@ -180,10 +199,14 @@ class Readback:
                 continue
             try:
                 dev.staging.wait_map(request)
-                view = _mapped(dev, stage, padded, False)
-                dev.workers.copy_bytes(out[start:start + size], view[:size])
-                del view
-                dev.link.unmap(stage)
+                dev.begin_work()
+                try:
+                    view = _mapped(dev, stage, padded, False)
+                    dev.workers.copy_bytes(out[start:start + size], view[:size])
+                    del view
+                    dev.link.unmap(stage)
+                finally:
+                    dev.end_work()
                 dev.staging.down.release(stage)
             except BaseException as e:
                 error = e
@@ -217,13 +240,17 @@ class UploadStage:
         src = _as_bytes(data)
         n = src.nbytes
         padded = (n + 3) & ~3
-        if padded:
-            view = _mapped(dev, self.buf, padded, True)
-            dev.workers.copy_bytes(view[:n], src)
-            if padded != n:
-                view[n:padded] = 0
-            del view
-        dev.link.unmap(self.buf)
+        dev.begin_work()
+        try:
+            if padded:
+                view = _mapped(dev, self.buf, padded, True)
+                dev.workers.copy_bytes(view[:n], src)
+                if padded != n:
+                    view[n:padded] = 0
+                del view
+            dev.link.unmap(self.buf)
+        finally:
+            dev.end_work()
         return padded
 
     def record(self, enc, dst, padded: int, dst_offset: int = 0) -> None:
@@ -281,10 +308,15 @@ class DownloadStage:
         """Copy the mapped bytes into ``out`` (1-D uint8 of nbytes) and unmap."""
         if not self.nbytes:
             return
-        view = _mapped(self._dev, self.buf, self.padded, False)
-        self._dev.workers.copy_bytes(out, view[:self.nbytes])
-        del view
-        self._dev.link.unmap(self.buf)
+        dev = self._dev
+        dev.begin_work()
+        try:
+            view = _mapped(dev, self.buf, self.padded, False)
+            dev.workers.copy_bytes(out, view[:self.nbytes])
+            del view
+            dev.link.unmap(self.buf)
+        finally:
+            dev.end_work()
 
     def lease(self) -> np.ndarray | None:
         """A uint8 array over the mapped staging itself (no copy) that owns it from now on:
@@ -292,8 +324,12 @@ class DownloadStage:
         Needs reserve_lease() on the device's staging first; None where the native calls
         cannot lend a mapping (the caller then copies)."""
         staging = self._dev.staging
-        self._dev.check()
-        arr = self._dev.link.lease(self.buf, self.nbytes, staging.end_lease)
+        self._dev.begin_work()
+        try:
+            self._dev.check()
+            arr = self._dev.link.lease(self.buf, self.nbytes, staging.end_lease)
+        finally:
+            self._dev.end_work()
         if arr is None:
             return None
         self.buf = None

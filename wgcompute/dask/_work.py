@@ -16,9 +16,9 @@ from ..buffer import normalize_shape
 from ..dtypes import DTYPES
 from ..dtypes import dtype as resolve_dtype
 from ..kernels import registry
-from ..kernels.base import Kernel, Meta
-from ..kernels.image import ImageKernel, auto_radius
-from ..kernels.registry import CustomKernel, KernelRecipe
+from ..kernels.core.base import Kernel, Meta
+from ..kernels.core.registry import CustomKernel, KernelRecipe
+from ..kernels.image.image import ImageKernel, auto_radius
 from ..recipes import PipelineRecipe, check, freeze, thaw
 
 __all__ = ["Work", "WorkKind", "work", "register_work_kind", "work_kinds"]

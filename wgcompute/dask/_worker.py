@@ -141,7 +141,7 @@ class LaneClosed(Exception):
     pass
 
 
-class _Lane:
+class WorkerLane:
     """One stream_map over a queue: every task of this work on the worker hands its chunk
     in and waits for its result, so chunks that are on a worker at once overlap (upload of
     one, GPU work on another, download of a third) as in a single stream_map."""
@@ -210,14 +210,14 @@ _lanes_lock = threading.Lock()
 _stats = {"chunks": 0, "lanes_created": 0}
 
 
-def _lane(w: Work, shape, dtype) -> _Lane:
+def _lane(w: Work, shape, dtype) -> WorkerLane:
     key = w.lane_key(shape, dtype)
     with _lanes_lock:
         lane = _lanes.get(key)
         if lane is not None and not lane._closed:
             _lanes.move_to_end(key)
             return lane
-        lane = _lanes[key] = _Lane(w.stream_args(shape, dtype))
+        lane = _lanes[key] = WorkerLane(w.stream_args(shape, dtype))
         _stats["lanes_created"] += 1
         while len(_lanes) > _LANES_MAX:
             _lanes.popitem(last=False)[1].close()

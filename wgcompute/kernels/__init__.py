@@ -1,12 +1,13 @@
-"""Kernels: the spec machinery (base), the registry of named kernels, and the built-ins."""
+"""Kernels, one folder per family (core, elementwise, reduce, matmul, conv, nn, image): this
+package registers the built-ins and exports the core's names (Kernel, Param, bind, registry)."""
 
-from . import registry
-from .base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey, bind
-from .builtin import builtin_kernels
-from .conv import conv_kernels
-from .image import image_kernels
-from .nn import nn_kernels
-from .registry import get, names, register_kernel
+from .conv.conv import conv_kernels
+from .core import registry
+from .core.base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey, bind
+from .core.registry import get, names, register_kernel
+from .elementwise.builtin import builtin_kernels
+from .image.image import image_kernels
+from .nn.nn import nn_kernels
 
 for _k in builtin_kernels():
     registry.add(_k)

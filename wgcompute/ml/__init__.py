@@ -1,8 +1,7 @@
 """Neural-network inference on wgcompute: ONNX models loaded into GPU kernels (load_onnx,
 Model, register_model) and the operators as functions on Buffers and numpy arrays."""
 
-from .model import Model, ModelKernel, load_onnx, register_model
-from .ops import (
+from .functional import (
     activation,
     add,
     avg_pool2d,
@@ -32,6 +31,7 @@ from .ops import (
     sub,
     transpose,
 )
+from .model import Model, ModelKernel, load_onnx, register_model
 
 __all__ = ["Model", "ModelKernel", "load_onnx", "register_model", "activation", "add",
            "avg_pool2d", "batch_norm", "clip", "concat", "conv2d", "conv_transpose2d", "div",

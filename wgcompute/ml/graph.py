@@ -10,7 +10,7 @@ import numpy as np
 
 from .._extras import require
 from ..errors import ArgumentError, ModelError
-from . import ops_onnx
+from . import operators
 from .ir import Graph, Node
 
 _FLOAT_TYPES = (1, 10, 11)  # TensorProto FLOAT, FLOAT16, DOUBLE
@@ -179,7 +179,7 @@ def check_supported(graph: Graph) -> None:
         if n.domain not in ("", "ai.onnx"):
             bad.append((n.op, n.name, graph.opset, f"domain {n.domain!r} is not supported"))
             continue
-        spec = ops_onnx.OPS.get(n.op)
+        spec = operators.OPS.get(n.op)
         if spec is None:
             bad.append((n.op, n.name, graph.opset, "operator not supported"))
             continue
@@ -225,14 +225,14 @@ def fold_constants(graph: Graph) -> None:
     """Evaluate, once, every node whose inputs are all constants (numpy), within the graph's
     max_folded_bytes (checked from shapes before anything is allocated)."""
     kept = []
-    budget = ops_onnx.FoldBudget(graph.max_folded_bytes)
+    budget = operators.FoldBudget(graph.max_folded_bytes)
     for n in graph.nodes:
-        spec = ops_onnx.OPS[n.op]
+        spec = operators.OPS[n.op]
         ins = [x for x in n.inputs if x]
         if spec.fold is not None and all(x in graph.constants for x in ins):
             values = [graph.constants[x] if x else None for x in n.inputs]
             try:
-                outs = ops_onnx.fold(n, values, graph.opset, budget)
+                outs = operators.fold(n, values, graph.opset, budget)
             except ModelError:
                 raise
             except Exception as e:
@@ -277,7 +277,7 @@ def check_runnable(graph: Graph) -> None:
         bad.append((n.op, n.name, graph.opset, why))
 
     for n in graph.nodes:
-        spec = ops_onnx.OPS[n.op]
+        spec = operators.OPS[n.op]
         ins = [x for x in n.inputs if x]
         if (spec.fold is not None and all(x in host for x in ins)) or n.op == "Shape":
             host.update(y for y in n.outputs if y)
@@ -302,7 +302,7 @@ def check_runnable(graph: Graph) -> None:
                 continue
             t = types.get(x, 0)
             if x in host and t not in (0, *_FLOAT_TYPES):
-                refuse(n, f"input {x!r} is {ops_onnx.type_name(t)}: the kernels compute "
+                refuse(n, f"input {x!r} is {operators.type_name(t)}: the kernels compute "
                           f"float tensors (integer tensors only fold on the host)")
             elif t == _F64 and x not in exact64 and not (
                     n.op == "Cast" and int(n.attrs.get("to", 0)) == _F32):
@@ -319,7 +319,7 @@ def check_runnable(graph: Graph) -> None:
             to = int(n.attrs.get("to", 0))
             src = types.get(n.inputs[0], 0)
             if to not in _FLOAT_TYPES:
-                refuse(n, f"a cast of a computed tensor to {ops_onnx.type_name(to)} (the "
+                refuse(n, f"a cast of a computed tensor to {operators.type_name(to)} (the "
                           f"kernels compute float tensors)")
             elif to == _F64 and src in (_F32, _F16):
                 exact64.add(n.outputs[0])

@@ -25,7 +25,7 @@ from ..errors import (
     WgComputeError,
 )
 from ..kernels import bind, registry
-from ..kernels.base import Kernel, Param
+from ..kernels.core.base import Kernel, Param
 from ..runtime import current_device
 from .graph import Graph, read_onnx
 from .plan import Plan, lower

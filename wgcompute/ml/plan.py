@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ModelError, ShapeError
-from . import ops_onnx
+from . import operators
 from .ir import Const, Graph, Node, Tensor
 
-COPY = ops_onnx.COPY
+COPY = operators.COPY
 
 
 @dataclass
@@ -67,7 +67,7 @@ ACTIVATION_OPS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSw
 
 
 class Lowering:
-    """Walks the graph for concrete input shapes; ops_onnx's lowerings call back into it."""
+    """Walks the graph for concrete input shapes; operators's lowerings call back into it."""
 
     def __init__(self, graph: Graph, shapes: tuple, dtype: str, binding_limit: int,
                  input_dtypes: tuple = (), precision: str = "f32"):
@@ -80,7 +80,7 @@ class Lowering:
         self.steps: list[Step] = []
         self.done: set[int] = set()  # ids of nodes consumed by a fusion
         # what folding the values of integer inputs may create, per plan
-        self.budget = ops_onnx.FoldBudget(graph.max_folded_bytes)
+        self.budget = operators.FoldBudget(graph.max_folded_bytes)
         self.users: dict[str, list[Node]] = {}
         for n in graph.nodes:
             for x in n.inputs:
@@ -204,7 +204,7 @@ class Lowering:
 
     def activation_of(self, n: Node):
         """(name, alpha, beta) of activation node ``n``, None if a parameter is computed."""
-        return ops_onnx.activation_of(
+        return operators.activation_of(
             n, self.graph.opset, lambda x: self.value(x).array if self.is_const(x) else None)
 
     def fuse_add(self, name: str, shape) -> tuple[Tensor, str, str] | None:
@@ -226,11 +226,11 @@ class Lowering:
         for n in self.graph.nodes:
             if id(n) in self.done:
                 continue
-            spec = ops_onnx.OPS[n.op]
+            spec = operators.OPS[n.op]
             ins = [x for x in n.inputs if x]
             if spec.fold is not None and all(self.is_const(x) for x in ins):
                 try:
-                    outs = ops_onnx.fold(n, [self.value(x).array if x else None
+                    outs = operators.fold(n, [self.value(x).array if x else None
                                              for x in n.inputs], self.graph.opset, self.budget)
                 except ModelError:
                     raise

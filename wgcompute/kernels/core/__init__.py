@@ -1,2 +1,2 @@
-"""The kernel house's core: what every family of programs shares (the WGSL template
-mechanism first; spec, program, op, bind, layout and tuning move here as families do)."""
+"""The kernel house's core: what every family of programs shares — the spec machinery (base),
+the registry, WGSL reflection, layout helpers, and loading and rendering WGSL templates."""

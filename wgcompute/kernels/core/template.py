@@ -24,7 +24,12 @@ from ...errors import WgComputeError
 
 
 class TemplateError(WgComputeError):
-    """A template that cannot be rendered: bad syntax, an unknown name, an unsafe expression."""
+    """A template that cannot be rendered: bad syntax, an unknown name, an unsafe expression.
+    ``missing`` is the name that had no value, when that is the error."""
+
+    def __init__(self, message: str, missing: str | None = None):
+        super().__init__(message)
+        self.missing = missing
 
 
 def wgsl_literal(value) -> str:
@@ -81,7 +86,7 @@ class _Eval:
             if node.id in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[node.id]
             raise TemplateError(f"{self.where}: no value for {node.id!r} (given: "
-                                f"{', '.join(sorted(self.names)) or 'nothing'})")
+                                f"{', '.join(sorted(self.names)) or 'nothing'})", node.id)
         if t is ast.BinOp and type(node.op) in _BIN:
             return _BIN[type(node.op)](self(node.left), self(node.right))
         if t is ast.UnaryOp and type(node.op) in _UNARY:

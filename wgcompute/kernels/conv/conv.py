@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 import re
 
-from .. import autotune, shaders
-from ..errors import ArgumentError, ShapeError
-from . import conv_configs
-from .base import Launch, Param, PipelineKey, fold_grid
-from .conv_configs import ConvProblem, SkinnyConfig, gemm_class, tiled_choices, tiled_default
-from .matmul import MIXED_BK, TileConfig, tiled_substitutions
-from .nn import (
+from ... import autotune
+from ...errors import ArgumentError, ShapeError
+from ..core import shaders
+from ..core.base import Launch, Param, PipelineKey, fold_grid
+from ..matmul.matmul import MIXED_BK, TileConfig, tiled_substitutions
+from ..nn.nn import (
     ACTIVATION,
     SHAPES,
     NNKernel,
@@ -29,6 +28,8 @@ from .nn import (
     f32_bits,
     pool_out_size,
 )
+from . import conv_configs
+from .conv_configs import ConvProblem, SkinnyConfig, gemm_class, tiled_choices, tiled_default
 
 ALGOS = ("auto", "gemm", "skinny", "depthwise")
 MAX_BATCH_DIMS = 3
@@ -156,7 +157,7 @@ def _render_tiled(cfg: TileConfig, t: str, fields, bindings: str, helpers: str,
     subs.update({"FIELDS": "\n".join(f"    {n}: {ty}," for n, ty in fields),
                  "BINDINGS": bindings, "HELPERS": helpers + subs["HELPERS"], "BATCH": batch,
                  "COL0": col0})
-    return shaders.render(shaders.load("conv_gemm.wgsl"), subs)
+    return shaders.render(shaders.load("conv/conv_gemm.wgsl"), subs)
 
 
 # -- conv2d ----------------------------------------------------------------------------------------
@@ -558,7 +559,7 @@ class Conv2d(NNKernel):
                 "PARTIALS": partials, "SETUP": ind.join(setup), "ROWS": ind.join(rows),
                 "BODY4": (ind + "    ").join(body4),
                 "BODY1": (ind + "    ").join(body("k")), "FINISH": ind.join(finish)}
-        return shaders.render(shaders.load("conv_skinny.wgsl"), subs), self._FIELDS
+        return shaders.render(shaders.load("conv/conv_skinny.wgsl"), subs), self._FIELDS
 
     def _render_depthwise_block(self, c, types, t):
         """Each invocation: ``dw_rows`` output rows × 4 columns (8: ``dw_cols``, _dw_block)
@@ -915,9 +916,14 @@ class Gemm(NNKernel):
         if math.prod(out) != math.prod(want) or (
                 params.get("shapes") is None and tuple(out) != want):
             raise ShapeError(f"{self.name}: out is {out}, expected {want}")
-        broadcast_shape(shapes[2], want, f"{self.name}: c")
-        if len(shapes[2]) > len(want):
-            raise ShapeError(f"{self.name}: c is {shapes[2]}; it has more axes than out {want}")
+        c = tuple(shapes[2])
+        # c broadcasts TO the output (numpy's broadcast_shapes(c, out) == out), not only with
+        # it: a c of (2, 5) against (2, 1, 5) would otherwise be read as if it were (1, 5)
+        if len(c) > len(want) or any(d not in (1, w) for d, w in zip(reversed(c),
+                                                                     reversed(want))):
+            raise ShapeError(f"{self.name}: c is {c}, which does not broadcast to the output "
+                             f"{want}: c may have at most as many axes, each 1 or the "
+                             f"output's (counted from the last)")
         self._batch_plan(shapes, params)
 
     def _batch_plan(self, shapes, params):
@@ -1059,8 +1065,8 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
 # -- autotuning ------------------------------------------------------------------------------------
 def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
     """Seconds of one gemm of the class's tuning shape with ``cfg`` on ``device``."""
-    from ..buffer import empty
-    from .base import bind
+    from ...buffer import empty
+    from ..core.base import bind
 
     m, n, k = _TUNE_SHAPES[cls]
     bufs = [empty(s, dtype, f"autotune-{kind}", device=device)
@@ -1076,8 +1082,8 @@ def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
 def _measure_conv(kernel: Conv2d, shapes, params, cfg, dtype: str, device) -> float:
     """Seconds of one run of this convolution layer with ``cfg``, on buffers of its shapes
     (a batch of at most conv_configs.TUNE_MAX_N output pixels), on ``device``."""
-    from ..buffer import empty
-    from .base import bind
+    from ...buffer import empty
+    from ..core.base import bind
 
     shapes = [tuple(s) for s in shapes]
     x, out = shapes[0], shapes[-1]

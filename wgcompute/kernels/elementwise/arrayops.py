@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 
-from .. import shaders
-from ..dtypes import DTYPES, DType
-from ..errors import DtypeError, ShapeError, UnsupportedDtypeError
-from .base import Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
+from ...dtypes import DTYPES, DType
+from ...errors import DtypeError, ShapeError, UnsupportedDtypeError
+from ..core import shaders
+from ..core.base import Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
+from ..core.layout import index_wgsl, uniform_fields, uniform_values
 from .builtin import ALL, Elementwise, split_launches
-from .layout import index_wgsl, uniform_fields, uniform_values
 
 COMPARISONS = {"lt": "x < y", "le": "x <= y", "gt": "x > y", "ge": "x >= y", "eq": "x == y",
                "ne": "!(x == y)"}  # "!(==)": nan != nan holds whatever the comparison's order
@@ -435,7 +435,7 @@ class ArrayOp(Elementwise):
         index = index_wgsl(ndim, strided) if ndim else ""
         if dst.packed:
             mask = " & 0xffu" if not self.compare else ""
-            item = "\n".join([
+            item = [
                 "var word = 0u;",
                 "for (var l = 0u; l < 4u; l = l + 1u) {",
                 "    let e = i * 4u + l;",
@@ -445,15 +445,15 @@ class ArrayOp(Elementwise):
                 f"        word = word | (((op({args})){mask}) << (l * 8u));",
                 "    }",
                 "}",
-                "out[i] = word;"])
+                "out[i] = word;"]
         else:
             conv = f"{dst.wgsl}(op({args}))"
-            item = "\n".join(["let e = i;", "let g = p.start + e;", index, f"out[i] = {conv};"])
+            item = ["let e = i;", "let g = p.start + e;", *index.split("\n"),
+                    f"out[i] = {conv};"]
         params = [f"x: {w}", f"y: {w}"][:2 if (self.scalar or len(self.inputs) == 2) else 1]
-        body = _arith(self.op, src)
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("s", "u32" if src.packed else src.wgsl), *uniform_fields(ndim, strided))
-        text = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+        text = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
             "ENABLE": shaders.enable_directives([src.wgsl, dst.wgsl]),
             "T": rt,
             "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
@@ -462,10 +462,11 @@ class ArrayOp(Elementwise):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(params),
-            "EXPR": "0", "ITEM": item.replace("\n", "\n        "),
+            "BODY": _arith(self.op, src),
+            "ITEM": item,
             "HELPERS": _float_divmod(w) if src.is_float and self.op in ("floordiv", "mod")
             else "",
-        }).replace("    return 0;", "    " + body)
+        })
         return text, fields
 
     def launches(self, inputs, output, params, device):

@@ -13,7 +13,7 @@ from importlib import resources
 
 import lark
 
-from ..errors import ArgumentError, ShaderCompileError
+from ...errors import ArgumentError, ShaderCompileError
 
 SCALARS = ("f32", "f16", "i32", "u32", "f64", "i64", "u64", "bool")
 STAGES = ("compute", "vertex", "fragment")

@@ -9,12 +9,12 @@ import math
 
 import numpy as np
 
-from .. import shaders
-from ..buffer import _ALIGN
-from ..dtypes import DTYPES
-from ..errors import DtypeError, ShapeError
-from ..runtime import Device
-from .base import (
+from ...buffer import _ALIGN
+from ...dtypes import DTYPES
+from ...errors import DtypeError, ShapeError
+from ...runtime import Device
+from ..core import shaders
+from ..core.base import (
     GATHER,
     BuiltinKernel,
     Kernel,
@@ -24,8 +24,7 @@ from .base import (
     fold_grid,
     wgsl_is_nan,
 )
-from .cast import cast_kernels
-from .layout import (
+from ..core.layout import (
     MAX_DIMS,
     broadcast_shapes,
     broadcast_strides,
@@ -35,20 +34,13 @@ from .layout import (
     uniform_fields,
     uniform_values,
 )
-from .matmul import Matmul
-from .reduce import reduce_kernels
+from ..matmul.matmul import Matmul
+from ..reduce.reduce import reduce_kernels
+from .cast import cast_kernels
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 FLOATS = ("f32", "f64", "f16")
 SIGNED = FLOATS + ("s32", "s64")
-
-# u8 lanes: unpack each byte of a u32 word (or of each word of a vec4<u32>), apply, repack.
-_PACKED = ("var r = V(0u);\n    let m = V(0xffu);\n"
-           "    for (var k = 0u; k < 32u; k = k + 8u) {{\n        let s = V(k);\n"
-           "        r = r | ((op({args}) & m) << s);\n    }}\n    return r;")
-_PACKED_BINARY = _PACKED.format(args="(x >> s) & m, (y >> s) & m")
-_PACKED_UNARY = _PACKED.format(args="(x >> s) & m")
-_PACKED_NULLARY = _PACKED.format(args="")
 
 
 def item_layout(dt) -> tuple[int, int, str]:
@@ -93,9 +85,12 @@ def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
     return tuple(inner)
 
 
-def _nan_test(expr: str, t: str) -> str:
-    """``expr`` with NAN(x) (whether x, of WGSL type t, is nan) spelled out."""
-    return expr.replace("NAN(x)", wgsl_is_nan("x", t)) if "NAN(x)" in expr else expr
+def op_expr(kernel: str, expr: str, v: str, t: str) -> str:
+    """An op's WGSL expression, a template: ``${V}`` is the item type ``v`` (a vector on the
+    vectorized paths), ``${T}`` the scalar type ``t``, ``${nan_x}`` whether x is nan (per
+    lane; by its bits, see wgsl_is_nan)."""
+    return shaders.render(expr, {"V": v, "T": t, "nan_x": wgsl_is_nan("x", v)},
+                          name=f"{kernel} op")
 
 
 def _broadcasts_to(shape, target) -> bool:
@@ -219,8 +214,9 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
 class Elementwise(BuiltinKernel):
     """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane).
 
-    ``expr`` is WGSL on ``x`` (and ``y``) and ``p.p0``; inside it ``V(...)`` constructs the
-    item type (a vector on the fast path) and ``T(...)`` the scalar type."""
+    ``expr`` is a WGSL expression on ``x`` (and ``y``) and ``p.p0``, rendered as a template
+    by ``op_expr``: ``${V}`` names the item type (a vector on the fast path), ``${T}`` the
+    scalar type, ``${nan_x}`` tests x for nan."""
 
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
@@ -316,7 +312,7 @@ class Elementwise(BuiltinKernel):
             for n, f in zip(self.inputs, full):
                 at = "e" if f else f"i_{n}"
                 args.append(f"({n}[{at} / 4u] >> (({at} % 4u) * 8u)) & 0xffu")
-            item = "\n".join([
+            item = [
                 "var w = 0u;",
                 "for (var l = 0u; l < 4u; l = l + 1u) {",
                 "    let e = i * 4u + l;",
@@ -326,14 +322,15 @@ class Elementwise(BuiltinKernel):
                 f"        w = w | ((op({', '.join(args)}) & 0xffu) << (l * 8u));",
                 "    }",
                 "}",
-                "out[i] = w;"])
+                "out[i] = w;"]
         else:
             args = [f"{n}[i]" if f else f"{n}[i_{n}]" for n, f in zip(self.inputs, full)]
-            item = f"let g = p.start + i;\n{index}\nout[i] = op({', '.join(args)});"
+            item = ["let g = p.start + i;", *index.split("\n"),
+                    f"out[i] = op({', '.join(args)});"]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
         expr = self.expr if dt.is_float else self.int_expr
-        src = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+        src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": t,
             "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
@@ -342,8 +339,8 @@ class Elementwise(BuiltinKernel):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
-            "EXPR": _nan_test(expr.replace("V(", f"{t}(").replace("T(", f"{t}("), t),
-            "ITEM": item.replace("\n", "\n        "),
+            "BODY": f"return {op_expr(self.name, expr, t, t)};",
+            "ITEM": item,
             "HELPERS": "",
         })
         return src, fields
@@ -368,12 +365,12 @@ class Elementwise(BuiltinKernel):
                 args.append(f"{n}[i_{n} / 4u]")
             else:
                 args.append(f"{v}({n}[i_{n} / 4u][i_{n} % 4u])")
-        item = (f"let g = p.start + i * 4u;\n{index_wgsl(ndim, strided)}\n"
-                f"out[i] = op({', '.join(args)});")
+        item = ["let g = p.start + i * 4u;", *index_wgsl(ndim, strided).split("\n"),
+                f"out[i] = op({', '.join(args)});"]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
         expr = self.expr if dt.is_float else self.int_expr
-        src = shaders.render(shaders.load("elementwise_broadcast.wgsl"), {
+        src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": v,
             "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
@@ -382,8 +379,8 @@ class Elementwise(BuiltinKernel):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
-            "EXPR": _nan_test(expr.replace("V(", f"{v}(").replace("T(", f"{t}("), v),
-            "ITEM": item.replace("\n", "\n        "),
+            "BODY": f"return {op_expr(self.name, expr, v, t)};",
+            "ITEM": item,
             "HELPERS": "",
         })
         return src, fields
@@ -420,12 +417,9 @@ class Elementwise(BuiltinKernel):
                  for i, n in enumerate(self.inputs)]
         lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
                      f"out: array<{v}>;")
-        if dt.packed:
-            apply = (_PACKED_NULLARY, _PACKED_UNARY, _PACKED_BINARY)[arity].replace("V(", f"{v}(")
-        else:
-            apply = ("return op();", "return op(x);", "return op(x, y);")[arity]
+        operands = ("x", "y")[:arity]
         expr = self.expr if dt.is_float else self.int_expr
-        src = shaders.render(shaders.load("elementwise.wgsl"), {
+        src = shaders.render(shaders.load("elementwise/elementwise.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": t,
             "V": v,
@@ -436,8 +430,10 @@ class Elementwise(BuiltinKernel):
             "U": self.per_invocation,
             "ARGS": ("", f"x: {v}", f"x: {v}, y: {v}")[arity],
             "CALL": ("", "a[i]", "a[i], b[i]")[arity],
-            "EXPR": _nan_test(expr.replace("V(", f"{v}(").replace("T(", f"{t}("), v),
-            "APPLY": apply,
+            "EXPR": op_expr(self.name, expr, v, t),
+            "PACKED": dt.packed,
+            "OPERANDS": ", ".join(operands),
+            "LANES": ", ".join(f"({n} >> s) & m" for n in operands),
         })
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
 
@@ -454,11 +450,11 @@ class Elementwise(BuiltinKernel):
 
 class Relu(Elementwise):
     def __init__(self):
-        # NAN(x): nan stays nan (by its bits: see wgsl_is_nan)
-        super().__init__("relu", 1, "select(select(select(x * p.p0, V(0), p.p0 == T(0)), x, "
-                         "x > V(0)), x, NAN(x))",
+        # a nan stays nan (tested by its bits: see wgsl_is_nan)
+        super().__init__("relu", 1, "select(select(select(x * p.p0, ${V}(0), p.p0 == ${T}(0)), "
+                         "x, x > ${V}(0)), x, ${nan_x})",
                          SIGNED, Param("slope", "T", 0.0, "negative-side slope (leaky ReLU)"),
-                         int_expr="max(x, V(0))",
+                         int_expr="max(x, ${V}(0))",
                          description="max(x, 0), or x * slope for x < 0 (leaky ReLU)")
 
     def resolve_params(self, params, dt):
@@ -510,7 +506,7 @@ class Transpose(BuiltinKernel):
 
     def render(self, key: PipelineKey):
         t = DTYPES[key.dtypes[0]].wgsl
-        src = shaders.render(shaders.load("transpose.wgsl"), {
+        src = shaders.render(shaders.load("elementwise/transpose.wgsl"), {
             "ENABLE": shaders.enable_directives([t]), "T": t, "TILE": self.tile,
             "ROWS": self.rows_per_pass})
         return src, (("R", "u32"), ("C", "u32"), ("TX", "u32"), ("TY", "u32"))
@@ -548,7 +544,7 @@ class Copy(BuiltinKernel):
         return PipelineKey(self.name, ("u32",), ())  # one pipeline moves every dtype
 
     def render(self, key: PipelineKey):
-        src = shaders.render(shaders.load("copy.wgsl"), {"WG": self.workgroup_size})
+        src = shaders.render(shaders.load("elementwise/copy.wgsl"), {"WG": self.workgroup_size})
         return src, (("n", "u32"), ("p0", "u32"))
 
     def launches(self, inputs, output, params, device):
@@ -636,11 +632,11 @@ def builtin_kernels() -> list[Kernel]:
         Elementwise("elementwise_multiply", 2, "x * y", description="out = a * b"),
         # x / 0 is x by WGSL's rule, but naga's GLSL output leaves it to GL, where it is
         # undefined (llvmpipe: 0, or all ones unsigned): divide by 1 instead, on every backend
-        Elementwise("elementwise_divide", 2, "x / y", int_expr="x / select(y, V(1), y == V(0))",
+        Elementwise("elementwise_divide", 2, "x / y", int_expr="x / select(y, ${V}(1), y == ${V}(0))",
                     description="out = a / b (integers: truncated; x / 0 gives x, as in WGSL)"),
         Elementwise("scale", 1, "x * p.p0", ALL, scalar, description="out = input * scalar"),
         Relu(),
-        Elementwise("fill", 0, "V(p.p0)", ALL, Param("value", "T", doc="the value"),
+        Elementwise("fill", 0, "${V}(p.p0)", ALL, Param("value", "T", doc="the value"),
                     description="out[...] = value"),
         Transpose(),
         Copy(),

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
-from ..kernels.conv import CONV2D, CONV2D_RESIDUAL, CONV_TRANSPOSE2D, GEMM
-from ..kernels.nn import (
+from ..kernels.conv.conv import CONV2D, CONV2D_RESIDUAL, CONV_TRANSPOSE2D, GEMM
+from ..kernels.nn.nn import (
     LRN,
     Activation,
     BatchNorm,
@@ -85,7 +85,7 @@ def activation_of(n, opset: int, const_of):
 
 
 def _act_fold(n, vals, opset):
-    from ..kernels.nn import activation_numpy
+    from ..kernels.nn.nn import activation_numpy
 
     by_name = {name: v for name, v in zip(n.inputs, vals) if name}
     x = vals[0]

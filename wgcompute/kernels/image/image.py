@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import shaders
-from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import BuiltinKernel, Kernel, Launch, Param, PipelineKey
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ..core import shaders
+from ..core.base import BuiltinKernel, Kernel, Launch, Param, PipelineKey
 
 MODES = {"clamp": 0, "reflect": 1, "zero": 2}
 DIRECTIONS = {"horizontal": 0, "vertical": 1, "diagonal": 2, "radial": 3}
@@ -228,8 +228,8 @@ class ImageKernel(BuiltinKernel):
         }
         subs.update(dict(key.constants))
         subs.update(self.templates(key, rgba))
-        src = shaders.render(shaders.load("image_common.wgsl") + "\n"
-                             + shaders.load(self.family), subs)
+        src = shaders.render(shaders.load("image/image_common.wgsl") + "\n"
+                             + shaders.load(f"image/{self.family}"), subs)
         return src, tuple(fields)
 
     def launches(self, inputs, output, params, device):

@@ -21,12 +21,13 @@ import math
 import time
 from dataclasses import dataclass
 
-from .. import autotune, shaders
-from ..dtypes import DTYPES
-from ..errors import ArgumentError, DtypeError, ShapeError
-from ..runtime import Device
-from .base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
-from .layout import (
+from ... import autotune
+from ...dtypes import DTYPES
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ...runtime import Device
+from ..core import shaders
+from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from ..core.layout import (
     MAX_DIMS,
     broadcast_shapes,
     broadcast_strides,
@@ -259,7 +260,8 @@ def _cooperative_matrix_config(device: Device, dtype: str):
 
     Today it always returns None: wgpu 0.32 (wgpu-native 29) refuses to enable the
     experimental feature and supports only 8×8 f32 tiles, so no adapter reaches here with
-    it enabled. A future kernel lives in shaders/matmul_coop.wgsl and is chosen here."""
+    it enabled. A future kernel lives in kernels/matmul/matmul_coop.wgsl and is chosen
+    here."""
     if "cooperative-matrix" not in device.features:
         return None
     return None
@@ -618,7 +620,7 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
     ``batch`` > 0: workgroup z also picks the product of a batch of that many (coalesced)
     dimensions, whose element offsets into a, b and out the shader computes from z."""
     subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch)
-    src = shaders.render(shaders.load("matmul_tiled.wgsl"), subs)
+    src = shaders.render(shaders.load("matmul/matmul_tiled.wgsl"), subs)
     return src, subs["FIELDS"]
 
 
@@ -862,9 +864,9 @@ def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Devi
     warm-up; GPU wall time of submit + wait, with several matmuls in one pass)."""
     import numpy as np
 
-    from .. import _queue
-    from ..buffer import empty
-    from .base import bind
+    from ... import _queue
+    from ...buffer import empty
+    from ..core.base import bind
 
     m, n, k = _TUNE_SHAPES[cls]
     a, b, out = (empty((m, k), dtype, "autotune-a", device=device),

@@ -11,10 +11,10 @@ from .commands import run_kernel
 from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError
-from .kernels.arrayops import COMPARISONS, array_op
-from .kernels.cast import ASTYPE_CHECK, check_options, exact_by_type
-from .kernels.layout import contiguous_strides
-from .kernels.registry import get as kernel
+from .kernels.core.layout import contiguous_strides
+from .kernels.core.registry import get as kernel
+from .kernels.elementwise.arrayops import COMPARISONS, array_op
+from .kernels.elementwise.cast import ASTYPE_CHECK, check_options, exact_by_type
 from .pipeline import Pipeline
 
 _NONE = 0xFFFFFFFF
@@ -259,7 +259,7 @@ def matmul_op(a: Buffer, b, reflected: bool = False) -> Buffer:
     if not isinstance(b, Buffer):
         _other(b, "operator @")
         return NotImplemented
-    from .kernels.matmul import matmul_shape
+    from .kernels.matmul.matmul import matmul_shape
 
     x, y = (b, a) if reflected else (a, b)
     check_buffer(x, "operator @")

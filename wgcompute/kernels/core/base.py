@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 import wgpu
 
-from .. import shaders
-from ..buffer import Buffer, BufferView, check_buffer, empty, from_numpy
-from ..dtypes import DTYPES, DType, convert_exact
-from ..dtypes import dtype as _resolve_dtype
-from ..errors import (
+from ...buffer import Buffer, BufferView, check_buffer, empty, from_numpy
+from ...dtypes import DTYPES, DType, convert_exact
+from ...dtypes import dtype as _resolve_dtype
+from ...errors import (
     ArgumentError,
     DeviceError,
     DtypeError,
@@ -25,7 +24,8 @@ from ..errors import (
     ShapeError,
     UnsupportedDtypeError,
 )
-from ..runtime import Device, current_device
+from ...runtime import Device, current_device
+from . import shaders
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer

@@ -12,14 +12,14 @@ from string import Template
 
 import numpy as np
 
-from .. import shaders
-from ..dtypes import DTYPES
-from ..dtypes import dtype as resolve_dtype
-from ..errors import ArgumentError, DtypeError, KernelNotFoundError, ShaderCompileError, ShapeError
-from ..runtime import Device, current_device, open_devices
-from . import base
+from ...dtypes import DTYPES
+from ...dtypes import dtype as resolve_dtype
+from ...errors import ArgumentError, DtypeError, KernelNotFoundError, ShaderCompileError, ShapeError
+from ...runtime import Device, current_device, open_devices
+from . import base, shaders
 from .base import Kernel, Launch, Param, PipelineKey, fold_grid
 from .reflect import reflect
+from .template import TemplateError
 
 _kernels: dict[str, Kernel] = {}
 _aliases: dict[str, str] = {"multiply": "elementwise_multiply", "add": "elementwise_add",
@@ -306,10 +306,12 @@ class CustomKernel(Kernel):
 
 def _render(name: str, source: str, t: str, wg, enable: str) -> str:
     try:
-        return shaders.render(source, {"T": t, "WG": wg, "ENABLE": enable})
-    except (KeyError, ValueError) as e:
-        raise ArgumentError(f"{name}: template placeholder {e} has no value; available: T, "
-                            f"WG, ENABLE") from None
+        return shaders.render(source, {"T": t, "WG": wg, "ENABLE": enable}, name=name)
+    except TemplateError as e:
+        if e.missing is None:
+            raise ArgumentError(f"{name}: {e}") from None
+        raise ArgumentError(f"{name}: template placeholder {e.missing!r} has no value; "
+                            f"available: T, WG, ENABLE") from None
 
 
 def _size_text(size) -> str:

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import shaders
-from ..buffer import _ALIGN
-from ..dtypes import DTYPES, DType
-from ..errors import ArgumentError, DtypeError, ShapeError
-from ..runtime import Device
-from .base import (
+from ...buffer import _ALIGN
+from ...dtypes import DTYPES, DType
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ...runtime import Device
+from ..core import shaders
+from ..core.base import (
     BuiltinKernel,
     Kernel,
     Launch,
@@ -40,7 +40,7 @@ from .base import (
     fold_grid,
     wgsl_is_nan,
 )
-from .layout import contiguous_strides
+from ..core.layout import contiguous_strides
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 _ACC = {"f32": "f32", "f16": "f32", "f64": "f64", "s32": "i32", "s64": "i64", "u32": "u32",
@@ -325,7 +325,7 @@ class Reduce(BuiltinKernel):
         too few to fill the GPU: the reduced axis split in parts, then the parts reduced.
         Reduced axes in several blocks: a strided copy puts them last, then rows. Nothing
         to reduce: the output filled with 0 (sum) or nan (mean)."""
-        from .registry import get as kernel
+        from ..core.registry import get as kernel
 
         (x,) = inputs
         plan = self.plan(x, params)
@@ -829,7 +829,7 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
     else:  # zero-initialized workgroup memory proved unreliable on lavapipe: set the counter
         main = ("if (lid == 0u) {\n        atomicStore(&wslot, 0u);\n    }\n"
                 "    workgroupBarrier();\n    " + main)
-    return shaders.render(shaders.load("reduce.wgsl"), {
+    return shaders.render(shaders.load("reduce/reduce.wgsl"), {
         "ENABLE": shaders.enable_directives([xd.wgsl, od.wgsl]), "ACC": acc, "XT": xt,
         "OT": ot, "WG": wg, "MERGE": merge, "ELEM": _elem(xd, acc, vec and not xd.packed),
         "ELEMVI": _elem_vi(op, acc), "VALUE": _value(op, acc),
@@ -921,7 +921,7 @@ class Softmax(BuiltinKernel):
             pass2 = (f"for (var i = lid; i < p.n; i = i + {wg}u) {{\n"
                      f"            out[base + i] = {t}(exp(f32(x[base + i]) - row_max) / row_sum);"
                      "\n        }")
-        src = shaders.render(shaders.load("softmax.wgsl"), {
+        src = shaders.render(shaders.load("reduce/softmax.wgsl"), {
             "ENABLE": shaders.enable_directives([t]), "T": t, "WG": self.workgroup_size,
             "XT": xt, "PASS1": pass1, "PASS2": pass2,
             "COMBINE": combine,

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from ..dtypes import DTYPES
-from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
+from ...dtypes import DTYPES
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ..core.base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
 
 FLOATS = ("f32", "f16")
 WG = 256

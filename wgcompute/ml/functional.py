@@ -10,8 +10,8 @@ import numpy as np
 from ..buffer import Buffer, from_numpy
 from ..commands import run_kernel
 from ..errors import ArgumentError, ShapeError
-from ..kernels.conv import CONV2D, CONV_TRANSPOSE2D, GEMM
-from ..kernels.nn import (
+from ..kernels.conv.conv import CONV2D, CONV_TRANSPOSE2D, GEMM
+from ..kernels.nn.nn import (
     LRN,
     Activation,
     BatchNorm,

@@ -7,8 +7,9 @@
 //   offset and strides (see wgcompute/kernels/layout.py).
 // Templates: ENABLE, T (WGSL scalar type: u32 for u8, whose lanes are unpacked), AT (array
 //   element: T, or u32 words of four u8), DIMS (the size and stride fields), BINDINGS, UB,
-//   WG, U (items per invocation), ARGS (op's signature), EXPR (op on x, y), ITEM (one item:
-//   one element, or one u32 word of four u8 elements), HELPERS (functions op calls).
+//   WG, U (items per invocation), ARGS (op's signature), BODY (op's statements on x, y),
+//   ITEM (the lines of one item: one element, or one u32 word of four u8 elements), HELPERS
+//   (functions op calls).
 // The output (and every full operand) is bound per launch at the same element range; the
 // broadcast operands are bound whole, or, larger than a binding, at a window around the
 // elements the launch reads (their offset o<name> then counts from the window). An item is one element (one word of four for u8, so
@@ -28,7 +29,7 @@ ${BINDINGS}
 
 ${HELPERS}
 fn op(${ARGS}) -> ${T} {
-    return ${EXPR};
+    ${BODY}
 }
 
 @compute @workgroup_size(${WG})
@@ -41,6 +42,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         if (i >= p.n) {
             return;
         }
-        ${ITEM}
+#for line in ITEM
+        ${line}
+#endfor
     }
 }

@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from .. import shaders
-from ..dtypes import DTYPES, DType
-from ..errors import ArgumentError, DtypeError, ShapeError
-from .base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from ...dtypes import DTYPES, DType
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ..core import shaders
+from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 ROUNDINGS = ("trunc", "round", "floor", "ceil")
@@ -293,7 +293,7 @@ class AsTypeCheck(BuiltinKernel):
 def _render(src: DType, dst: DType, fn: str, item: str, out_type: str) -> str:
     types = [_work_type(src), dst.wgsl, src.wgsl if not src.packed else "u32"]
     x_type = "u32" if src.packed else src.wgsl
-    return shaders.render(shaders.load("astype.wgsl"), {
+    return shaders.render(shaders.load("elementwise/astype.wgsl"), {
         "ENABLE": shaders.enable_directives(types),
         "XT": x_type, "OT": out_type, "W": _work_type(src), "LOAD": _load(src), "FN": fn,
         "ITEM": item, "WG": _WG, "U": _PER})

@@ -4,7 +4,9 @@
 // Templates: T (WGSL scalar type), V (item type: vec4<T> for 2- and 4-byte types, T for 8-byte
 //            ones; u8 items are u32 words of four lanes, or vec4<u32> of sixteen), ENABLE,
 //            WG (workgroup size), U (items per invocation), EXPR (op on x, y, p.p0),
-//            ARGS / CALL (unary or binary signature), APPLY (plain, or per u8 lane).
+//            ARGS / CALL (op's signature and apply's arguments), OPERANDS (x, y as op
+//            takes them), PACKED (u8: apply unpacks each byte of a word, runs op on it
+//            with LANES as its arguments, and repacks).
 // An item is a vector where the type allows: buffers are allocated in 16-byte multiples, so
 // the last vector may run into padding, which is computed and never read back. Invocation
 // lid of a workgroup handles items base + lid + j*WG (j < U): each load stays coalesced.
@@ -24,7 +26,17 @@ fn op(${ARGS}) -> ${V} {
 }
 
 fn apply(${ARGS}) -> ${V} {
-    ${APPLY}
+#if PACKED
+    var r = ${V}(0u);
+    let m = ${V}(0xffu);
+    for (var k = 0u; k < 32u; k = k + 8u) {
+        let s = ${V}(k);
+        r = r | ((op(${LANES}) & m) << s);
+    }
+    return r;
+#else
+    return op(${OPERANDS});
+#endif
 }
 
 @compute @workgroup_size(${WG})

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ...errors import ShapeError
 
 MAX_DIMS = 16  # coalesced dimensions a strided kernel takes (its uniform holds 3 words each)
 

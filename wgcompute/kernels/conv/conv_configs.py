@@ -11,9 +11,9 @@ import math
 import time
 from dataclasses import dataclass
 
-from .. import autotune
-from ..errors import ArgumentError
-from .matmul import CANDIDATES, TileConfig
+from ... import autotune
+from ...errors import ArgumentError
+from ..matmul.matmul import CANDIDATES, TileConfig
 
 # Tiled: the default tile by output size (rows × columns of the GEMM): small outputs need
 # small tiles to give the GPU enough workgroups.
@@ -300,7 +300,7 @@ def time_calls(device, calls, target_s: float = 2e-3) -> float:
     spread over the repeats, then ranks small kernels the same); the median of 3 passes."""
     import numpy as np
 
-    from .. import _queue
+    from ... import _queue
 
     def run(repeat: int) -> float:
         enc = device.link.encoder()

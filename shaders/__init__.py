@@ -1,1 +1,0 @@
-"""WGSL sources of wgcompute's built-in kernels (installed as wgcompute._wgsl)."""

@@ -632,7 +632,8 @@ def builtin_kernels() -> list[Kernel]:
         Elementwise("elementwise_multiply", 2, "x * y", description="out = a * b"),
         # x / 0 is x by WGSL's rule, but naga's GLSL output leaves it to GL, where it is
         # undefined (llvmpipe: 0, or all ones unsigned): divide by 1 instead, on every backend
-        Elementwise("elementwise_divide", 2, "x / y", int_expr="x / select(y, ${V}(1), y == ${V}(0))",
+        Elementwise("elementwise_divide", 2, "x / y",
+                    int_expr="x / select(y, ${V}(1), y == ${V}(0))",
                     description="out = a / b (integers: truncated; x / 0 gives x, as in WGSL)"),
         Elementwise("scale", 1, "x * p.p0", ALL, scalar, description="out = input * scalar"),
         Relu(),

@@ -796,8 +796,9 @@ class Preprocess(Resize):
         return h, w, c
 
     def templates(self, key, rgba):
-        main = _PRE_MAIN.replace("${CH}", "0u" if rgba else "ch").replace(
-            "${PICK}", "s[ch]" if rgba else "s")
+        main = shaders.render(_PRE_MAIN, {"CH": "0u" if rgba else "ch",
+                                          "PICK": "s[ch]" if rgba else "s"},
+                              name=f"{self.name} main")
         return {"MAIN": main}
 
     def values(self, inputs, output, params):

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
+from ..core import shaders
 from ..core.base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
 
 FLOATS = ("f32", "f16")
@@ -20,19 +21,19 @@ WG = 256
 MAX_RANK = 6
 
 _NAN_V = wgsl_is_nan("v", "f32")
-# Activations a kernel may apply to its result: WGSL of v (f32) with the launch's A and B. A
-# nan stays nan, as in IEEE arithmetic, numpy and onnxruntime: max, min and clamp of a nan are
-# undefined in WGSL (0 or a bound on lavapipe), so those select v where it is nan; the others
-# compute nan from a nan.
+# Activations a kernel may apply to its result: templates of WGSL on v (f32), with ${a} and
+# ${b} the launch's alpha and beta and ${nan_v} whether v is nan. A nan stays nan, as in IEEE
+# arithmetic, numpy and onnxruntime: max, min and clamp of a nan are undefined in WGSL (0 or a
+# bound on lavapipe), so those select v where it is nan; the others compute nan from a nan.
 ACTIVATIONS = {
     "none": "return v;",
-    "relu": f"return select(max(v, 0.0), v, {_NAN_V});",
-    "leaky_relu": "return select(v * A, v, v >= 0.0);",
-    "clip": f"return select(min(max(v, A), B), v, {_NAN_V});",
+    "relu": "return select(max(v, 0.0), v, ${nan_v});",
+    "leaky_relu": "return select(v * ${a}, v, v >= 0.0);",
+    "clip": "return select(min(max(v, ${a}), ${b}), v, ${nan_v});",
     "sigmoid": "return 1.0 / (1.0 + exp(-v));",
-    "hard_sigmoid": f"return select(clamp(A * v + B, 0.0, 1.0), v, {_NAN_V});",
-    "hard_swish": "return v * clamp(A * v + B, 0.0, 1.0);",
-    "tanh": f"return select(tanh(clamp(v, -20.0, 20.0)), v, {_NAN_V});",
+    "hard_sigmoid": "return select(clamp(${a} * v + ${b}, 0.0, 1.0), v, ${nan_v});",
+    "hard_swish": "return v * clamp(${a} * v + ${b}, 0.0, 1.0);",
+    "tanh": "return select(tanh(clamp(v, -20.0, 20.0)), v, ${nan_v});",
 }
 # (alpha, beta) when the activation is given by name only (ONNX's defaults)
 ACTIVATION_DEFAULTS = {
@@ -85,10 +86,18 @@ def convert_activation(value) -> tuple[str, float, float]:
     return (name, alpha, beta)
 
 
+_ACT_FN = """fn ${fname}(v: f32) -> f32 {
+    ${body}
+}
+"""
+
+
 def act_fn(fname: str, act: str, a: str, b: str) -> str:
-    """WGSL ``fn fname(v: f32) -> f32`` applying activation ``act`` with A = a, B = b."""
-    body = ACTIVATIONS[act].replace("A", a).replace("B", b)
-    return f"fn {fname}(v: f32) -> f32 {{\n    {body}\n}}\n"
+    """WGSL ``fn fname(v: f32) -> f32`` applying activation ``act`` with alpha = a, beta = b
+    (WGSL expressions, e.g. uniform fields)."""
+    body = shaders.render(ACTIVATIONS[act], {"a": a, "b": b, "nan_v": _NAN_V},
+                          name=f"activation {act}")
+    return shaders.render(_ACT_FN, {"fname": fname, "body": body}, name="act_fn")
 
 
 def f32_bits(v: float) -> float:

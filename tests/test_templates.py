@@ -107,8 +107,6 @@ _NOT_WGSL_EDITS = {
         "a PipelineKey copy, not text",
     ("core/registry.py", "register_kernel", "str(b.type).replace"):
         "a custom kernel's reflected binding type made a type template (its dtype as ${T})",
-    ("matmul/matmul.py", "tiled_substitutions", "index_wgsl(batch, ('a', 'b'), 'bz').replace"):
-        "matmul: indents a generated snippet (whitespace only); to convert",
     ("conv/conv.py", "_specialize", "re.sub"): "conv: being converted",
     ("conv/conv.py", "Conv2d._store_helpers", "act_helpers.replace"): "conv: being converted",
     ("conv/conv.py", "Conv2d._store_helpers", "store.replace"): "conv: being converted",

@@ -840,7 +840,7 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
                    *uniform_fields(batch, ("a", "b")))
         helpers.insert(0, "var<private> aoff: u32;\nvar<private> boff: u32;\n"
                           "var<private> ooff: u32;\n")
-        index = index_wgsl(batch, ("a", "b"), "bz").replace("\n", "\n        ")
+        index = index_wgsl(batch, ("a", "b"), "bz")  # WGSL ignores the indentation
         kbegin = ("let bz = p.zbase + wid.z / p.kslices;\n"
                   f"    {{\n        {index}\n        aoff = i_a;\n        boff = i_b;\n    }}\n"
                   "    ooff = bz * p.M * p.N;\n"

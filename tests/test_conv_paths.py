@@ -201,7 +201,7 @@ def test_depthwise_against_onnxruntime(rng, case):
 
 
 def test_depthwise_block_rows_by_window():
-    from wgcompute.kernels.conv.conv import _dw_rows
+    from wgcompute.kernels.conv.depthwise import dw_rows as _dw_rows
 
     assert _dw_rows(3, 3, 1, 1, 1, 1, 112) == 2  # 4 input rows × 6 columns per 2×4 block
     assert _dw_rows(3, 3, 2, 2, 1, 1, 56) == 2

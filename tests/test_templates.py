@@ -107,12 +107,6 @@ _NOT_WGSL_EDITS = {
         "a PipelineKey copy, not text",
     ("core/registry.py", "register_kernel", "str(b.type).replace"):
         "a custom kernel's reflected binding type made a type template (its dtype as ${T})",
-    ("conv/conv.py", "_specialize", "re.sub"): "conv: being converted",
-    ("conv/conv.py", "Conv2d._store_helpers", "act_helpers.replace"): "conv: being converted",
-    ("conv/conv.py", "Conv2d._store_helpers", "store.replace"): "conv: being converted",
-    ("conv/conv.py", "Conv2d._render_depthwise_block", "store.replace"):
-        "conv: being converted",
-    ("conv/conv.py", "Conv2d._render_depthwise", "store.replace"): "conv: being converted",
 }
 
 

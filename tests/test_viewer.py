@@ -9,9 +9,9 @@ import sys
 import imageio.v3 as iio
 import numpy as np
 import pytest
-from wgcompute.viewer import KEYS, ViewerState, apply_key, parse_key_script, view
 
 import wgcompute as wgc
+from wgcompute.viewer import KEYS, ViewerState, apply_key, parse_key_script, view
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTO = os.path.join(ROOT, "examples", "data", "chelsea.png")

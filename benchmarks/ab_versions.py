@@ -99,6 +99,50 @@ ROWS = {"run_kernel": ("run_kernel",),
                         "  Command.wait() after it")}
 
 
+def work_rows(w, size: int, batch: int, n_add: int, n_mm: int) -> dict:
+    """Rows of real work, each call blocking as a user's script does: an elementwise add, a
+    whole-buffer sum, a matmul and MobileNetV2 (random weights, numpy in -> numpy out) at
+    batch 1 and ``batch``. Warmed up (the model's first calls tune), checked once."""
+    from wgcompute.ml.builders import mobilenet_v2
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n_add, dtype=np.float32)
+    a, b, out = w.from_numpy(x), w.from_numpy(x), w.empty((n_add,), "f32")
+    ma = rng.standard_normal((n_mm, n_mm), dtype=np.float32)
+    ga, gb, gc = w.from_numpy(ma), w.from_numpy(ma), w.empty((n_mm, n_mm), "f32")
+    model = w.ml.load_onnx(mobilenet_v2(seed=0, size=size, softmax=True).SerializeToString())
+    img1 = rng.random((1, 3, size, size), dtype=np.float32)
+    imgs = rng.random((batch, 3, size, size), dtype=np.float32)
+    pc = time.perf_counter
+
+    def timed(fn):
+        def row():
+            t = pc()
+            fn()
+            return (pc() - t,)
+        return row
+
+    def total():
+        s = w.reduce_sum(a, axis=None)
+        s.free()
+
+    rows = {f"add {n_add >> 20}M f32": timed(lambda: w.run_kernel("elementwise_add", [a, b],
+                                                                     out)),
+            f"sum {n_add >> 20}M f32": timed(total),
+            f"matmul {n_mm}x{n_mm}x{n_mm} f32": timed(lambda: w.matmul(ga, gb, gc)),
+            f"MobileNetV2 {size}px batch 1": timed(lambda: model(img1)),
+            f"MobileNetV2 {size}px batch {batch}": timed(lambda: model(imgs))}
+    for fn in rows.values():
+        for _ in range(3):
+            fn()
+    if not np.array_equal(out.to_numpy(), 2 * x):
+        raise AssertionError(f"{w.__name__}: elementwise_add gave a wrong result")
+    got = gc.to_numpy()
+    if not np.allclose(got, ma.astype(np.float64) @ ma, rtol=1e-3, atol=1e-2 * np.sqrt(n_mm)):
+        raise AssertionError(f"{w.__name__}: matmul gave a wrong result")
+    return {"work": rows, "model": model, "img": img1}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,6 +151,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--block", type=int, default=300, help="calls per version per round")
     ap.add_argument("--json")
+    ap.add_argument("--work", action="store_true",
+                    help="also rows of real work: add and sum of 16M f32, a 1024 matmul, "
+                         "MobileNetV2 224px at batch 1 and 32 (blocks of --block / 15 calls)")
+    ap.add_argument("--small", action="store_true",
+                    help="with --work: sizes for a CPU adapter (1M add, 256 matmul, 96px, "
+                         "batch 4)")
     args = ap.parse_args(argv)
     import wgcompute as this
 
@@ -122,13 +172,26 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         other = import_other(args.other, folder)
         versions = {"other": contestant(other), "this": contestant(this)}
+        rows_of = dict(ROWS)
+        blocks = dict.fromkeys(ROWS, args.block)
+        if args.work:
+            sizes = (96, 4, 1 << 20, 256) if args.small else (224, 32, 1 << 24, 1024)
+            work = {v: work_rows(w, *sizes) for v, w in (("other", other), ("this", this))}
+            same = np.abs(work["other"]["model"](work["other"]["img"])
+                          - work["this"]["model"](work["this"]["img"])).max()
+            print(f"MobileNetV2 batch 1: the two versions' outputs differ by at most {same:.2e}")
+            for name in work["this"]["work"]:
+                rows_of[name] = (name,)
+                blocks[name] = max(3, args.block // 15)
+                for v in versions:
+                    versions[v][name] = work[v]["work"][name]
         medians = {}  # (version, row) -> per-round medians (us)
         for r in range(args.rounds):
             order = ("other", "this") if r % 2 == 0 else ("this", "other")
-            for kind, names in ROWS.items():
+            for kind, names in rows_of.items():
                 for v in order:
                     fn = versions[v][kind]
-                    samples = [fn() for _ in range(args.block)]
+                    samples = [fn() for _ in range(blocks[kind])]
                     for i, name in enumerate(names):
                         medians.setdefault((v, name), []).append(
                             statistics.median(s[i] for s in samples) * 1e6)
@@ -138,7 +201,7 @@ def main(argv=None) -> int:
         print("| row | other (us) | this (us) | this / other, median of rounds |")
         print("|---|---:|---:|---:|")
         rows = []
-        for names in ROWS.values():
+        for names in rows_of.values():
             for name in names:
                 o, t = medians[("other", name)], medians[("this", name)]
                 ratio = statistics.median(b / a for a, b in zip(o, t, strict=True))

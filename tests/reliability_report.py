@@ -104,16 +104,18 @@ def part_leaks() -> dict:
     return out
 
 
-def part_core() -> dict:
-    """test_reliability_core.py through pytest (it runs its own subprocesses)."""
+def _pytest_cases(*files: str, prefix_file: bool = False) -> dict:
+    """Run test files through pytest: {test name: [passed|failed|skipped, message]}."""
     with tempfile.TemporaryDirectory() as d:
-        xml = Path(d) / "core.xml"
+        xml = Path(d) / "cases.xml"
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        str(TESTS / "test_reliability_core.py"), f"--junitxml={xml}"],
+                        *(str(TESTS / f) for f in files), f"--junitxml={xml}"],
                        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=1800)
         out = {}
         for tc in ET.parse(xml).getroot().iter("testcase"):
             name = tc.get("name")
+            if prefix_file:
+                name = f"{tc.get('classname', '').rsplit('.', 1)[-1]}: {name}"
             fail = tc.find("failure")
             if fail is None:
                 fail = tc.find("error")
@@ -129,6 +131,21 @@ def part_core() -> dict:
         return out
 
 
+def part_core() -> dict:
+    """test_reliability_core.py through pytest (it runs its own subprocesses)."""
+    return _pytest_cases("test_reliability_core.py")
+
+
+# The edges a user meets: NaN and infinities, hostile or invalid model files, ONNX fusions,
+# a damaged tuning cache, Dask reductions, the CLI's and the runtime's corners.
+EDGE_FILES = ("test_edges_numeric.py", "test_onnx_edges.py", "test_edges_runtime.py",
+              "test_edges_cli_dask.py")
+
+
+def part_edges() -> dict:
+    return _pytest_cases(*EDGE_FILES, prefix_file=True)
+
+
 def part_adapter() -> dict:
     import wgcompute as wgc
 
@@ -138,7 +155,7 @@ def part_adapter() -> dict:
 
 PARTS = {"adapter": part_adapter, "matrix": part_matrix, "fuzz": part_fuzz,
          "threads": part_threads, "faults": part_faults, "core": part_core,
-         "cli": part_cli, "leaks": part_leaks}
+         "edges": part_edges, "cli": part_cli, "leaks": part_leaks}
 
 
 def run_part(name: str) -> dict:
@@ -246,10 +263,22 @@ def render(p: dict) -> str:
             L.append(f"- {md_escape(e)}")
     # faults
     L += ["## Fault scenarios", ""]
-    for title, key in (("Scenarios", "faults"), ("Defects of the core (test_reliability_core.py)",
-                                                 "core")):
+    sections = (("Scenarios", "faults", ""),
+                ("Defects of the core (test_reliability_core.py)", "core", ""),
+                ("Edges: NaN and infinities, hostile model files, ONNX fusions, the tuning "
+                 "cache, Dask reductions", "edges",
+                 "Each case compares with numpy or onnxruntime, or checks a refusal that names "
+                 "the argument: NaN through every reduction and activation (detected by its "
+                 "bits, which NVIDIA's compiler cannot fold away), `%` and `//` over signed "
+                 "zeros, infinities and NaN, model files that read outside their folder, fold "
+                 "gigabytes of constants from a few bytes or write one value twice, bias "
+                 "fusions whose shapes do not fit, malformed `autotune.json` files, f16 Dask "
+                 "reductions, devices closed under busy threads, buffers freed while queued."))
+    for title, key, intro in sections:
+        if key not in p:
+            continue
         res = p[key]
-        L += [f"### {title}", ""]
+        L += [f"### {title}", ""] + ([intro, ""] if intro else [])
         L += exit_note(res)
         items = {k: v for k, v in res.items() if k not in ("crashed", "exit")}
         if not items:

@@ -14,7 +14,8 @@ def test_the_page_exists_is_in_the_nav_and_names_its_command():
     assert "python -m tests.reliability_report > docs/reliability.md" in page
     assert "reliability.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     for section in ("## Summary", "## Bad inputs", "## Random programs", "## Threads",
-                    "## Fault scenarios", "## Command line", "## Leaks"):
+                    "## Fault scenarios", "### Edges: NaN and infinities", "## Command line",
+                    "## Leaks"):
         assert section in page
 
 

@@ -319,15 +319,22 @@ class StagingPools:
     # -- giving memory back -----------------------------------------------------------------------
     def release_free(self) -> int:
         """Destroy every free buffer of both pools; returns the bytes given back."""
-        total = 0
-        for pool in (self.up, self.down):
-            for buf, _request, _since in pool.drain():
-                total += buf.size
+        dead = [entry for pool in (self.up, self.down) for entry in pool.drain()]
+        self._destroy(dead)
+        return sum(buf.size for buf, _request, _since in dead)
+
+    def _destroy(self, entries) -> None:
+        """Destroy staging buffers between submits, never during one: on wgpu's GL backend a
+        destroy from the trim timer's thread while another thread submits aborts the process
+        (one EGL context); the submitter's lock costs nothing elsewhere (a trim is rare)."""
+        if not entries:
+            return
+        with self.submitter._lock:
+            for buf, _request, _since in entries:
                 try:
                     buf.destroy()
                 except Exception:  # the device is gone
                     pass
-        return total
 
     def free_bytes(self) -> int:
         total = 0
@@ -378,11 +385,7 @@ class StagingPools:
                             due = entry[2] + self.idle_s
                             next_due = due if next_due is None else min(next_due, due)
                     free[:] = keep
-        for buf, _request, _since in dead:
-            try:
-                buf.destroy()
-            except Exception:  # the device is gone
-                pass
+        self._destroy(dead)
         if next_due is not None:
             self.schedule_trim(max(0.0, next_due - now) + 0.01)
 

@@ -10,12 +10,15 @@ import math
 from ...dtypes import DTYPES, DType
 from ...errors import DtypeError, ShapeError, UnsupportedDtypeError
 from ..core import shaders
-from ..core.base import Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
+from ..core.base import Launch, Param, PipelineKey, fold_grid
 from ..core.layout import index_wgsl, uniform_fields, uniform_values
 from .builtin import ALL, Elementwise, split_launches
+from .optable import OPS
 
-COMPARISONS = {"lt": "x < y", "le": "x <= y", "gt": "x > y", "ge": "x >= y", "eq": "x == y",
-               "ne": "!(x == y)"}  # "!(==)": nan != nan holds whatever the comparison's order
+# Buffer's operators: the op table rows they run (name -> row)
+ARRAY_OPS = {n: OPS[n] for n in ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "neg",
+                                 "abs", "lt", "le", "gt", "ge", "eq", "ne")}
+COMPARISONS = {n: row.wgsl for n, row in ARRAY_OPS.items() if row.dtypes == "compare"}
 
 
 # Bit layouts of the float work types: (unsigned type, literal suffix, mantissa bits, the
@@ -233,112 +236,17 @@ fn floor_divide(a: {w}, b: {w}) -> {w} {{
 """
 
 
-def _float_pow(w: str) -> str:
-    """Body of op(x, y) = x ** y in float work type ``w``, as numpy's (C's pow).
-
-    C's special values first (x ** ±0 and 1 ** y are 1 even for nan; any other nan gives nan;
-    ±inf exponents and ±0 / ±inf bases by their sizes), nan read from its bits: WGSL's pow is
-    exp2(y·log2(x)), undefined for x <= 0. Then an integer exponent multiplies (exact for
-    small ones, any sign of x); a larger one (an even integer in f32) takes pow of |x|; any
-    other takes WGSL's pow, and a negative base gives nan. f64 has no pow on Vulkan: the
-    operators refuse non-integer f64 exponents, and those from 2**32 on give nan. (nan and
-    inf from their bits: NVIDIA's compiler folds a run-time 0 / 0 to 1, H100.)"""
-    nan = f"{w}(bitcast<f32>(0x7fc00000u))"
-    inf = f"{w}(bitcast<f32>(0x7f800000u))"
-    limit = "4294967296.0" if w == "f64" else "16777216.0"  # whole exponents multiply below
-    general = (f"return {nan};" if w == "f64" else
-               "if (x < 0.0) {\n        return select(nan, pow(-x, y), y == floor(y));\n"
-               "    }\n    return pow(x, y);")
-    return f"""let nan = {nan};
-    let inf = {inf};
-    if (y == {w}(0) && !({wgsl_is_nan("y", w)})) {{
-        return {w}(1);
-    }}
-    if (x == {w}(1) && !({wgsl_is_nan("x", w)})) {{
-        return {w}(1);
-    }}
-    if ({wgsl_is_nan("x", w)} || {wgsl_is_nan("y", w)}) {{
-        return nan;
-    }}
-    let ax = abs(x);
-    if (abs(y) == inf) {{  // |x| = 1: 1; else 0 or inf by whether |x|^y grows
-        return select(select({w}(0), inf, (ax > {w}(1)) == (y > {w}(0))), {w}(1), ax == {w}(1));
-    }}
-    let whole = y == floor(y) && abs(y) < {w}({limit});
-    if (!whole && (ax == inf || ax == {w}(0))) {{  // (whole ones multiply, with their signs)
-        return select({w}(0), inf, (ax == inf) == (y > {w}(0)));
-    }}
-    if (whole) {{
-        var e = u32(abs(y));
-        var b = x;
-        var r = {w}(1);
-        loop {{
-            if (e == 0u) {{ break; }}
-            if ((e & 1u) != 0u) {{ r = r * b; }}
-            b = b * b;
-            e = e >> 1u;
-        }}
-        return select(r, {w}(1) / r, y < {w}(0));
-    }}
-    {general}"""
-
-
 def _arith(op: str, dt: DType) -> str:
-    """WGSL of fn op(x, y) -> W for one operator, in the work type W (f32 for f16, u32 for
-    u8 lanes, which the caller masks)."""
+    """WGSL of fn op(x, y) -> W for one operator, from its op table row, in the work type W
+    (f32 for f16, u32 for u8 lanes, which the caller masks); comparisons give u32 0 or 1."""
     w = "f32" if dt.name == "f16" else dt.wgsl
-    signed = dt.kind == "i"
-    if op == "add":
-        return "return x + y;"
-    if op == "sub":
-        return "return x - y;"
-    if op == "mul":
-        return "return x * y;"
-    if op == "div":  # floats only (the operators refuse integer true division)
-        return "return x / y;"
-    if op == "floordiv":
-        if dt.is_float:  # (see _float_divmod)
-            return "return floor_divide(x, y);"
-        lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", "var q = x / y;"]
-        if signed:  # WGSL truncates; numpy floors. No `%` of a negative value: NVIDIA's
-            # Vulkan driver took it of the unsigned bit pattern (docs/architecture.md)
-            lines += [f"if (x - q * y != {w}(0) && ((x < {w}(0)) != (y < {w}(0)))) {{",
-                      f"    q = q - {w}(1);", "}"]
-        return "\n    ".join(lines + ["return q;"])
-    if op == "mod":
-        if dt.is_float:  # the sign of the divisor, as numpy's remainder
-            return "return remainder(x, y);"
-        rem = "x - (x / y) * y" if signed else "x % y"  # (no signed `%`: see floordiv)
-        lines = [f"if (y == {w}(0)) {{", f"    return {w}(0);", "}", f"var r = {rem};"]
-        if signed:
-            lines += [f"if (r != {w}(0) && ((r < {w}(0)) != (y < {w}(0)))) {{",
-                      "    r = r + y;", "}"]
-        return "\n    ".join(lines + ["return r;"])
-    if op == "pow":
-        if dt.is_float:
-            return _float_pow(w)
-        # integers: square and multiply, wrapping; a negative exponent gives the truncated
-        # quotient 1 / x**|y|: 1 for x = 1, ±1 for x = -1, 0 otherwise
-        lines = []
-        if signed:
-            lines += [f"if (y < {w}(0)) {{",
-                      f"    if (x == {w}(1)) {{ return {w}(1); }}",
-                      f"    if (x == {w}(-1)) {{ return select({w}(1), {w}(-1), "
-                      f"(y & {w}(1)) != {w}(0)); }}",
-                      f"    return {w}(0);", "}"]
-        lines += [f"var r = {w}(1);", "var b = x;", "var e = y;",
-                  "loop {", f"    if (e == {w}(0)) {{ break; }}",
-                  f"    if ((e & {w}(1)) != {w}(0)) {{ r = r * b; }}",
-                  "    b = b * b;", "    e = e >> 1u;",
-                  "}", "return r;"]
-        return "\n    ".join(lines)
-    if op == "neg":
-        return "return -x;" if dt.is_float else f"return {w}(0) - x;"
-    if op == "abs":
-        return "return abs(x);" if dt.kind != "u" else "return x;"
-    if op in COMPARISONS:
-        return f"return select(0u, 1u, {COMPARISONS[op]});"
-    raise AssertionError(op)
+    row = ARRAY_OPS[op]
+    if row.body is not None:
+        return row.body(dt, w)
+    expr = row.expr(dt, w, w, where=f"array_{op}")
+    if row.dtypes == "compare":
+        return f"return select(0u, 1u, {expr});"
+    return f"return {expr};"
 
 
 class ArrayOp(Elementwise):
@@ -350,10 +258,11 @@ class ArrayOp(Elementwise):
         name = f"array_{op}" + ("_scalar" if scalar else "") + ("_reflected" if reflected
                                                                  else "")
         dtypes = ("u8",) if op in COMPARISONS else ALL
-        super().__init__(name, arity, "", dtypes, description=(
+        super().__init__(name, ARRAY_OPS[op], dtypes, description=(
             f"numpy's {op} of " + ("a buffer and a scalar" if scalar else
                                    "two buffers" if arity == 2 else "a buffer")
             + (", the scalar on the left" if reflected else "")))
+        self.inputs = ("a", "b")[:arity]  # the scalar forms read one buffer
         self.op = op
         self.scalar = scalar
         self.reflected = reflected
@@ -464,7 +373,7 @@ class ArrayOp(Elementwise):
             "ARGS": ", ".join(params),
             "BODY": _arith(self.op, src),
             "ITEM": item,
-            "HELPERS": _float_divmod(w) if src.is_float and self.op in ("floordiv", "mod")
+            "HELPERS": _float_divmod(w) if src.is_float and self.row.helpers == "divmod"
             else "",
         })
         return text, fields

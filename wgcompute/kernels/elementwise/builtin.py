@@ -22,7 +22,6 @@ from ..core.base import (
     Param,
     PipelineKey,
     fold_grid,
-    wgsl_is_nan,
 )
 from ..core.layout import (
     MAX_DIMS,
@@ -37,10 +36,7 @@ from ..core.layout import (
 from ..matmul.matmul import Matmul
 from ..reduce.reduce import reduce_kernels
 from .cast import cast_kernels
-
-ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
-FLOATS = ("f32", "f64", "f16")
-SIGNED = FLOATS + ("s32", "s64")
+from .optable import ALL, OPS, OpDef
 
 
 def item_layout(dt) -> tuple[int, int, str]:
@@ -85,12 +81,11 @@ def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
     return tuple(inner)
 
 
-def op_expr(kernel: str, expr: str, v: str, t: str) -> str:
-    """An op's WGSL expression, a template: ``${V}`` is the item type ``v`` (a vector on the
-    vectorized paths), ``${T}`` the scalar type ``t``, ``${nan_x}`` whether x is nan (per
-    lane; by its bits, see wgsl_is_nan)."""
-    return shaders.render(expr, {"V": v, "T": t, "nan_x": wgsl_is_nan("x", v)},
-                          name=f"{kernel} op")
+def op_expr(kernel: str, row: OpDef, dt, v: str, t: str) -> str:
+    """A row's WGSL expression for dtype ``dt``: ``${V}`` is the item type ``v`` (a vector on
+    the vectorized paths), ``${T}`` the scalar type ``t``, ``${nan_x}`` whether x is nan (per
+    lane; by its bits, see wgsl_is_nan), ``${a}`` the parameter p.p0."""
+    return row.expr(dt, v, t, a="p.p0", where=kernel)
 
 
 def _broadcasts_to(shape, target) -> bool:
@@ -214,24 +209,23 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
 class Elementwise(BuiltinKernel):
     """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane).
 
-    ``expr`` is a WGSL expression on ``x`` (and ``y``) and ``p.p0``, rendered as a template
-    by ``op_expr``: ``${V}`` names the item type (a vector on the fast path), ``${T}`` the
-    scalar type, ``${nan_x}`` tests x for nan."""
+    ``row`` is the op's row of the op table (optable.OPS): its WGSL expression on ``x`` (and
+    ``y``), its parameter ``p.p0``, rendered by ``op_expr`` with ``${V}`` the item type (a
+    vector on the fast path) and ``${T}`` the scalar type."""
 
     workgroup_size = 256
     per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
     vec4_rows = True  # the broadcast path may take rows four elements at a time
     not_in_place = None  # each invocation reads its items, then writes the same items
 
-    def __init__(self, name: str, arity: int, expr: str, dtypes=ALL, param: Param | None = None,
-                 int_expr: str | None = None, description: str = ""):
+    def __init__(self, name: str, row: OpDef, dtypes=None, param: Param | None = None,
+                 description: str = ""):
         self.name = name
-        self.inputs = ("a", "b")[:arity]
-        self.expr = expr
-        self.int_expr = int_expr or expr
-        self.dtypes = tuple(dtypes)
+        self.row = row
+        self.inputs = ("a", "b")[:row.arity]
+        self.dtypes = tuple(dtypes or row.accepts())
         self.params = (param,) if param else ()
-        self.description = description
+        self.description = description or f"out = {row.description}"
 
     def check(self, inputs, output, params) -> None:
         if len(self.inputs) < 2:
@@ -329,7 +323,6 @@ class Elementwise(BuiltinKernel):
                     f"out[i] = op({', '.join(args)});"]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
-        expr = self.expr if dt.is_float else self.int_expr
         src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": t,
@@ -339,7 +332,7 @@ class Elementwise(BuiltinKernel):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
-            "BODY": f"return {op_expr(self.name, expr, t, t)};",
+            "BODY": f"return {op_expr(self.name, self.row, dt, t, t)};",
             "ITEM": item,
             "HELPERS": "",
         })
@@ -369,7 +362,6 @@ class Elementwise(BuiltinKernel):
                 f"out[i] = op({', '.join(args)});"]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
-        expr = self.expr if dt.is_float else self.int_expr
         src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": v,
@@ -379,7 +371,7 @@ class Elementwise(BuiltinKernel):
             "WG": self.workgroup_size,
             "U": self.per_invocation,
             "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
-            "BODY": f"return {op_expr(self.name, expr, v, t)};",
+            "BODY": f"return {op_expr(self.name, self.row, dt, v, t)};",
             "ITEM": item,
             "HELPERS": "",
         })
@@ -418,7 +410,6 @@ class Elementwise(BuiltinKernel):
         lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
                      f"out: array<{v}>;")
         operands = ("x", "y")[:arity]
-        expr = self.expr if dt.is_float else self.int_expr
         src = shaders.render(shaders.load("elementwise/elementwise.wgsl"), {
             "ENABLE": shaders.enable_directives([t]),
             "T": t,
@@ -430,7 +421,7 @@ class Elementwise(BuiltinKernel):
             "U": self.per_invocation,
             "ARGS": ("", f"x: {v}", f"x: {v}, y: {v}")[arity],
             "CALL": ("", "a[i]", "a[i], b[i]")[arity],
-            "EXPR": op_expr(self.name, expr, v, t),
+            "EXPR": op_expr(self.name, self.row, dt, v, t),
             "PACKED": dt.packed,
             "OPERANDS": ", ".join(operands),
             "LANES": ", ".join(f"({n} >> s) & m" for n in operands),
@@ -451,11 +442,9 @@ class Elementwise(BuiltinKernel):
 class Relu(Elementwise):
     def __init__(self):
         # a nan stays nan (tested by its bits: see wgsl_is_nan)
-        super().__init__("relu", 1, "select(select(select(x * p.p0, ${V}(0), p.p0 == ${T}(0)), "
-                         "x, x > ${V}(0)), x, ${nan_x})",
-                         SIGNED, Param("slope", "T", 0.0, "negative-side slope (leaky ReLU)"),
-                         int_expr="max(x, ${V}(0))",
-                         description="max(x, 0), or x * slope for x < 0 (leaky ReLU)")
+        super().__init__("relu", OPS["relu"], param=Param(
+            "slope", "T", 0.0, "negative-side slope (leaky ReLU)"),
+            description=OPS["relu"].description)
 
     def resolve_params(self, params, dt):
         if dt.is_float:  # the slope must fit the buffer's float type exactly (no overflow)
@@ -573,7 +562,7 @@ class StridedCopy(Elementwise):
     not_in_place = "strided_copy reads other elements than the one it writes"
 
     def __init__(self):
-        super().__init__("strided_copy", 1, "x", ALL, description=(
+        super().__init__("strided_copy", OPS["identity"], description=(
             "out = a read through element strides from an element offset (a transposed, "
             "sliced or broadcast copy)"))
         self.params = (
@@ -622,22 +611,20 @@ class StridedCopy(Elementwise):
         return self._broadcast_launches(inputs, output, params, device)
 
 
+# the built-in binary kernels: registered name -> op table row
+BUILTIN_OPS = {"elementwise_add": "add", "elementwise_sub": "sub",
+               "elementwise_multiply": "mul", "elementwise_divide": "div"}
+
+
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
     strided_copy = StridedCopy()
     GATHER[:] = [strided_copy]  # base.bind gathers unaligned views with it
     return [
-        Elementwise("elementwise_add", 2, "x + y", description="out = a + b"),
-        Elementwise("elementwise_sub", 2, "x - y", description="out = a - b"),
-        Elementwise("elementwise_multiply", 2, "x * y", description="out = a * b"),
-        # x / 0 is x by WGSL's rule, but naga's GLSL output leaves it to GL, where it is
-        # undefined (llvmpipe: 0, or all ones unsigned): divide by 1 instead, on every backend
-        Elementwise("elementwise_divide", 2, "x / y",
-                    int_expr="x / select(y, ${V}(1), y == ${V}(0))",
-                    description="out = a / b (integers: truncated; x / 0 gives x, as in WGSL)"),
-        Elementwise("scale", 1, "x * p.p0", ALL, scalar, description="out = input * scalar"),
+        *(Elementwise(name, OPS[op]) for name, op in BUILTIN_OPS.items()),
+        Elementwise("scale", OPS["scale"], param=scalar, description="out = input * scalar"),
         Relu(),
-        Elementwise("fill", 0, "${V}(p.p0)", ALL, Param("value", "T", doc="the value"),
+        Elementwise("fill", OPS["fill"], param=Param("value", "T", doc="the value"),
                     description="out[...] = value"),
         Transpose(),
         Copy(),

@@ -14,27 +14,22 @@ import numpy as np
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ..core import shaders
-from ..core.base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid, wgsl_is_nan
+from ..core.base import REQUIRED, BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from ..elementwise.optable import OPS
 
 FLOATS = ("f32", "f16")
 WG = 256
 MAX_RANK = 6
 
-_NAN_V = wgsl_is_nan("v", "f32")
-# Activations a kernel may apply to its result: templates of WGSL on v (f32), with ${a} and
-# ${b} the launch's alpha and beta and ${nan_v} whether v is nan. A nan stays nan, as in IEEE
-# arithmetic, numpy and onnxruntime: max, min and clamp of a nan are undefined in WGSL (0 or a
-# bound on lavapipe), so those select v where it is nan; the others compute nan from a nan.
-ACTIVATIONS = {
-    "none": "return v;",
-    "relu": "return select(max(v, 0.0), v, ${nan_v});",
-    "leaky_relu": "return select(v * ${a}, v, v >= 0.0);",
-    "clip": "return select(min(max(v, ${a}), ${b}), v, ${nan_v});",
-    "sigmoid": "return 1.0 / (1.0 + exp(-v));",
-    "hard_sigmoid": "return select(clamp(${a} * v + ${b}, 0.0, 1.0), v, ${nan_v});",
-    "hard_swish": "return v * clamp(${a} * v + ${b}, 0.0, 1.0);",
-    "tanh": "return select(tanh(clamp(v, -20.0, 20.0)), v, ${nan_v});",
-}
+_F32 = DTYPES["f32"]
+# Activations a kernel may apply to its result (f32 math, f16 stored; ${a} and ${b} the
+# launch's alpha and beta): rows of the op table. A nan stays nan, as in IEEE arithmetic, numpy
+# and onnxruntime: max, min and clamp of a nan are undefined in WGSL (0 or a bound on
+# lavapipe), so those rows select x where it is nan; the others compute nan from a nan.
+ACTIVATIONS = {"none": OPS["identity"], "relu": OPS["nn_relu"],
+               "leaky_relu": OPS["leaky_relu"], "clip": OPS["clip"],
+               "sigmoid": OPS["sigmoid"], "hard_sigmoid": OPS["hard_sigmoid"],
+               "hard_swish": OPS["hard_swish"], "tanh": OPS["tanh"]}
 # (alpha, beta) when the activation is given by name only (ONNX's defaults)
 ACTIVATION_DEFAULTS = {
     "none": (0.0, 0.0), "relu": (0.0, 0.0), "leaky_relu": (0.01, 0.0),
@@ -44,23 +39,11 @@ ACTIVATION_DEFAULTS = {
 
 
 def activation_numpy(name: str, alpha: float, beta: float, v: np.ndarray) -> np.ndarray:
-    """The activation in numpy (f64 in, f64 out): the reference the tests use."""
-    if name == "none":
-        return v
-    if name == "relu":
-        return np.maximum(v, 0)
-    if name == "leaky_relu":
-        return np.where(v >= 0, v, v * alpha)
-    if name == "clip":
-        return np.minimum(np.maximum(v, alpha), beta)
-    if name == "sigmoid":
-        return 1 / (1 + np.exp(-v))
-    if name in ("hard_sigmoid", "hard_swish"):
-        h = np.clip(alpha * v + beta, 0, 1)
-        return h if name == "hard_sigmoid" else v * h
-    if name == "tanh":
-        return np.tanh(v)
-    raise ArgumentError(f"activation: unknown {name!r}")
+    """The activation in numpy (f64 in, f64 out): its op table row's reference, which the
+    tests use."""
+    if name not in ACTIVATIONS:
+        raise ArgumentError(f"activation: unknown {name!r}")
+    return ACTIVATIONS[name].reference(v, alpha, beta)
 
 
 def convert_activation(value) -> tuple[str, float, float]:
@@ -86,17 +69,16 @@ def convert_activation(value) -> tuple[str, float, float]:
     return (name, alpha, beta)
 
 
-_ACT_FN = """fn ${fname}(v: f32) -> f32 {
-    ${body}
+_ACT_FN = """fn ${fname}(x: f32) -> f32 {
+    return ${body};
 }
 """
 
 
 def act_fn(fname: str, act: str, a: str, b: str) -> str:
-    """WGSL ``fn fname(v: f32) -> f32`` applying activation ``act`` with alpha = a, beta = b
+    """WGSL ``fn fname(x: f32) -> f32`` applying activation ``act`` with alpha = a, beta = b
     (WGSL expressions, e.g. uniform fields)."""
-    body = shaders.render(ACTIVATIONS[act], {"a": a, "b": b, "nan_v": _NAN_V},
-                          name=f"activation {act}")
+    body = ACTIVATIONS[act].expr(_F32, "f32", "f32", a=a, b=b, where=f"activation {act}")
     return shaders.render(_ACT_FN, {"fname": fname, "body": body}, name="act_fn")
 
 
@@ -281,11 +263,9 @@ class Activation(NNKernel):
 
 
 # -- broadcasting binaries -------------------------------------------------------------------------
-# max and min of a nan are nan, as numpy's maximum and minimum (x + y: nan when either is)
-_EITHER_NAN = "max(bitcast<u32>(x) & 0x7fffffffu, bitcast<u32>(y) & 0x7fffffffu) > 0x7f800000u"
-BINARY_OPS = {"add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y",
-              "max": f"select(max(x, y), x + y, {_EITHER_NAN})",
-              "min": f"select(min(x, y), x + y, {_EITHER_NAN})", "pow": "pow(x, y)"}
+# the binary ops (f32 math): op table rows
+BINARY_OPS = {"add": OPS["add"], "sub": OPS["sub"], "mul": OPS["mul"], "div": OPS["div"],
+              "max": OPS["maximum"], "min": OPS["minimum"], "pow": OPS["pow_f32"]}
 
 
 def broadcast_shape(a, b, what: str = "nn_binary") -> tuple[int, ...]:
@@ -370,8 +350,9 @@ class Binary(NNKernel):
         for d in reversed(range(rank)):
             idx += [f"let c{d} = rem % p.d{d};", f"rem = rem / p.d{d};",
                     f"ia = ia + c{d} * p.sa{d};", f"ib = ib + c{d} * p.sb{d};"]
+        op = BINARY_OPS[c["op"]].expr(_F32, "f32", "f32", where=self.name)
         body = "\n    ".join(idx + ["let x = f32(a[ia]);", "let y = f32(b[ib]);",
-                                    f"out[i] = {t}(act({BINARY_OPS[c['op']]}));"])
+                                    f"out[i] = {t}(act({op}));"])
         src = (self.prelude(key, fields) + act_fn("act", c["act"], "p.alpha", "p.beta")
                + self.linear_main(body))
         return src, tuple(fields)

@@ -2,12 +2,12 @@
 Device for its life and on disk per adapter (name + driver + wgcompute version), and the switch
 that clears it (autotune_reset).
 
-A kernel family hands ``choose()`` its candidates and a function that times one; the winner is
-stored in ``autotune.json`` under the user cache folder (platformdirs; ``WGCOMPUTE_CACHE_DIR``
-overrides it), updated under a file lock so that several processes (a cluster's workers) can
-tune at once. Tuning runs only on real GPUs: on CPU adapters (lavapipe) timings say nothing
-about a GPU, so the family's default is used at once. ``WGCOMPUTE_AUTOTUNE=0`` disables tuning
-everywhere, ``=1`` forces it (even on lavapipe)."""
+The tuner itself is kernels/core/tuning.py: it times a kernel family's candidates before the
+kernel is bound and stores the winner here, in ``autotune.json`` under the user cache folder
+(platformdirs; ``WGCOMPUTE_CACHE_DIR`` overrides it), updated under a file lock so that several
+processes (a cluster's workers) can tune at once. Tuning runs only on real GPUs: on CPU
+adapters (lavapipe) timings say nothing about a GPU, so the family's default is used at once.
+``WGCOMPUTE_AUTOTUNE=0`` disables tuning everywhere, ``=1`` forces it (even on lavapipe)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def adapter_key(device: Device) -> str:
 
 
 def enabled(device: Device) -> bool:
-    """Whether choose() measures candidates (True on real GPUs unless WGCOMPUTE_AUTOTUNE=0)."""
+    """Whether tuning measures candidates (True on real GPUs unless WGCOMPUTE_AUTOTUNE=0)."""
     flag = os.environ.get("WGCOMPUTE_AUTOTUNE", "").strip()
     if flag == "0":
         return False
@@ -113,8 +113,9 @@ def _update(change) -> None:
         log.warning("wgcompute: could not write the autotune cache %s: %s", cache_path(), e)
 
 
-def _remember(device: Device, problem: str, best: str) -> None:
-    """Write the choice into the shared file."""
+def remember(device: Device, problem: str, best: str) -> None:
+    """Keep ``best`` as the choice for ``problem`` on ``device`` and in the shared file."""
+    device.autotune[problem] = best
     _update(lambda data: data.setdefault(adapter_key(device), {}).__setitem__(problem, best))
 
 
@@ -126,33 +127,6 @@ def lookup(device: Device, problem: str) -> str | None:
         if got is not None:
             device.autotune[problem] = got
     return got
-
-
-def choose(device: Device, problem: str, candidates: list[str], default: str, measure) -> str:
-    """The name of the configuration to use for ``problem`` (e.g. "matmul f32 large").
-
-    A remembered choice that is still a candidate wins; otherwise, if tuning is enabled,
-    ``measure(name) -> seconds`` times each candidate (a candidate that raises is skipped) and
-    the fastest is remembered; otherwise ``default``."""
-    cached = lookup(device, problem)
-    if cached in candidates:
-        return cached
-    if not enabled(device) or len(candidates) < 2:
-        return default if default in candidates else candidates[0]
-    timings = {}
-    for name in candidates:
-        try:
-            timings[name] = float(measure(name))
-        except Exception as e:  # a config the driver rejects is simply not a candidate
-            log.info("wgcompute autotune: %s candidate %s failed: %s", problem, name, e)
-    if not timings:
-        return default if default in candidates else candidates[0]
-    best = min(timings, key=timings.get)
-    log.info("wgcompute autotune: %s -> %s (%s)", problem, best,
-             ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(timings.items())))
-    device.autotune[problem] = best
-    _remember(device, problem, best)
-    return best
 
 
 def autotune_reset() -> None:

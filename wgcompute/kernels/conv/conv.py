@@ -120,7 +120,8 @@ class Conv2d(NNKernel):
                            (w[2], w[3], *params["strides"], *params["dilations"]))
 
     def _config(self, shapes, params, dtype, device) -> TileConfig | SkinnyConfig:
-        """The pinned ``_config``, else the tuned (or default) one for this layer's shape;
+        """The pinned ``_config``, else the tuned (or default) one for this layer's shape
+        (looked up: ``bind`` tunes first, in tune_problems);
         ``algo`` "gemm" keeps to the tiled kernel, "skinny" to the skinny one."""
         cfg = params.get("_config")
         if cfg is not None:
@@ -128,10 +129,18 @@ class Conv2d(NNKernel):
         problem = self._problem(shapes, params, dtype)
         if params["algo"] == "skinny":
             return conv_configs.skinny_default(problem.m, problem.n, problem.k)
-        skinny_ok = params["algo"] != "gemm"
-        return conv_configs.choose(
-            problem, device,
-            lambda c: _measure_conv(self, shapes, params, c, dtype, device), skinny_ok)
+        return conv_configs.choose(problem, device, params["algo"] != "gemm")
+
+    def tune_problems(self, inputs, output, params):
+        shapes = self.logical(inputs, output, params)
+        if params.get("_config") is not None or params["algo"] == "skinny" \
+                or self._algo(shapes, params) != "gemm":
+            return []
+        dtype, device = output.dtype, output.device
+        return [conv_configs.tune_problem(
+            self._problem(shapes, params, dtype), device,
+            lambda c: _measure_conv(self, shapes, params, c, dtype, device),
+            params["algo"] != "gemm")]
 
     def check(self, inputs, output, params):
         super().check(inputs, output, params)

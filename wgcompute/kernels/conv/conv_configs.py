@@ -1,6 +1,6 @@
 """Which kernel and tiling runs a convolution's implicit GEMM: matmul's TileConfig (shared-memory
 tiles) or a SkinnyConfig (few output columns, long K: split K inside the workgroup), by shape,
-or tuned per layer shape on a GPU (the autotuner times the candidates on the layer itself).
+or tuned per layer shape on a GPU (core/tuning.py times the candidates on the layer itself).
 
 Terms: the GEMM of a convolution has M rows (output channels of a group), N columns (output
 pixels of the whole batch) and K = input channels of a group × kernel height × width."""
@@ -11,8 +11,9 @@ import math
 import time
 from dataclasses import dataclass
 
-from ... import autotune
 from ...errors import ArgumentError
+from ..core import tuning
+from ..core.tuning import TuneProblem
 from ..matmul.matmul import CANDIDATES, TileConfig
 
 # Tiled: the default tile by output size (rows × columns of the GEMM): small outputs need
@@ -284,14 +285,18 @@ def candidates(problem: ConvProblem, device, skinny_ok: bool = True) -> list[str
     return names
 
 
-def choose(problem: ConvProblem, device, measure, skinny_ok: bool = True):
-    """The configuration for ``problem`` on ``device``: remembered, tuned (GPUs) or the
-    default. ``measure(config) -> seconds`` times one on the layer."""
-    names = candidates(problem, device, skinny_ok)
-    default = default_config(problem, device, skinny_ok).name
-    chosen = autotune.choose(device, problem.key, names, default,
-                             lambda name: measure(parse_config(name)))
-    return parse_config(chosen)
+def tune_problem(problem: ConvProblem, device, measure, skinny_ok: bool = True) -> TuneProblem:
+    """The tuner's problem for a convolution layer; ``measure(config) -> seconds`` times one
+    configuration on the layer."""
+    return TuneProblem("conv2d", problem.key, tuple(candidates(problem, device, skinny_ok)),
+                       default_config(problem, device, skinny_ok).name,
+                       lambda name: measure(parse_config(name)))
+
+
+def choose(problem: ConvProblem, device, skinny_ok: bool = True):
+    """The configuration for ``problem`` on ``device``: remembered (tuned before binding, on
+    GPUs) or the default. Looks up only."""
+    return parse_config(tuning.choice(device, tune_problem(problem, device, None, skinny_ok)))
 
 
 def time_calls(device, calls, target_s: float = 2e-3) -> float:

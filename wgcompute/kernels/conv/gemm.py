@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
-from ... import autotune
 from ...errors import ArgumentError, ShapeError
+from ..core import tuning
 from ..core.base import Launch, Param
+from ..core.tuning import TuneProblem
 from ..matmul.matmul import TileConfig
 from ..nn.nn import (
     ACTIVATION,
@@ -36,9 +37,8 @@ _TUNE_SHAPES = {"large": (128, 25088, 576), "medium": (192, 3136, 192),
 _TUNE_REVISION = 2
 
 
-def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
-    """The tile configuration for a gemm with an m × n output on ``device`` (autotuned per
-    size class)."""
+def tune_problem(kind: str, m: int, n: int, dtype: str, device) -> TuneProblem:
+    """The tuner's problem for a gemm with an m × n output on ``device`` (per size class)."""
     fits = tiled_choices(device)
     if not fits:
         raise ShapeError(f"{kind}: no tile configuration fits this adapter's limits "
@@ -48,9 +48,14 @@ def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
     names = [nm for nm in _TUNE[cls] if nm in fits] or list(fits)
     if default not in names:
         default = names[0]
-    chosen = autotune.choose(device, f"{kind} {dtype} {cls} r{_TUNE_REVISION}", names, default,
-                             lambda name: _measure(kind, fits[name], dtype, cls, device))
-    return fits[chosen]
+    return TuneProblem(kind, f"{kind} {dtype} {cls} r{_TUNE_REVISION}", tuple(names), default,
+                       lambda name: _measure(kind, fits[name], dtype, cls, device))
+
+
+def choose_config(kind: str, m: int, n: int, dtype: str, device) -> TileConfig:
+    """The tile configuration for a gemm with an m × n output on ``device``: tuned per size
+    class (looked up only: ``bind`` tunes first), or the default."""
+    return tiled_choices(device)[tuning.choice(device, tune_problem(kind, m, n, dtype, device))]
 
 
 def check_config(cfg, kind, skinny_ok: bool = False):
@@ -148,6 +153,12 @@ class Gemm(NNKernel):
             _, m, n, _ = self._dims(shapes, params)
             cfg = choose_config("gemm", m, n, "f32", device)
         return cfg
+
+    def tune_problems(self, inputs, output, params):
+        if params.get("_config") is not None:
+            return []
+        _, m, n, _ = self._dims(self.logical(inputs, output, params), params)
+        return [tune_problem("gemm", m, n, "f32", output.device)]
 
     def check(self, inputs, output, params):
         super().check(inputs, output, params)

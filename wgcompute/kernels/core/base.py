@@ -25,7 +25,7 @@ from ...errors import (
     UnsupportedDtypeError,
 )
 from ...runtime import Device, current_device
-from . import shaders
+from . import shaders, tuning
 
 REQUIRED = object()
 _UNIFORM_STRIDE = 256  # every launch's params at a 256-byte aligned offset of one buffer
@@ -195,14 +195,20 @@ class Kernel:
                  device: Device) -> list[Launch]:
         raise NotImplementedError(f"kernel {self.name} defines no grid")
 
+    def tune_problems(self, inputs, output, params) -> list:
+        """The tuning.TuneProblems whose choices ``key`` and ``passes`` will look up for these
+        buffers; ``bind`` tunes them first (when tuning is on). None by default (an empty list)."""
+        return []
+
     def passes(self, inputs, output, params):
         """Multi-pass kernels return ``(temporaries, steps)``: temporaries a list of
         (shape, dtype) buffers to allocate or numpy arrays to upload (small tables such as
         filter weights), steps a list of (kernel, input refs, output ref,
         params) run in order inside one compute pass, a ref being "in0", "in1"..., "out",
-        "tmp0"... or a Buffer the kernel keeps alive itself (a model's weights: the bound
-        dispatch holds a reference, never frees it). Inputs and output are Buffers or Metas
-        (only shape and dtype are read).
+        "tmp0"... or a persistent Buffer on the output's device that its owner keeps there
+        (registered with ``Device.state_for``: the device releases it; the bound dispatch
+        holds a reference, never frees it). Inputs and output are Buffers or Metas (only
+        shape, dtype and device are read).
         None (the default) means a single pass through render()/launches()."""
         return None
 
@@ -617,6 +623,7 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
     kernel.check(list(inputs), output, resolved)
     if not all(b._bindable() for b in inputs):
         return _bind_gathered(kernel, list(inputs), output, params, device)
+    tuning.prepare(kernel, list(inputs), output, resolved, device)  # never inside key
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
         return _bind_passes(kernel, list(inputs), output, resolved, plan, device)

@@ -1,6 +1,6 @@
 """The matmul kernel: 2-D block tiling with register blocking, vec4 loads and workgroup tiles
 (double-buffered, or single with two barriers); tile configurations per adapter chosen by the
-autotuner (autotune.py). ``_config`` pins one (tests, benchmarks/sweep_matmul.py).
+tuner (core/tuning.py, before binding). ``_config`` pins one (tests, benchmarks/sweep_matmul.py).
 
 f16 inputs have two precisions (the ``precision`` param): "f32" converts to f32 on the way
 into workgroup memory and accumulates every product in f32; "mixed" keeps f16 tiles and sums
@@ -21,11 +21,10 @@ import math
 import time
 from dataclasses import dataclass
 
-from ... import autotune
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ...runtime import Device
-from ..core import shaders
+from ..core import shaders, tuning
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 from ..core.layout import (
     MAX_DIMS,
@@ -37,6 +36,7 @@ from ..core.layout import (
     uniform_fields,
     uniform_values,
 )
+from ..core.tuning import TuneProblem
 
 FLOATS = ("f32", "f64", "f16")
 PRECISIONS = ("f32", "mixed")
@@ -448,11 +448,12 @@ class Matmul(BuiltinKernel):
         return [c for c in CANDIDATES
                 if c.fits(device, size) and (c.split == 1 or dtype in ("f32", "f16"))]
 
-    def config_for(self, m: int, n: int, k: int, dtype: str, device: Device,
-                   precision: str = "f32") -> TileConfig:
-        coop = _cooperative_matrix_config(device, dtype)
-        if coop is not None:  # pragma: no cover - no adapter can enable it with wgpu 0.32
-            return coop
+    def tune_problem(self, m: int, n: int, k: int, dtype: str, device: Device,
+                     precision: str = "f32") -> TuneProblem | None:
+        """The tuner's problem for an m × n × k product (its class's candidates that fit), or
+        None where nothing is tuned (a cooperative-matrix config)."""
+        if _cooperative_matrix_config(device, dtype) is not None:  # pragma: no cover
+            return None
         fits = self.candidates(dtype, device, precision)
         if not fits:
             raise ShapeError(f"matmul: no tile configuration fits this adapter's limits "
@@ -462,14 +463,31 @@ class Matmul(BuiltinKernel):
         default = (_MIXED_DEFAULTS if mixed else _DEFAULTS)[cls]
         wanted = (_MIXED_TUNE_SETS if mixed else _TUNE_SETS)[cls] + (default,)
         names = [c.name for c in fits if c.name in wanted] or [c.name for c in fits]
-        problem = f"matmul {dtype}{' mixed' if mixed else ''} {cls} r{_TUNE_REVISION}"
-        chosen = TileConfig.parse(autotune.choose(
-            device, problem, names, default,
-            lambda name: _measure(self, TileConfig.parse(name), dtype, cls, device, precision)))
+        return TuneProblem(
+            "matmul", f"matmul {dtype}{' mixed' if mixed else ''} {cls} r{_TUNE_REVISION}",
+            tuple(names), default,
+            lambda name: _measure(self, TileConfig.parse(name), dtype, cls, device, precision))
+
+    def tune_problems(self, inputs, output, params) -> list[TuneProblem]:
+        if params.get("_config") is not None:
+            return []
+        sh = matmul_shape(inputs[0].shape, inputs[1].shape)
+        problem = self.tune_problem(sh.m, sh.n, sh.k, output.dtype, output.device,
+                                    params.get("precision", "f32"))
+        return [problem] if problem is not None else []
+
+    def config_for(self, m: int, n: int, k: int, dtype: str, device: Device,
+                   precision: str = "f32") -> TileConfig:
+        """The tuned (or default) tile configuration; looks up only (``bind`` tunes first)."""
+        coop = _cooperative_matrix_config(device, dtype)
+        if coop is not None:  # pragma: no cover - no adapter can enable it with wgpu 0.32
+            return coop
+        problem = self.tune_problem(m, n, k, dtype, device, precision)
+        chosen = TileConfig.parse(tuning.choice(device, problem))
         if (chosen.split > 1 and dtype == "f16"
                 and m * n * 4 > device.limit("max-storage-buffer-binding-size")):
             # its f32 temporary (Matmul.passes) would not bind: the class's one-pass default
-            chosen = TileConfig.parse(default)
+            chosen = TileConfig.parse(problem.default)
         return chosen
 
     def key(self, inputs, output, params) -> PipelineKey:

@@ -319,6 +319,8 @@ class Device:
         self._hold_clocks(hold_clocks)
         self._buffers: weakref.WeakSet = weakref.WeakSet()  # live Buffers (close frees them)
         self._closables: weakref.WeakSet = weakref.WeakSet()  # streams, maps, pipelines...
+        # weakref(owner) -> the state it keeps on this device (state_for): never keyed by id()
+        self._states: dict = {}
         self._lock = threading.RLock()
         # One entry per thread between its check of the device and its submit (recording a
         # command buffer from bind groups it names by handle): close() releases nothing while
@@ -541,6 +543,29 @@ class Device:
         pipelines, surfaces register themselves."""
         self._closables.add(obj)
 
+    def state_for(self, owner, make):
+        """What ``owner`` (a model, a stream map...) keeps on this device: ``make(device)`` on
+        the first call, then the same object until the device closes (which calls its
+        ``close()``, if it has one), is lost (which forgets it) or ``drop_state(owner)``.
+        Held no longer than ``owner`` (a weak key): an upper layer's per-device weights or
+        clones are owned by the device they live on, never cached by ``id(device)``."""
+        state = self._states.get(weakref.ref(owner))  # a plain dict: this is a hot path
+        if state is None:
+            with self._lock:
+                state = self._states.get(weakref.ref(owner))
+                if state is None:
+                    self.check()  # a closed or lost device would never release it
+                    state = make(self)
+                    states = self._states  # the callback holds the dict, not the device
+                    self._states[weakref.ref(owner, lambda r: states.pop(r, None))] = state
+        return state
+
+    def drop_state(self, owner):
+        """Forget ``owner``'s state on this device and return it (None if it had none): the
+        caller releases it."""
+        with self._lock:
+            return self._states.pop(weakref.ref(owner), None)
+
     def track(self, buf) -> None:
         self._buffers.add(buf)
 
@@ -562,13 +587,16 @@ class Device:
         with self.binds_lock:
             self.binds.clear()
         self.extras.clear()
+        # forgotten, not closed: a loss can be found by a thread that holds an owner's lock
+        self._states.clear()
 
     def close(self, timeout: float | None = _CLOSE_WAIT_S) -> None:
         """Close the device: its streams finish the work they were given, then the device
         stops taking work (from then on every use of it or its objects raises DeviceError),
         waits for the threads that are recording work on it to submit it (at most 5 s), then
         waits (at most ``timeout`` s) for all submitted work, closes its stream maps,
-        pipelines and surfaces, frees its buffers and staging, stops its threads and releases
+        pipelines and surfaces and what upper layers keep on it (``state_for``), frees its
+        buffers and staging, stops its threads and releases
         the wgpu device (unless adopted with from_wgpu). Closing twice is harmless; closing
         while other threads compute on the device is safe: their work ends, or fails with
         DeviceError."""
@@ -592,6 +620,12 @@ class Device:
             _close_quietly(obj)
         if was_alive:
             self._wait_idle(timeout)
+        with self._lock:
+            states = self._states.copy()  # one C call: an owner's death cannot change it midway
+            self._states.clear()
+        for state in states.values():  # the owners' weights and bound runs, while staging is open
+            if hasattr(state, "close"):
+                _close_quietly(state)
         self.submitter.kill(self.dead)
         _forget(self)
         self.staging.close()

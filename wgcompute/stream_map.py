@@ -43,7 +43,6 @@ class _Work:
         self.params = params
         self.out_shape = out_shape
         self.out_dtype = out_dtype
-        self._pipelines: dict[int, Pipeline] = {}
         if isinstance(work, (str, Kernel)):
             self.kernel = registry.get(work)
             if len(self.kernel.inputs) != 1 or self.kernel.output is None:
@@ -62,7 +61,6 @@ class _Work:
                 raise ArgumentError("work: the pipeline needs a first stage with an input and "
                                     "a last stage with an output")
             self.pipeline = work
-            self._pipelines[id(work.device)] = work
         elif callable(work):
             if params is not None:
                 raise ArgumentError("params: only for a kernel name; a callable sets its own")
@@ -76,11 +74,11 @@ class _Work:
                                 f"Buffer or fn(inp, out), got {type(work).__name__}")
 
     def pipeline_on(self, dev: Device) -> Pipeline:
-        """The pipeline on ``dev``: the one given, or its clone there (made once)."""
-        p = self._pipelines.get(id(dev))
-        if p is None:
-            p = self._pipelines[id(dev)] = self.pipeline.clone(dev)
-        return p
+        """The pipeline on ``dev``: the one given, or its clone there (made once, kept by
+        ``dev``, which closes it)."""
+        if dev is self.pipeline.device:
+            return self.pipeline
+        return dev.state_for(self, self.pipeline.clone)
 
     def out_spec(self, inp: Buffer):
         shape = inp.shape if self.out_shape is None else self.out_shape

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..errors import (
 )
 from ..kernels import bind, registry
 from ..kernels.core.base import Kernel, Param
-from ..runtime import current_device
+from ..runtime import current_device, open_devices
 from .graph import Graph, read_onnx
 from .plan import Plan, lower
 
@@ -39,10 +40,6 @@ _FLOAT_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64}  # ONNX elem type
 def _device():
     """The device a model runs on when its inputs are numpy (the one place that asks)."""
     return current_device()
-
-
-def _device_key(device) -> int:
-    return id(device)
 
 
 # A numpy run whose input and output together are at most this many bytes keeps its staging
@@ -79,6 +76,26 @@ class _Executable:
         self.ups, self.down = None, None
 
 
+class _OnDevice:
+    """What a Model keeps on one device, registered with it (``Device.state_for``): its
+    weights, uploaded once, and its bound numpy runs per plan; closed with the device."""
+
+    def __init__(self, device):
+        self.weights: dict[str, Buffer] = {}  # constant name -> its Buffer
+        self.exes: dict = {}  # plan key -> _Executable
+
+    def close(self) -> None:
+        for exe in list(self.exes.values()):
+            with exe.lock:
+                exe.drop_staging(True)
+            for b in [*exe.inputs, exe.output]:
+                b.free()
+        self.exes.clear()
+        for b in list(self.weights.values()):
+            b.free()
+        self.weights.clear()
+
+
 class Model:
     """A neural network loaded from ONNX, run on the GPU.
 
@@ -89,7 +106,8 @@ class Model:
 
     ``m.kernel`` is the model as a kernel (one input, one output): a pipeline stage, recorded
     with the stages around it into one command buffer. Weights are uploaded once per device,
-    on first use; ``free()`` releases them."""
+    on first use, and kept by that device (closing it releases them); ``free()`` releases
+    them on every device."""
 
     def __init__(self, graph: Graph, name: str, dtype: str = "f32", source: str | None = None,
                  precision: str = "f32"):
@@ -99,10 +117,9 @@ class Model:
         self.precision = precision
         self.source = source
         self._plans: dict = {}
-        self._weights: dict[int, dict[str, Buffer]] = {}
-        self._exes: dict = {}
         self._lock = threading.RLock()
         self._kernel = None
+        self._weak_kernel = None  # the kernel of its own runs: the device's caches keep those
         self._freed = False
         self._onnx: bytes | None = None  # the model's bytes when it came from no file
 
@@ -211,9 +228,13 @@ class Model:
                     self._plans[key] = p
         return p
 
+    def _on(self, device=None) -> _OnDevice:
+        """What this model keeps on ``device`` (default: the current one)."""
+        return (device or _device()).state_for(self, _OnDevice)
+
     def _weights_for(self, device, plan: Plan) -> dict[str, Buffer]:
         """The model's constants this plan reads, uploaded once per device."""
-        cache = self._weights.setdefault(_device_key(device), {})
+        cache = device.state_for(self, _OnDevice).weights
         for s in plan.storages.values():
             if s.kind == "weight" and s.ref not in cache:
                 with self._lock:
@@ -266,6 +287,15 @@ class Model:
             self._kernel = ModelKernel(f"model:{self.name}", self)
         return self._kernel
 
+    def _own_kernel(self, plan: Plan | None = None) -> ModelKernel:
+        """The model as a kernel for the runs it binds itself: it holds the model weakly, as
+        the device keeps those runs (and their kernel) in its caches and state."""
+        if plan is not None:
+            return ModelKernel(f"model:{self.name}", weakref.proxy(self), plan=plan)
+        if self._weak_kernel is None:
+            self._weak_kernel = ModelKernel(f"model:{self.name}", weakref.proxy(self))
+        return self._weak_kernel
+
     def _arrays(self, args, kwargs) -> list:
         names = self.input_names
         if kwargs:
@@ -294,7 +324,7 @@ class Model:
                                  f"on numpy arrays, or use run()")
             from ..commands import run_kernel
 
-            return run_kernel(self.kernel, xs)
+            return run_kernel(self._own_kernel(), xs)
         outs = self.run(xs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -448,11 +478,12 @@ class Model:
 
     def _executable(self, plan: Plan) -> _Executable:
         device = _device()
-        key = (_device_key(device), plan.key)
-        exe = self._exes.get(key)
+        exes = device.state_for(self, _OnDevice).exes
+        key = plan.key
+        exe = exes.get(key)
         if exe is None:
             with self._lock:
-                exe = self._exes.get(key)
+                exe = exes.get(key)
                 if exe is None:
                     shapes = [s for s in plan.input_shapes if s is not None]
                     ins = [empty(s, dt, label=f"{self.name}:in{i}", device=device)
@@ -460,10 +491,9 @@ class Model:
                                                            strict=True))]
                     out_shape = plan.output_shape if plan.outputs[0][0] == "tensor" else (1,)
                     out = empty(out_shape, "f32", label=f"{self.name}:out", device=device)
-                    kernel = self.kernel if not self.host_inputs else \
-                        ModelKernel(f"model:{self.name}", self, plan=plan)
+                    kernel = self._own_kernel(plan if self.host_inputs else None)
                     d = bind(kernel, ins, out, None)
-                    exe = self._exes[key] = _Executable(ins, out, d, threading.Lock())
+                    exe = exes[key] = _Executable(ins, out, d, threading.Lock())
         return exe
 
     def profile(self, *inputs, repeat: int = 5, trace=None) -> list[dict]:
@@ -539,16 +569,10 @@ class Model:
         """Release the uploaded weights and bound runs (the model can no longer run)."""
         with self._lock:
             self._freed = True
-            for exe in self._exes.values():
-                with exe.lock:
-                    exe.drop_staging(True)
-                for b in [*exe.inputs, exe.output]:
-                    b.free()
-            self._exes.clear()
-            for cache in self._weights.values():
-                for b in cache.values():
-                    b.free()
-            self._weights.clear()
+            for device in open_devices():  # a closed or lost device let go of it already
+                state = device.drop_state(self)
+                if state is not None:
+                    state.close()
 
 
 def _fmt_dims(dims) -> str:

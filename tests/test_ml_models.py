@@ -133,6 +133,8 @@ def randomized(path: str, seed: int = 0):
 
 @pytest.mark.parametrize("name", ["resnet50", "squeezenet", "shufflenet", "vgg19",
                                   "densenet121", "inception_v1"])
+@pytest.mark.slow
+@pytest.mark.bigmem
 def test_light_models_with_random_weights(name):
     data = randomized(os.path.join(LIGHT, f"light_{name}.onnx"))
     # their weights are ConstantOfShape fills: a few KB that fold into up to 300 MB
@@ -226,7 +228,7 @@ def test_repeated_numpy_calls_each_see_their_own_input(monkeypatch, keep):
         x = rng.standard_normal((n, 3, 8, 8)).astype(np.float32)
         (want,) = reference(data, {"x": x})
         assert rel_err(model(x), want) < 1e-5
-    exes = list(model._exes.values())
+    exes = list(model._on().exes.values())
     assert len(exes) == 2
     assert all((e.recorded is not None and e.ups is not None) == keep for e in exes)
     up = wgc.current_device().staging.up
@@ -272,7 +274,7 @@ def test_inputs_over_a_chunk_go_up_in_pieces_in_the_one_submit(monkeypatch, keep
         assert submitter.submissions == before + 1
         assert rel_err(got, want) < 1e-4
     assert made == [1024, 1024, 1024, 768] * (1 if keep else 5)
-    (exe,) = model._exes.values()
+    (exe,) = model._on().exes.values()
     assert (exe.ups is not None) == keep
     model.free()
 

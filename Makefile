@@ -1,7 +1,8 @@
 # The two commands that matter: `make demo` (set up, run the main job) and `make test`
 # (set up, run the suite). Both work on a fresh Debian machine as root. `make test-gl` runs
 # the suite on wgpu's GL backend, `make test-portable` the core tests through wgpu-py's public
-# API only (the fallback for another wgpu version): CI runs all three (.ci/run).
+# API only (the fallback for another wgpu version): CI runs all three (.ci/run). `make
+# test-fast` is the suite without the tests marked slow, for the edit-and-run loop.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 STAMP := $(VENV)/.dev-stamp
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: setup setup-demo system demo test test-gl test-portable docs bench view lint clean
+.PHONY: setup setup-demo system demo test test-fast test-gl test-portable docs bench view lint clean
 
 setup: $(STAMP) system
 
@@ -39,13 +40,25 @@ demo:
 	  && $(BIN)/wgcompute demo; rc=$$?; \
 	  echo "make demo: set-up and demo took $$(( $$(date +%s) - start )) s"; exit $$rc
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist; one per core, at most 4: each is a
+# lavapipe device that already computes on every core). A test file runs whole on one worker,
+# so a module's fixtures (test_dask.py's cluster) are made once and its tests keep their order.
+# The run ends with the 15 slowest tests and the skips grouped by reason (tests/conftest.py).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
+
 test: setup
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# Without the tests marked slow (heavy sweeps, whole models, the CLI, examples and clusters
+# end to end, exits and leaks run thousands of times): `make test` and CI run those too.
+test-fast: setup
+	$(PYTEST) -m "not slow"
 
 # The GL backend needs Mesa's EGL and GL drivers (llvmpipe without a GPU): `system` checks.
 test-gl: export WGCOMPUTE_WITH_GL := 1
 test-gl: setup
-	WGCOMPUTE_BACKEND=gl $(BIN)/python -m pytest -q
+	WGCOMPUTE_BACKEND=gl $(PYTEST)
 
 # The core of the suite: buffers, transfers, kernels, commands, pipelines, streams, devices,
 # threads, surfaces.
@@ -55,7 +68,7 @@ PORTABLE_TESTS := $(addprefix tests/,test_buffers.py test_dtypes.py test_transfe
 	test_examples_async.py test_pipeline.py test_streams.py test_runtime.py test_errors.py \
 	test_threads.py test_surface.py)
 test-portable: setup
-	WGCOMPUTE_NATIVE=portable $(BIN)/python -m pytest -q $(PORTABLE_TESTS)
+	WGCOMPUTE_NATIVE=portable $(PYTEST) $(PORTABLE_TESTS)
 
 docs: setup
 	$(BIN)/mkdocs build --strict

@@ -1,8 +1,10 @@
 """Test setup: report the adapter, enforce the CI job's adapter, helpers shared by the suite,
 and the one way a test says what the adapter must be able to do (``needs``)."""
 
+import collections
 import functools
 import os
+import re
 import time
 
 import numpy as np
@@ -30,6 +32,12 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "computes(*params): the test computes on the dtypes its parameters of these "
         "names hold (names or numpy dtypes); it needs each one's adapter feature")
+    config.addinivalue_line(
+        "markers", "slow: a heavy sweep or end-to-end run (seconds each on lavapipe): `make "
+        "test-fast` (-m 'not slow') leaves it out, `make test` and CI run it")
+    config.addinivalue_line(
+        "markers", "bigmem: the test holds about 1 GB of host memory or more at once "
+        "(lavapipe's buffers are host memory); -m 'not bigmem' leaves it out")
 
 
 def pytest_report_header(config):
@@ -229,3 +237,39 @@ def adapter_lacks():
     """``lacks`` for tests that decide inside (e.g. per docs block): why the adapter cannot do a
     capability, or None."""
     return lacks
+
+
+# -- test ids ----------------------------------------------------------------------------------
+# `make test` runs the suite on several pytest-xdist workers; each collects the suite and they
+# must find the same test ids. An id made by repr() of an object names its memory address,
+# which differs from process to process (give such a parameter an id: pytest.param(..., id=)).
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def pytest_collection_modifyitems(items):
+    unstable = [item.nodeid for item in items if _ADDRESS.search(item.nodeid)]
+    if unstable:
+        raise pytest.UsageError(
+            f"{len(unstable)} test ids hold a memory address, so they differ between runs and "
+            f"between pytest-xdist workers (give the parameter an id): "
+            f"{', '.join(unstable[:3])}{' ...' if len(unstable) > 3 else ''}")
+
+
+# -- the end of a run: skips grouped by reason -----------------------------------------------
+# pytest's -rs lists skips per file and line; here each reason is one line with its count
+# (pyproject's addopts ask pytest for failures, errors and xfails only).
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.skipped]
+    if not skipped:
+        return
+    counts = collections.Counter(_skip_reason(r) for r in skipped)
+    terminalreporter.section(f"{len(skipped)} skipped, by reason", sep="-")
+    for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.line(f"{n:5d}  {reason}")

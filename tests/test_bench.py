@@ -50,6 +50,7 @@ def test_results_ratios_and_markdown(monkeypatch):
     assert "| add | torch | 1.000 s | 4.0 |" in md and "50%" in md
 
 
+@pytest.mark.slow
 def test_bench_inference_small_run(tmp_path, monkeypatch):
     """benchmarks/bench_inference.py end to end at tiny sizes: every wgcompute row checked
     against onnxruntime, the stream case and the per-layer profile in the JSON."""
@@ -77,6 +78,7 @@ def test_bench_inference_small_run(tmp_path, monkeypatch):
         assert len(data["profiles"]["1"]) == 55
 
 
+@pytest.mark.slow
 def test_probe_conv_tiles_times_each_implicit_gemm_layer(tmp_path, monkeypatch):
     """benchmarks/probe_conv_tiles.py at a tiny size: one row per distinct implicit-GEMM
     convolution of MobileNetV2 (its 36 non-depthwise ones, counted), each timed with the
@@ -102,6 +104,7 @@ def test_probe_conv_tiles_times_each_implicit_gemm_layer(tmp_path, monkeypatch):
     assert e.value.code == 2
 
 
+@pytest.mark.slow
 def test_bench_multi_small_spreads_over_devices_and_checks_results(tmp_path, monkeypatch):
     """The data-parallel benchmark at lavapipe sizes: stream_map over one and two logical
     devices gives the float64 reference's results (and MobileNetV2's, where onnx is there)."""

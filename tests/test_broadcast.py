@@ -108,6 +108,8 @@ def test_launches_split_over_the_binding_limit(dt, rng, monkeypatch):
     check(got, reference("sub", r, row), dt, "sub")
 
 
+@pytest.mark.slow
+@pytest.mark.bigmem
 def test_broadcast_past_the_real_binding_limit():
     """136 MB of f32 output: more than lavapipe's 128 MiB max binding."""
     n = 34 * 1024 * 1024

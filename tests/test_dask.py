@@ -25,7 +25,7 @@ da = pytest.importorskip("dask.array", reason="needs wgcompute[dask]")
 
 from wgcompute.cli import main  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # a cluster of 2 processes
 F32_ATOL = 2e-5
 SCIPY_MODE = {"clamp": "nearest", "reflect": "reflect", "zero": "constant"}
 

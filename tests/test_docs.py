@@ -61,6 +61,7 @@ FILES = doc_files()
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(f.relative_to(ROOT)) for f in FILES])
+@pytest.mark.slow
 def test_python_blocks_run(path, monkeypatch, adapter_lacks):
     blocks = list(python_blocks(path))
     if not blocks:
@@ -103,6 +104,7 @@ def test_the_guides_exist_and_have_code():
 
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
                     reason="mkdocs is not installed (pip install -e '.[dev]' installs it)")
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
                         str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,

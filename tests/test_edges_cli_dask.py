@@ -137,6 +137,7 @@ def test_infer_batch_larger_than_the_images_is_clamped(tmp_path, capsys):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_infer_workers_carry_a_models_external_data(tmp_path, capsys, monkeypatch):
     """A model whose weights live in a file beside it, classified on a worker process whose
     working directory holds a decoy file of the same name: the worker computes what this

@@ -350,7 +350,8 @@ def _bufs(*arrays):
     return [wgc.from_numpy(np.asarray(a, np.float32)) for a in arrays]
 
 
-BAD_FLAGS = ["no", "yes", 2, -1, 0.0, None, object(), np.array([True])]
+BAD_FLAGS = ["no", "yes", 2, -1, 0.0, None, pytest.param(object(), id="object()"),
+             np.array([True])]
 
 
 @pytest.mark.parametrize("bad", BAD_FLAGS, ids=repr)
@@ -412,6 +413,7 @@ def over_binding():
     b.free()
 
 
+@pytest.mark.bigmem
 def test_sum_past_the_binding_limit(over_binding):
     x, b = over_binding
     for op in ("sum", "mean"):

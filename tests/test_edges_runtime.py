@@ -418,6 +418,7 @@ print(json.dumps({"counts": counts, "wrong": wrong, "hung": hung}))
 '''
 
 
+@pytest.mark.slow
 def test_close_under_recording_threads_never_aborts_the_process():
     """Device.close() while six threads record and submit on the device (operators, reads,
     pipeline runs and submits, streams, writes), thirty times, in a child process so that a

@@ -134,6 +134,7 @@ def test_no_internal_words_reach_users():
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(),
                     reason="builds the wheel from a source checkout; this is a copy of the "
                            "tests beside an installed wheel (the GPU runs)")
+@pytest.mark.slow
 def test_the_wheel_ships_py_typed_and_the_shaders(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
                         str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)

@@ -168,6 +168,7 @@ def _main(capsys, *args):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_infer_workers_gives_the_bytes_of_one_process(model_path, tmp_path, capsys):
     """Batches of 2 (the last padded) with a corrupt image among the good ones: the same
     JSON, byte for byte, from 2 worker processes as from this one, the same failure report
@@ -212,6 +213,7 @@ def cluster():
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_infer_on_a_scheduler_with_a_worker_killed_mid_run(model_path, tmp_path, capsys,
                                                             cluster):
     """A worker SIGKILLed while it classifies: Dask runs its batches again on the other, and

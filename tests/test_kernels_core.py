@@ -17,6 +17,7 @@ BINARY = {
 SMALL = [0, 1, 3, 255, 257]
 MEDIUM = 1_000_003
 PAST_GRID = 65_535 * 256 + 3  # one 1-D dispatch of 256-wide workgroups cannot cover this
+PAST_GRID_MARKS = (pytest.mark.slow, pytest.mark.bigmem)  # 16.7M elements: seconds, 0.5 GB
 BIG_DTYPES = ("f32", "u8")  # the sizes past the grid limit run for these only (time budget)
 
 # Relative tolerance per float dtype for + - * (WGSL: correctly rounded, half an ULP) and
@@ -78,7 +79,7 @@ def binary_cases():
             for n in SMALL + [MEDIUM]:
                 yield name, dt, n
             if dt in BIG_DTYPES:
-                yield name, dt, PAST_GRID
+                yield pytest.param(name, dt, PAST_GRID, marks=PAST_GRID_MARKS)
 
 
 @pytest.mark.parametrize("name,dt,n", list(binary_cases()))
@@ -138,7 +139,7 @@ def scale_cases():
         for n in SMALL + [MEDIUM]:
             yield dt, n
         if dt in BIG_DTYPES:
-            yield dt, PAST_GRID
+            yield pytest.param(dt, PAST_GRID, marks=PAST_GRID_MARKS)
 
 
 @pytest.mark.parametrize("dt,n", list(scale_cases()))
@@ -157,8 +158,8 @@ def relu_cases():
             yield dt, n, 0.0
             if _np(dt).kind == "f":
                 yield dt, n, 0.1
-    yield "f32", PAST_GRID, 0.0
-    yield "f32", PAST_GRID, 0.25
+    yield pytest.param("f32", PAST_GRID, 0.0, marks=PAST_GRID_MARKS)
+    yield pytest.param("f32", PAST_GRID, 0.25, marks=PAST_GRID_MARKS)
 
 
 @pytest.mark.parametrize("dt,n,slope", list(relu_cases()))
@@ -214,6 +215,8 @@ def test_matmul_empty_dimensions():
     assert wgc.matmul(a, b, out).to_numpy().tolist() == [[0.0] * 3] * 2  # empty sum is 0
 
 
+@pytest.mark.slow
+@pytest.mark.bigmem
 def test_add_64m_f32_past_the_binding_limit():
     """64M f32 = 256 MiB per buffer: more than lavapipe's 128 MiB max binding, so the add
     runs over chunked bind ranges. Values differ per element so a wrong chunk offset shows."""

@@ -151,6 +151,7 @@ def ops():
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_no_growth_per_1000_operations(ops, kind):
     g = growth(getattr(ops, kind), warmup=WARMUPS.get(kind, WARMUP))
     assert g.ok(), f"{kind}: {g}"

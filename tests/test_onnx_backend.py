@@ -169,7 +169,9 @@ def outcome(name: str) -> tuple[str, str]:
 _RUN = sorted(n for n in CASES if _excluded(n) is None)
 
 
-@pytest.mark.parametrize("name", _RUN)
+# the "real" models take seconds each and up to 1.5 GB (VGG-19's folded weights)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=(pytest.mark.slow, pytest.mark.bigmem))
+                                  if CASES[n].kind == "real" else n for n in _RUN])
 def test_backend_case(name):
     kind, detail = outcome(name)
     if kind == "refused":

@@ -214,6 +214,7 @@ SCATTERED = "x = da.from_delayed(client.scatter(a), a.shape, a.dtype).rechunk((2
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_the_documented_way_to_give_a_cluster_an_array_sends_it_once():
     """docs/guide/dask.md: from_array puts the numpy array inside every graph computed from it
     (distributed warns past 10 MB, each compute); scattered, it travels once."""

@@ -223,6 +223,7 @@ def _kernel_for(name: str):
     return registry.get(name)
 
 
+@pytest.mark.slow
 def test_every_builtin_shader_agrees_with_its_kernel():
     """Reflection of each rendered built-in shader must find the entry point the pipeline
     uses, the inputs read-only and the output read-write at bindings 0..n in the kernel's

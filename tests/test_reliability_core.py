@@ -101,6 +101,7 @@ print(json.dumps(outcomes))
 
 
 @pytest.mark.parametrize("kind", ["read", "write", "run_kernel", "run_kernel_async"])
+@pytest.mark.slow
 def test_free_racing_a_use_never_aborts(kind):
     """The issue's reproducer, 50 times: each use either finishes or raises
     BufferFreedError; wgpu-native must never see a destroyed buffer."""
@@ -155,6 +156,7 @@ LOST_OPS = ["write", "write_async", "to_numpy", "read_async", "run_kernel", "run
 
 
 @pytest.mark.parametrize("op", LOST_OPS)
+@pytest.mark.slow
 def test_device_loss_never_aborts(op):
     """After gpu_device.destroy() each operation raises a DeviceError (or a WgComputeError
     caused by one): no abort, no raw wgpu error, no misleading ShaderCompileError."""
@@ -182,6 +184,7 @@ for s in ss:
 
 
 @pytest.mark.parametrize("close", [False, True], ids=["unclosed", "closed"])
+@pytest.mark.slow
 def test_exit_after_streams_is_clean(close):
     """The issue's snippet, 24 interpreters, three at a time: each must exit 0 (it crashed
     with SIGSEGV/SIGILL at exit in about one run in five to fifteen; closing the streams
@@ -334,6 +337,8 @@ print(json.dumps(res))
 
 
 @pytest.mark.needs("map-failure-survived")
+@pytest.mark.slow
+@pytest.mark.bigmem
 def test_transfers_under_memory_pressure_raise_wgcompute_errors():
     """256 MiB transfers with ~96 MiB of address space left (an RLIMIT_AS cap): staging and
     host arrays cannot be made. Each transfer raises a WgComputeError (was: a raw

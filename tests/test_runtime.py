@@ -246,6 +246,7 @@ def test_a_device_lost_under_stream_map_ends_the_iteration_with_the_loss():
     d.close()
 
 
+@pytest.mark.slow
 def test_the_default_device_reopens_after_it_is_lost():
     r = _run("import wgcompute as wgc\n"
              "a = wgc.buffer([1.0, 2.0])\n"
@@ -353,6 +354,7 @@ def test_gl_and_vulkan_devices_compute_side_by_side(rng):
             np.testing.assert_array_equal(wgc.relu(x).to_numpy(), np.maximum(a, 0))
 
 
+@pytest.mark.slow
 def test_asking_for_adapters_while_a_gl_device_works_never_aborts():
     """wgpu's GL backend aborts the process (EGL BadAccess) when adapters are enumerated or
     requested while one of its devices works in another thread: wgcompute asks wgpu once.
@@ -386,6 +388,7 @@ def test_asking_for_adapters_while_a_gl_device_works_never_aborts():
     assert r.stdout.strip() == "ok 40 True"
 
 
+@pytest.mark.slow
 def test_exit_with_unclosed_streams_never_crashes():
     code = ("import numpy as np, wgcompute as wgc\n"
             "ss = [wgc.create_stream() for _ in range(4)]\n"

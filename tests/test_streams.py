@@ -494,6 +494,7 @@ def test_all_seven_stream_examples_are_here():
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.slow
 def test_stream_example_runs(name, tmp_path):
     """Each example checks its own results against numpy, prints a Gantt chart and its total
     time, and writes a PNG timeline."""

@@ -386,6 +386,7 @@ WINDOW_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.needs("window-surface")
+@pytest.mark.slow
 def test_glfw_window_under_xvfb(xvfb_display):
     env = dict(os.environ, DISPLAY=xvfb_display, XDG_RUNTIME_DIR="/tmp")
     env.pop("WAYLAND_DISPLAY", None)

@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 import wgcompute as wgc
 
@@ -104,6 +105,7 @@ def run_threads(threads: int = THREADS, timeout: float = 600) -> dict:
             "errors": errors, "hung": hung, "seconds": time.perf_counter() - t0}
 
 
+@pytest.mark.slow
 def test_eight_threads_times_400_mixed_operations():
     r = run_threads()
     assert r["hung"] == 0, f"{r['hung']} threads still running after 600 s (deadlock?)"

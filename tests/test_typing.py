@@ -20,6 +20,7 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_pyright_finds_no_error():
     pyright = shutil.which("pyright")
     if pyright is None:
@@ -30,6 +31,7 @@ def test_pyright_finds_no_error():
     assert "0 errors" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_mypy_finds_no_error(tmp_path):
     try:
         import mypy  # noqa: F401

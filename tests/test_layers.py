@@ -1,5 +1,6 @@
 """Imports point down only (ARCHITECTURE.md's layer table), read from each module's source
-with ast: module-level imports strictly, lazy (in-function) ones too unless listed below."""
+with ast: module-level and lazy (in-function) imports alike, unless listed below; and no
+import circle, lazy imports counted."""
 
 import ast
 from pathlib import Path
@@ -28,7 +29,7 @@ LAYERS = {
     "wgcompute.kernels": 7,
     "wgcompute.commands": 8,
     "wgcompute.pipeline": 9,
-    "wgcompute.recipes": 9,  # a Pipeline as data; pipeline.py reaches it lazily (same layer)
+    "wgcompute.recipes": 9,  # a Pipeline as data; installs itself into pipeline.py
     "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
     "wgcompute.surface": 10, "wgcompute.image": 10,
     "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
@@ -41,17 +42,21 @@ LAYERS = {
 APP = 15
 PUBLIC = set(wgc.__all__)
 
-# Upward imports done lazily, on purpose, each with its reason. Keep this list short.
+# Upward imports done lazily, on purpose, each with its reason. Keep this list short: an entry
+# must not close a circle (test_no_import_circle_counting_lazy_imports checks).
 ALLOWED_LAZY_UP = {
-    ("wgcompute.buffer", "wgcompute.commands"):
-        "Buffer.read_async/write_async are methods for convenience; commands does the work",
-    ("wgcompute.pipeline", "wgcompute.recipes"):
-        "a Pipeline pickles as its recipe (Pipeline.recipe, __reduce__); recipes builds them",
     ("wgcompute", "wgcompute.dask"):
-        "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask",
-    ("wgcompute.buffer", "wgcompute.array"):
-        "Buffer's operators, views, indexing and astype are methods, as numpy's; array runs "
-        "the kernels",
+        "wgc.dask is loaded on first use, so that `import wgcompute` does not import dask; "
+        "wgcompute.dask is the facade's own subpackage, loaded after the facade is complete",
+}
+
+# Upward imports under `if TYPE_CHECKING:`, for annotations only: they never run, so they
+# are no import at all (and no circle), but they still need a reason here.
+TYPE_ONLY_UP = {
+    ("wgcompute.buffer", "wgcompute.commands"):
+        "Buffer.read_async/write_async are annotated as returning Commands",
+    ("wgcompute", "wgcompute.dask"):
+        "wgc.dask, handed out by __getattr__, is spelled for type checkers",
 }
 
 # Private modules the app layer may use, each with its reason.
@@ -90,36 +95,83 @@ def known_modules() -> set[str]:
 
 
 def imports_of(path: Path):
-    """(target module, line, lazy) for each import of a wgcompute module or a window lib."""
-    for target, line, lazy, _names in imports_with_names(path):
-        yield target, line, lazy
+    """(target module, line, lazy) for each import of a wgcompute module or a window lib that
+    runs (at module level, or lazily in a function)."""
+    for target, line, when, _names in imports_with_names(path):
+        if when != TYPING:
+            yield target, line, when == LAZY
+
+
+MODULE, LAZY, TYPING = "module", "lazy", "typing"  # when an import runs: see _import_nodes
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_nodes(tree: ast.Module):
+    """(node, when) for each import statement and importlib.import_module("...") call: MODULE
+    when it runs as the module is imported (at top level, or in a top-level if/try/class),
+    LAZY when a function runs, TYPING never (under `if TYPE_CHECKING:`)."""
+    def walk(nodes, when):
+        for node in nodes:
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                yield from walk(node.body, TYPING)
+                yield from walk(node.orelse, when)
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node, when
+            elif (isinstance(node, ast.Call) and node.args
+                  and isinstance(node.args[0], ast.Constant)
+                  and isinstance(node.args[0].value, str)
+                  and (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+                       or isinstance(node.func, ast.Name) and node.func.id == "import_module")):
+                yield node, when
+            inner = when
+            if when == MODULE and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.Lambda)):
+                inner = LAZY
+            yield from walk(ast.iter_child_nodes(node), inner)
+
+    yield from walk(tree.body, MODULE)
+
+
+def _resolve(package: str, level: int, module: str | None) -> str:
+    if not level:
+        return module or ""
+    base = package.split(".")
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
 
 
 def imports_with_names(path: Path):
-    """(target module, line, lazy, names taken from it: () for a whole module)."""
+    """(target module, line, when: MODULE, LAZY or TYPING, names taken from it: () for a
+    whole module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     me = module_name(path)
     package = me if is_package(path) else me.rpartition(".")[0]
     modules = known_modules()
-    top_level = {id(n) for n in tree.body}
-    for node in ast.walk(tree):
-        lazy = id(node) not in top_level
+    for node, when in _import_nodes(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                yield a.name, node.lineno, lazy, ()
+                yield a.name, node.lineno, when, ()
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                base = ".".join(base + ([node.module] if node.module else []))
-            else:
-                base = node.module
+            base = _resolve(package, node.level, node.module)
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 if sub in modules:
-                    yield sub, node.lineno, lazy, ()
+                    yield sub, node.lineno, when, ()
                 else:
-                    yield base, node.lineno, lazy, (a.name,)
+                    yield base, node.lineno, when, (a.name,)
+        else:  # importlib.import_module("name") or ("..name", __name__ / __package__)
+            name = node.args[0].value
+            level = len(name) - len(name.lstrip("."))
+            anchor = node.args[1] if len(node.args) > 1 else None
+            if level and isinstance(anchor, ast.Name):
+                pkg = me if anchor.id == "__name__" else package
+                name = _resolve(pkg, level, name[level:] or None)
+            yield name, node.lineno, when, ()
 
 
 SOURCES = sorted(PKG.rglob("*.py"))
@@ -132,7 +184,7 @@ def test_imports_point_down(path):
     assert mine is not None, (f"{me} is in no layer: place it in tests/test_layers.py's LAYERS "
                               f"(and in ARCHITECTURE.md's table)")
     problems = []
-    for target, line, lazy, names in imports_with_names(path):
+    for target, line, when, names in imports_with_names(path):
         if not (target == "wgcompute" or target.startswith("wgcompute.")):
             continue
         theirs = layer_of(target)
@@ -149,8 +201,9 @@ def test_imports_point_down(path):
                                 f"{', '.join(private) or 'the module'} from {target}; use "
                                 f"the public names of `wgcompute` only")
             continue
-        if theirs > mine and not (lazy and (me, target) in ALLOWED_LAZY_UP):
-            how = "lazily " if lazy else ""
+        allowed = ALLOWED_LAZY_UP if when == LAZY else TYPE_ONLY_UP if when == TYPING else {}
+        if theirs > mine and (me, target) not in allowed:
+            how = {LAZY: "lazily ", TYPING: "for type checkers ", MODULE: ""}[when]
             problems.append(f"line {line}: layer {mine} {how}imports {target} (layer {theirs})")
     assert not problems, f"{me}:\n  " + "\n  ".join(problems)
 
@@ -182,13 +235,14 @@ def test_importing_wgcompute_loads_no_window_library():
 
 def test_the_allowed_lazy_imports_still_exist():
     """An exception that is no longer needed is removed from the list."""
-    found = set()
+    found = {LAZY: set(), TYPING: set()}
     for path in SOURCES:
         me = module_name(path)
-        for target, _, lazy in imports_of(path):
-            if lazy and (me, target) in ALLOWED_LAZY_UP:
-                found.add((me, target))
-    assert found == set(ALLOWED_LAZY_UP)
+        for target, _, when, _names in imports_with_names(path):
+            if when in found:
+                found[when].add((me, target))
+    assert found[LAZY] & set(ALLOWED_LAZY_UP) == set(ALLOWED_LAZY_UP)
+    assert found[TYPING] & set(TYPE_ONLY_UP) == set(TYPE_ONLY_UP)
 
 
 # -- the wall around wgpu's internals -------------------------------------------------------------
@@ -236,22 +290,32 @@ def test_the_wall_test_would_catch_a_leak(tmp_path):
 
 # -- no import circles ----------------------------------------------------------------------------
 
-def _graph(include_lazy: bool) -> dict[str, set[str]]:
+def _graph(include_lazy: bool) -> dict[str, dict[str, tuple[int, str]]]:
+    """module -> {module it imports: (line, when)}: what runs, so no TYPING imports. One kind
+    of edge is left out: a package's __init__ importing its own submodule lazily (wgc.dask on
+    first use, _native choosing its backend). Python imports a package before any of its
+    submodules, so the submodule needs the package loaded anyway and may use it; by the time
+    the package's function runs, the package is complete. A package importing its submodules
+    at module level is kept: that is the path its users' imports take."""
     modules = known_modules()
-    graph: dict[str, set[str]] = {m: set() for m in modules}
+    packages = {module_name(p) for p in SOURCES if is_package(p)}
+    graph: dict[str, dict[str, tuple[int, str]]] = {m: {} for m in modules}
     for path in SOURCES:
         me = module_name(path)
-        for target, _line, lazy, _names in imports_with_names(path):
-            if lazy and not include_lazy:
+        for target, line, when, _names in imports_with_names(path):
+            if when == TYPING or (when == LAZY and not include_lazy):
                 continue
             while target not in modules and "." in target:
                 target = target.rpartition(".")[0]  # a name imported from a module
-            if target in modules and target != me and not me.startswith(target + "."):
-                graph[me].add(target)
+            if target not in modules or target == me:
+                continue
+            if when == LAZY and me in packages and target.startswith(me + "."):
+                continue
+            graph[me].setdefault(target, (line, when))
     return graph
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def _cycle(graph) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -277,22 +341,100 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_circle_at_module_level():
-    circle = _cycle(_graph(include_lazy=False))
-    assert circle is None, "import circle: " + " -> ".join(circle)
+def _circles(graph) -> list[list[str]]:
+    """The modules of each import circle (strongly connected part of more than one module)."""
+    reach = {n: set(graph.get(n, ())) for n in graph}
+    for n in graph:  # transitive closure: the package is small, this stays fast
+        todo = list(reach[n])
+        while todo:
+            m = todo.pop()
+            for k in graph.get(m, ()):
+                if k not in reach[n]:
+                    reach[n].add(k)
+                    todo.append(k)
+    seen: set[str] = set()
+    out = []
+    for n in sorted(graph):
+        if n in seen or n not in reach[n]:
+            continue
+        part = sorted(m for m in reach[n] if n in reach.get(m, ()))
+        seen.update(part)
+        out.append(part)
+    return out
 
 
-def test_no_import_circle_even_counting_lazy_imports_except_the_listed_ones():
-    graph = _graph(include_lazy=True)
-    for (low, high), _why in ALLOWED_LAZY_UP.items():
-        graph.get(low, set()).discard(high)
-    # a package's __init__ importing its own submodules is not a circle
-    for name in list(graph):
-        graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+def _describe(graph) -> str:
     circle = _cycle(graph)
-    assert circle is None, "import circle: " + " -> ".join(circle)
+    if circle is None:
+        return ""
+    steps = []
+    for a, b in zip(circle, circle[1:]):
+        line, when = graph[a][b]
+        steps.append(f"  {a} line {line}{' (in a function)' if when == LAZY else ''} -> {b}")
+    parts = "; ".join(f"{len(p)} modules: {', '.join(p)}" for p in _circles(graph))
+    return "import circle:\n" + "\n".join(steps) + f"\ncircles ({parts})"
+
+
+def test_no_import_circle_at_module_level():
+    graph = _graph(include_lazy=False)
+    assert _cycle(graph) is None, _describe(graph)
+
+
+def test_no_import_circle_counting_lazy_imports():
+    """Every import that runs counts, in a function or not: a lower module needing an upper
+    one is inverted (the upper one installs what the lower one calls), never imported lazily."""
+    graph = _graph(include_lazy=True)
+    assert _cycle(graph) is None, _describe(graph)
 
 
 def test_the_circle_finder_finds_one():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+    assert _circles({"a": {"b"}, "b": {"a", "c"}, "c": set(), "d": {"d"}}) == [["a", "b"],
+                                                                                ["d"]]
+
+
+def test_lazy_and_type_only_imports_are_told_apart(tmp_path):
+    pkg = tmp_path / "wgcompute"
+    pkg.mkdir()
+    for name in ("errors", "array"):
+        (pkg / f"{name}.py").write_text("")
+    src = pkg / "probe.py"
+    src.write_text("from typing import TYPE_CHECKING\n"
+                   "from . import errors\n"
+                   "if TYPE_CHECKING:\n    from .commands import Command\n"
+                   "try:\n    import numpy\nexcept ImportError:\n    pass\n"
+                   "def f():\n    from . import array\n"
+                   "    return importlib.import_module('.ml', __package__)\n")
+    global PKG
+    saved, PKG = PKG, tmp_path / "wgcompute"
+    try:
+        found = [(t, w) for t, _, w, _ in imports_with_names(src)]
+    finally:
+        PKG = saved
+    assert found == [("typing", MODULE), ("wgcompute.errors", MODULE),
+                     ("wgcompute.commands", TYPING), ("numpy", MODULE),
+                     ("wgcompute.array", LAZY), ("wgcompute.ml", LAZY)]
+
+
+def test_the_layers_above_install_what_the_lower_ones_call():
+    """buffer.py and pipeline.py import nothing above them: array, commands and recipes
+    install themselves there when imported, which `import wgcompute` does."""
+    import sys
+
+    buffer, pipeline = sys.modules["wgcompute.buffer"], sys.modules["wgcompute.pipeline"]
+    assert buffer._array is sys.modules["wgcompute.array"]
+    assert buffer._commands is sys.modules["wgcompute.commands"]
+    assert pipeline._recipes is sys.modules["wgcompute.recipes"]
+    a = wgc.buffer([1.0, 2.0], dtype="f32")
+    assert (a + a).to_numpy().tolist() == [2.0, 4.0]
+    assert a.read_async().wait().tolist() == [1.0, 2.0]
+
+
+def test_a_layer_not_installed_yet_is_a_clear_error():
+    from wgcompute.buffer import NotInstalled
+
+    slot = NotInstalled("wgcompute.array", "a Buffer's operators")
+    with pytest.raises(wgc.WgComputeError, match=r"a Buffer's operators need wgcompute\.array"
+                                                 r", which is not imported yet"):
+        slot.binary("add", None, None)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import array as _array
 from . import image  # wgc.image: image files, numpy conversions, --pipeline text
+from . import recipes as _recipes  # noqa: F401 - installs Pipeline.recipe() and pickling
 from ._version import __version__
 from .array import astype
 from .buffer import (

@@ -3,10 +3,12 @@ by an explicit casting), and the numpy-style operators, views and indexing of Bu
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import transfers
-from .buffer import Buffer, check_buffer, empty, result_buffer
+from .buffer import Buffer, check_buffer, empty, install_array_ops, result_buffer
 from .commands import run_kernel
 from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
@@ -439,3 +441,8 @@ def inplace(op: str, a: Buffer, b) -> Buffer:
     if op == "mul":
         return run_kernel("scale", [a], a, {"scalar": s})
     return run_kernel(array_op(op, 1, scalar=True), [a], a, {"scalar": s})
+
+
+# Buffer's operators, views, indexing, reductions and astype call this module (buffer.py sits
+# below it, so it cannot import it)
+install_array_ops(sys.modules[__name__])

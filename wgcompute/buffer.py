@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import numpy as np
 import wgpu
@@ -15,7 +15,14 @@ from . import transfers
 from ._pools import result_class
 from .dtypes import DType, convert_exact, list_to_array
 from .dtypes import dtype as resolve_dtype
-from .errors import ArgumentError, BufferFreedError, DeviceError, DtypeError, ShapeError
+from .errors import (
+    ArgumentError,
+    BufferFreedError,
+    DeviceError,
+    DtypeError,
+    ShapeError,
+    WgComputeError,
+)
 from .runtime import Device, resolve
 
 if TYPE_CHECKING:  # commands sit above buffers: named for type checkers only
@@ -24,6 +31,72 @@ if TYPE_CHECKING:  # commands sit above buffers: named for type checkers only
 _USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 _ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
 _RAW_FORMATS = ("B", "b", "c")  # memoryviews of these are raw bytes; others carry values
+
+# -- the layers above, installed from above ------------------------------------------------
+# A Buffer's operators, views, indexing, reductions and astype are methods, as numpy's, and so
+# are read_async/write_async; the work is done above this layer (array.py runs the kernels,
+# commands.py submits). Each of those modules installs itself here when imported, and
+# wgcompute's __init__ imports both, so this module imports nothing above it.
+class ArrayOps(Protocol):
+    """What Buffer's array methods call: wgcompute.array, installed by it."""
+
+    def binary(self, op: str, a: Buffer, b: Any, reflected: bool = False) -> Buffer: ...
+    def inplace(self, op: str, a: Buffer, b: Any) -> Buffer: ...
+    def unary(self, op: str, a: Buffer) -> Buffer: ...
+    def matmul_op(self, a: Buffer, b: Any, reflected: bool = False) -> Buffer: ...
+    def reduction(self, name: str, x: Buffer, axis: Any, keepdims: bool,
+                  out: Buffer | None) -> Buffer: ...
+    def reshape(self, x: Buffer, shape: Any) -> Buffer: ...
+    def view(self, x: Buffer, dtype: Any = None) -> Buffer: ...
+    def getitem(self, x: Buffer, key: Any) -> Buffer: ...
+    def copy(self, x: Buffer) -> Buffer: ...
+    def item(self, x: Buffer) -> Any: ...
+    def transpose(self, a: Buffer, out: Buffer | None = None, *, axes: Any = None
+                  ) -> Buffer: ...
+    def astype(self, x: Buffer, dtype: Any, *, rounding: str | None = None,
+               casting: str = "exact") -> Buffer: ...
+
+
+class AsyncTransfers(Protocol):
+    """What Buffer.read_async/write_async call: wgcompute.commands, installed by it."""
+
+    def read_async(self, buf: Buffer) -> HostCommand: ...
+    def write_async(self, buf: Buffer, data: Any) -> Command[Buffer]: ...
+
+
+class NotInstalled:
+    """Holds the place of a layer above until it installs itself: any use is an error that
+    says which module to import (only code that imports wgcompute.buffer by itself, without
+    the package's __init__, can see it)."""
+
+    __slots__ = ("_module", "_what")
+
+    def __init__(self, module: str, what: str):
+        self._module = module
+        self._what = what
+
+    def __getattr__(self, name: str):
+        raise WgComputeError(f"{self._what} need {self._module}, which is not imported yet; "
+                             f"`import wgcompute` first")
+
+
+_array: ArrayOps = NotInstalled(  # type: ignore[assignment]
+    "wgcompute.array", "a Buffer's operators, views, indexing, reductions and astype")
+_commands: AsyncTransfers = NotInstalled(  # type: ignore[assignment]
+    "wgcompute.commands", "Buffer.read_async and write_async")
+
+
+def install_array_ops(ops: ArrayOps) -> None:
+    """Called by wgcompute.array as it is imported."""
+    global _array
+    _array = ops
+
+
+def install_async_transfers(ops: AsyncTransfers) -> None:
+    """Called by wgcompute.commands as it is imported."""
+    global _commands
+    _commands = ops
+
 
 _live_lock = threading.Lock()
 _live_count = 0
@@ -321,135 +394,103 @@ class Buffer:
     # GPU back. float(), int() and item() are reads (they block); bool() refuses, since it
     # would read behind `if` and `and`.
     def __add__(self, other) -> Buffer:
-        from . import array
-        return array.binary("add", self, other)
+        return _array.binary("add", self, other)
 
     def __radd__(self, other) -> Buffer:
-        from . import array
-        return array.binary("add", self, other, reflected=True)
+        return _array.binary("add", self, other, reflected=True)
 
     def __sub__(self, other) -> Buffer:
-        from . import array
-        return array.binary("sub", self, other)
+        return _array.binary("sub", self, other)
 
     def __rsub__(self, other) -> Buffer:
-        from . import array
-        return array.binary("sub", self, other, reflected=True)
+        return _array.binary("sub", self, other, reflected=True)
 
     def __mul__(self, other) -> Buffer:
-        from . import array
-        return array.binary("mul", self, other)
+        return _array.binary("mul", self, other)
 
     def __rmul__(self, other) -> Buffer:
-        from . import array
-        return array.binary("mul", self, other, reflected=True)
+        return _array.binary("mul", self, other, reflected=True)
 
     def __truediv__(self, other) -> Buffer:
-        from . import array
-        return array.binary("div", self, other)
+        return _array.binary("div", self, other)
 
     def __rtruediv__(self, other) -> Buffer:
-        from . import array
-        return array.binary("div", self, other, reflected=True)
+        return _array.binary("div", self, other, reflected=True)
 
     def __floordiv__(self, other) -> Buffer:
-        from . import array
-        return array.binary("floordiv", self, other)
+        return _array.binary("floordiv", self, other)
 
     def __rfloordiv__(self, other) -> Buffer:
-        from . import array
-        return array.binary("floordiv", self, other, reflected=True)
+        return _array.binary("floordiv", self, other, reflected=True)
 
     def __mod__(self, other) -> Buffer:
-        from . import array
-        return array.binary("mod", self, other)
+        return _array.binary("mod", self, other)
 
     def __rmod__(self, other) -> Buffer:
-        from . import array
-        return array.binary("mod", self, other, reflected=True)
+        return _array.binary("mod", self, other, reflected=True)
 
     def __pow__(self, other, modulo=None) -> Buffer:
-        from . import array
         if modulo is not None:
             raise ArgumentError("pow: three-argument pow(buf, y, mod) is not supported")
-        return array.binary("pow", self, other)
+        return _array.binary("pow", self, other)
 
     def __rpow__(self, other) -> Buffer:
-        from . import array
-        return array.binary("pow", self, other, reflected=True)
+        return _array.binary("pow", self, other, reflected=True)
 
     # in place, as numpy's: the kernel writes this buffer (every reference sees it)
     def __iadd__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("add", self, other)
+        return _array.inplace("add", self, other)
 
     def __isub__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("sub", self, other)
+        return _array.inplace("sub", self, other)
 
     def __imul__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("mul", self, other)
+        return _array.inplace("mul", self, other)
 
     def __itruediv__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("div", self, other)
+        return _array.inplace("div", self, other)
 
     def __ifloordiv__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("floordiv", self, other)
+        return _array.inplace("floordiv", self, other)
 
     def __imod__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("mod", self, other)
+        return _array.inplace("mod", self, other)
 
     def __ipow__(self, other) -> Buffer:
-        from . import array
-        return array.inplace("pow", self, other)
+        return _array.inplace("pow", self, other)
 
     def __matmul__(self, other) -> Buffer:
-        from . import array
-        return array.matmul_op(self, other)
+        return _array.matmul_op(self, other)
 
     def __rmatmul__(self, other) -> Buffer:
-        from . import array
-        return array.matmul_op(self, other, reflected=True)
+        return _array.matmul_op(self, other, reflected=True)
 
     def __neg__(self) -> Buffer:
-        from . import array
-        return array.unary("neg", self)
+        return _array.unary("neg", self)
 
     def __pos__(self) -> Buffer:
-        from . import array
-        return array.copy(self)
+        return _array.copy(self)
 
     def __abs__(self) -> Buffer:
-        from . import array
-        return array.unary("abs", self)
+        return _array.unary("abs", self)
 
     def __lt__(self, other) -> Buffer:
-        from . import array
-        return array.binary("lt", self, other)
+        return _array.binary("lt", self, other)
 
     def __le__(self, other) -> Buffer:
-        from . import array
-        return array.binary("le", self, other)
+        return _array.binary("le", self, other)
 
     def __gt__(self, other) -> Buffer:
-        from . import array
-        return array.binary("gt", self, other)
+        return _array.binary("gt", self, other)
 
     def __ge__(self, other) -> Buffer:
-        from . import array
-        return array.binary("ge", self, other)
+        return _array.binary("ge", self, other)
 
     def __eq__(self, other) -> Buffer:  # type: ignore[override]
-        from . import array
-        return array.binary("eq", self, other)
+        return _array.binary("eq", self, other)
 
     def __ne__(self, other) -> Buffer:  # type: ignore[override]
-        from . import array
-        return array.binary("ne", self, other)
+        return _array.binary("ne", self, other)
 
     __hash__ = object.__hash__  # buffers stay usable as dict keys (by identity)
 
@@ -464,18 +505,15 @@ class Buffer:
 
     def __float__(self) -> float:
         """The one element as a float: a read (blocks until ready)."""
-        from . import array
-        return float(array.item(self))
+        return float(_array.item(self))
 
     def __int__(self) -> int:
         """The one element as an int: a read (blocks until ready)."""
-        from . import array
-        return int(array.item(self))
+        return int(_array.item(self))
 
     def item(self):
         """The one element as a Python number: a read (blocks until ready)."""
-        from . import array
-        return array.item(self)
+        return _array.item(self)
 
     def _scalar(self, where: str, hint: str):
         """The element of a 0-d buffer as numpy's scalar of its dtype: a read (blocks)."""
@@ -510,8 +548,7 @@ class Buffer:
         """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
         result is contiguous in memory (rows, leading-axis slices), else a copy made on the
         GPU. Index arrays and masks are not supported."""
-        from . import array
-        return array.getitem(self, key)
+        return _array.getitem(self, key)
 
     def __setitem__(self, key, value):
         raise ArgumentError(
@@ -526,13 +563,11 @@ class Buffer:
 
     def reshape(self, *shape) -> Buffer:
         """The same memory in another shape (one dimension may be -1): a view, no copy."""
-        from . import array
-        return array.reshape(self, shape)
+        return _array.reshape(self, shape)
 
     def view(self, dtype=None) -> Buffer:
         """A view of the same memory, as ``dtype`` when given (numpy's view): no copy."""
-        from . import array
-        return array.view(self, dtype)
+        return _array.view(self, dtype)
 
     def ravel(self) -> Buffer:
         """The elements as 1-D: a view."""
@@ -544,15 +579,13 @@ class Buffer:
 
     def copy(self) -> Buffer:
         """A new buffer with the same elements, copied on the GPU."""
-        from . import array
-        return array.copy(self)
+        return _array.copy(self)
 
     def astype(self, dtype, *, rounding: str | None = None, casting: str = "exact"
                ) -> Buffer:
         """A new buffer converted to ``dtype``, exactly unless told otherwise: see
         wgc.astype (it checks on the GPU, and reads one word back, when values could change)."""
-        from . import array
-        return array.astype(self, dtype, rounding=rounding, casting=casting)
+        return _array.astype(self, dtype, rounding=rounding, casting=casting)
 
     @property
     def T(self) -> Buffer:
@@ -573,33 +606,27 @@ class Buffer:
 
     def transpose(self, *axes) -> Buffer:
         """numpy's transpose (reversed axes, or the order given): a new buffer."""
-        from . import array
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        return array.transpose(self, axes=axes or None)
+        return _array.transpose(self, axes=axes or None)
 
     def sum(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
         """numpy's sum (default: everything): see wgc.sum for dtypes."""
-        from . import array
-        return array.reduction("sum", self, axis, keepdims, out)
+        return _array.reduction("sum", self, axis, keepdims, out)
 
     def max(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        from . import array
-        return array.reduction("max", self, axis, keepdims, out)
+        return _array.reduction("max", self, axis, keepdims, out)
 
     def min(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        from . import array
-        return array.reduction("min", self, axis, keepdims, out)
+        return _array.reduction("min", self, axis, keepdims, out)
 
     def mean(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        from . import array
-        return array.reduction("mean", self, axis, keepdims, out)
+        return _array.reduction("mean", self, axis, keepdims, out)
 
     def argmax(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None
                ) -> Buffer:
         """u32 index of the first maximum (of the flattened buffer by default)."""
-        from . import array
-        return array.reduction("argmax", self, axis, keepdims, out)
+        return _array.reduction("argmax", self, axis, keepdims, out)
 
     # -- writing -----------------------------------------------------------------------
     def write(self, data) -> None:
@@ -618,19 +645,15 @@ class Buffer:
             finally:
                 self._release()
 
-    # Commands sit above buffers in the layers, so the async variants import them on use.
+    # commands sit above buffers in the layers: they install the async variants' work
     def write_async(self, data) -> Command[Buffer]:
         """Like write(), but returns a Command that completes once the GPU has the bytes."""
-        from .commands import write_async
-
-        return write_async(self, data)
+        return _commands.write_async(self, data)
 
     def read_async(self) -> HostCommand:
         """Start reading back without blocking; returns a Command whose result (``wait()``,
         ``await``) is the numpy array, as of the commands submitted before this call."""
-        from .commands import read_async
-
-        return read_async(self)
+        return _commands.read_async(self)
 
     @overload
     def to(self, device: Literal["cpu"]) -> np.ndarray: ...

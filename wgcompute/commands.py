@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import threading
 import weakref
 from collections.abc import Generator
@@ -16,7 +17,14 @@ import numpy as np
 
 from . import _queue, transfers
 from ._args import check_buffer_list, check_timeout
-from .buffer import Buffer, _to_array, check_buffer, empty, result_buffer
+from .buffer import (
+    Buffer,
+    _to_array,
+    check_buffer,
+    empty,
+    install_async_transfers,
+    result_buffer,
+)
 from .dtypes import DTYPES
 from .errors import (
     ArgumentError,
@@ -28,7 +36,8 @@ from .errors import (
 )
 from .errors import TimeoutError as WgTimeoutError
 from .kernels import Dispatch, Kernel, bind, registry
-from .kernels.core.base import MultiDispatch, same_device
+from .kernels.core.base import MultiDispatch
+from .kernels.core.bind import same_device
 from .runtime import Device, current_device, open_devices
 
 _ids = itertools.count(1)
@@ -710,3 +719,8 @@ def follow(cmd: Command, inner: Command) -> None:
     else:
         inner.add_done_callback(lambda c: cmd._fail(c.error) if c.error is not None
                                 else cmd._complete(c._result))
+
+
+# Buffer.read_async/write_async call this module (buffer.py sits below it, so it cannot
+# import it)
+install_async_transfers(sys.modules[__name__])

@@ -4,12 +4,14 @@ objects."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import wgpu
 
 from . import transfers
 from ._args import check_buffer_list
-from .buffer import Buffer, check_buffer, empty
+from .buffer import Buffer, NotInstalled, check_buffer, empty
 from .commands import (
     Command,
     check_copy,
@@ -26,7 +28,18 @@ from .kernels import Dispatch, bind, registry
 from .runtime import Device, resolve
 
 _OPS = ("run_kernel", "copy_buffer", "barrier")
+
 _STAGE_KEYS = {"op", "kernel", "inputs", "output", "params"}
+
+# a Pipeline as data (Pipeline.recipe, pickling) is wgcompute.recipes' work, and recipes builds
+# Pipelines: it installs itself here when imported (wgcompute's __init__ imports it)
+_recipes: Any = NotInstalled("wgcompute.recipes", "Pipeline.recipe() and pickling a Pipeline")
+
+
+def install_recipes(module: Any) -> None:
+    """Called by wgcompute.recipes as it is imported."""
+    global _recipes
+    _recipes = module
 
 
 class _Stage:
@@ -96,15 +109,11 @@ class Pipeline:
     def recipe(self):
         """The pipeline as data (wgcompute.recipes.PipelineRecipe): buffer placeholders,
         stages, and the contents of constants, which are read back (this blocks)."""
-        from .recipes import PipelineRecipe
-
-        return PipelineRecipe.of(self)
+        return _recipes.PipelineRecipe.of(self)
 
     def __reduce__(self):
         # a Pipeline holds GPU buffers: it travels as its recipe, built again (once) there
-        from .recipes import pipeline_from_recipe
-
-        return pipeline_from_recipe, (self.recipe(),)
+        return _recipes.pipeline_from_recipe, (self.recipe(),)
 
     def add(self, stage: dict | None = None, **kwargs) -> Pipeline:
         """Validate and append a stage; returns the pipeline for chaining.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from .errors import ArgumentError, PipelineError, ShapeError, WgComputeError
 from .kernels import registry
 from .kernels.core.base import Meta
 from .kernels.core.registry import CustomKernel, KernelRecipe, kernel_from_recipe
-from .pipeline import Pipeline
+from .pipeline import Pipeline, install_recipes
 
 __all__ = ["Slot", "StageSpec", "PipelineRecipe", "freeze", "thaw", "check",
            "pipeline_from_recipe"]
@@ -309,3 +310,8 @@ _BUILT_MAX = 16  # pipelines kept per process; each holds its buffers
 def pipeline_from_recipe(recipe: PipelineRecipe) -> Pipeline:
     """What unpickling a Pipeline gives: this process's cached build of the recipe."""
     return recipe.build()
+
+
+# Pipeline.recipe() and pickling a Pipeline call this module (pipeline.py cannot import it:
+# this module builds Pipelines)
+install_recipes(sys.modules[__name__])

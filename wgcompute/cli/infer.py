@@ -394,31 +394,38 @@ def _check_out(path: str) -> None:
         raise UsageError(f"-o: cannot write in folder {folder!r}")
 
 
+def _prepare(args):
+    """The arguments checked and the model loaded: (files, model, size, classes, labels,
+    softmax); a bad one raises UsageError or a WgComputeError."""
+    for flag, value in (("--top", args.top), ("--batch", args.batch)):
+        if value < 1:
+            raise UsageError(f"{flag}: expected a positive int, got {value}")
+    check_parallel_args(args)
+    if args.out is not None:
+        _check_out(args.out)
+    if not os.path.isfile(args.model):
+        raise UsageError(f"MODEL: {args.model!r} is not a file")
+    files = expand_inputs(args.inputs)
+    require("PIL", "wgcompute infer")  # decodes the images: once, not once per file
+    if args.mixed and not args.f16:
+        raise UsageError("--mixed: needs --f16 (an f32 model sums in f32)")
+    model = wgc.ml.load_onnx(args.model, dtype="f16" if args.f16 else "f32",
+                             precision="mixed" if args.mixed else "f32")
+    if len(model.input_names) != 1 or len(model.input_shapes[0] or ()) != 4:
+        raise UsageError(f"MODEL: expected one (N, 3, H, W) image input, the model takes "
+                         f"{model.input_shapes}")
+    dims = model.input_shapes[0]
+    size = args.size or (dims[2] if isinstance(dims[2], int) and dims[2] > 0 else 224)
+    probe = model.plan((1, 3, size, size)).output_shape
+    classes = int(np.prod(probe[1:]))
+    labels = _load_labels(args.labels, classes)
+    softmax = wants_softmax(model, args.softmax)
+    return files, model, size, classes, labels, softmax
+
+
 def run(args) -> int:
     try:
-        for flag, value in (("--top", args.top), ("--batch", args.batch)):
-            if value < 1:
-                raise UsageError(f"{flag}: expected a positive int, got {value}")
-        check_parallel_args(args)
-        if args.out is not None:
-            _check_out(args.out)
-        if not os.path.isfile(args.model):
-            raise UsageError(f"MODEL: {args.model!r} is not a file")
-        files = expand_inputs(args.inputs)
-        require("PIL", "wgcompute infer")  # decodes the images: once, not once per file
-        if args.mixed and not args.f16:
-            raise UsageError("--mixed: needs --f16 (an f32 model sums in f32)")
-        model = wgc.ml.load_onnx(args.model, dtype="f16" if args.f16 else "f32",
-                                 precision="mixed" if args.mixed else "f32")
-        if len(model.input_names) != 1 or len(model.input_shapes[0] or ()) != 4:
-            raise UsageError(f"MODEL: expected one (N, 3, H, W) image input, the model takes "
-                             f"{model.input_shapes}")
-        dims = model.input_shapes[0]
-        size = args.size or (dims[2] if isinstance(dims[2], int) and dims[2] > 0 else 224)
-        probe = model.plan((1, 3, size, size)).output_shape
-        classes = int(np.prod(probe[1:]))
-        labels = _load_labels(args.labels, classes)
-        softmax = wants_softmax(model, args.softmax)
+        files, model, size, classes, labels, softmax = _prepare(args)
     except (UsageError, wgc.WgComputeError) as e:
         print(f"wgcompute infer: error: {e}", file=sys.stderr)
         return 2

@@ -210,6 +210,30 @@ def save_animation(results, timing, dest) -> None:
                            timing["durations"], timing["loop"])
 
 
+def _submit_file(path, dest, fut, stages):
+    """One decoded file (``fut``, its decode) uploaded and its stages submitted, one command
+    per image or frame. Returns (jobs, timing, pixels); on failure frees what it made."""
+    jobs = []
+    try:
+        frames, timing = fut.result()
+        ext = os.path.splitext(dest)[1].lower()
+        if timing is not None and ext not in wgc.image.ANIMATION_EXTS:
+            raise wgc.ArgumentError(
+                f"--ext: {path!r} is an animation of {len(frames)} frames, written as "
+                f"{', '.join(wgc.image.ANIMATION_EXTS)}; {ext} holds one image (drop "
+                f"--ext, or take one frame with wgc.image.load(path, frame=i))")
+        for i, arr in enumerate(frames):
+            img = wgc.image._upload(arr, f"{os.path.basename(path)}[{i}]")
+            cmd, out = wgc.image.submit_stages(img, stages, label=f"process:{path}")
+            img.free()  # freed once the submitted command is done with it
+            jobs.append((cmd, out))
+    except Exception:
+        for _, out in jobs:
+            out.free()
+        raise
+    return jobs, timing, sum(a.shape[0] * a.shape[1] for a in frames)
+
+
 def process(files, dests, stages, workers: int, progress: bool):
     """Decode on ``workers`` threads, upload and submit on this thread (one submit per image
     or frame), wait, read back and encode on ``workers`` threads. Returns (done, failures,
@@ -264,26 +288,11 @@ def process(files, dests, stages, workers: int, progress: bool):
         while queue:
             (path, dest), fut = queue.popleft()
             refill()
-            jobs = []
             try:
-                frames, timing = fut.result()
-                ext = os.path.splitext(dest)[1].lower()
-                if timing is not None and ext not in wgc.image.ANIMATION_EXTS:
-                    raise wgc.ArgumentError(
-                        f"--ext: {path!r} is an animation of {len(frames)} frames, written as "
-                        f"{', '.join(wgc.image.ANIMATION_EXTS)}; {ext} holds one image (drop "
-                        f"--ext, or take one frame with wgc.image.load(path, frame=i))")
-                for i, arr in enumerate(frames):
-                    img = wgc.image._upload(arr, f"{os.path.basename(path)}[{i}]")
-                    cmd, out = wgc.image.submit_stages(img, stages, label=f"process:{path}")
-                    img.free()  # freed once the submitted command is done with it
-                    jobs.append((cmd, out))
+                jobs, timing, npix = _submit_file(path, dest, fut, stages)
             except Exception as e:
-                for _, out in jobs:
-                    out.free()
                 fail(path, e)
                 continue
-            npix = sum(a.shape[0] * a.shape[1] for a in frames)
             encodes.append(enc.submit(finish, jobs, timing, path, dest, npix))
             while len(encodes) > ahead:  # bound the images in flight (GPU and host memory)
                 encodes.popleft().result()

@@ -252,6 +252,105 @@ _SPATIAL_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool")
 _F32, _F16, _F64 = 1, 10, 11
 
 
+class _RunCheck:
+    """The state check_runnable walks the graph with: which values are known on the host,
+    each value's ONNX element type, and the refusals so far."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.host = set(graph.constants)  # values known on the host when the model is planned
+        self.types: dict[str, int] = dict(graph.value_types)
+        for name, arr in graph.constants.items():
+            if arr.dtype == np.float64:
+                self.types[name] = _F64
+        for name, _, elem in graph.inputs:
+            self.types[name] = elem
+            if elem in _HOST_TYPES:
+                self.host.add(name)
+        self.exact64: set[str] = set()  # float64 values whose f32 computation is exact
+        self.f16_cast: dict[str, Node] = {}  # values of a cast to float16 of a computed tensor
+        self.bad: list = []
+
+    def refuse(self, n, why):
+        self.bad.append((n.op, n.name, self.graph.opset, why))
+
+    def node(self, n) -> None:
+        spec = operators.OPS[n.op]
+        ins = [x for x in n.inputs if x]
+        if (spec.fold is not None and all(x in self.host for x in ins)) or n.op == "Shape":
+            self.host.update(y for y in n.outputs if y)
+            return
+        if spec.lower is None:
+            computed = next(x for x in ins if x not in self.host)
+            self.refuse(n, f"runs on constants only; its input {computed!r} is computed at "
+                           f"run time")
+            return
+        params = self.params(n)
+        for i, x in enumerate(n.inputs):
+            if x and i not in params:
+                self.input(n, x)
+        if n.op == "Cast":
+            self.cast(n)
+        if n.op in _SPATIAL_OPS:
+            self.spatial(n)
+        first = next((self.types[x] for x in ins if x in self.types), 0)
+        for y in n.outputs:
+            if y and y not in self.types:
+                self.types[y] = first
+
+    def params(self, n) -> tuple:
+        graph = self.graph
+        params = _HOST_PARAMS.get(n.op, ())
+        for i in params:
+            if i < len(n.inputs) and n.inputs[i] and n.inputs[i] not in self.host:
+                self.refuse(n, f"input {i} ({n.inputs[i]!r}) must be a constant; it is "
+                               f"computed at run time")
+        mode = n.inputs[2] if n.op == "Dropout" and len(n.inputs) > 2 else ""
+        if mode and (mode not in graph.constants
+                     or bool(np.asarray(graph.constants[mode]).reshape(-1)[0])):
+            self.refuse(n, "training mode is not supported (inference only): training_mode "
+                           "must be a constant False")
+        return params
+
+    def input(self, n, x: str) -> None:
+        t = self.types.get(x, 0)
+        to = int(n.attrs.get("to", 0)) if n.op == "Cast" else None
+        if x in self.host and t not in (0, *_FLOAT_TYPES):
+            self.refuse(n, f"input {x!r} is {operators.type_name(t)}: the kernels compute "
+                           f"float tensors (integer tensors only fold on the host)")
+        elif t == _F64 and x not in self.exact64 and to != _F32:
+            self.refuse(n, f"input {x!r} is DOUBLE: wgcompute computes float32, not float64")
+        elif x in self.exact64 and to not in (_F32, _F16):
+            self.refuse(n, f"input {x!r} is DOUBLE: wgcompute computes float32, not float64")
+        if x in self.f16_cast:
+            c = self.f16_cast[x]
+            self.refuse(c, f"casts to FLOAT16 a tensor computed in float32 that {n.op} "
+                           f"{n.name!r} then computes with: the rounding to float16 would be "
+                           f"skipped")
+
+    def cast(self, n) -> None:
+        to = int(n.attrs.get("to", 0))
+        src = self.types.get(n.inputs[0], 0)
+        if to not in _FLOAT_TYPES:
+            self.refuse(n, f"a cast of a computed tensor to {operators.type_name(to)} (the "
+                           f"kernels compute float tensors)")
+        elif to == _F64 and src in (_F32, _F16):
+            self.exact64.add(n.outputs[0])
+        elif to == _F16 and src != _F16:
+            self.f16_cast[n.outputs[0]] = n
+        self.types[n.outputs[0]] = to
+
+    def spatial(self, n) -> None:
+        graph = self.graph
+        rank = graph.value_ranks.get(n.inputs[0])
+        w = n.inputs[1] if n.op.startswith("Conv") and len(n.inputs) > 1 else None
+        if rank is None and w in graph.constants:
+            rank = graph.constants[w].ndim
+        if rank is not None and rank not in (3, 4):
+            self.refuse(n, f"a {rank - 2}-D input: wgcompute runs 1-D and 2-D (N, C, L) / "
+                           f"(N, C, H, W) only")
+
+
 def check_runnable(graph: Graph) -> None:
     """After folding: every node left either folds on the host when the model is planned
     (its inputs all constants or integer inputs) or lowers to kernels, and what it computes
@@ -260,86 +359,12 @@ def check_runnable(graph: Graph) -> None:
     tensor, float64 arithmetic (the kernels compute float32: only casts whose result is exact
     pass), a cast to float16 feeding further arithmetic (its rounding would be skipped),
     training mode, and spatial operators on other than 1-D and 2-D data."""
-    host = set(graph.constants)  # values known on the host when the model is planned
-    types: dict[str, int] = dict(graph.value_types)
-    for name, arr in graph.constants.items():
-        if arr.dtype == np.float64:
-            types[name] = _F64
-    for name, _, elem in graph.inputs:
-        types[name] = elem
-        if elem in _HOST_TYPES:
-            host.add(name)
-    exact64: set[str] = set()  # float64 values whose f32 computation is exact (casts of f32)
-    f16_cast: dict[str, Node] = {}  # values of a cast to float16 of a computed tensor
-    bad = []
-
-    def refuse(n, why):
-        bad.append((n.op, n.name, graph.opset, why))
-
+    check = _RunCheck(graph)
     for n in graph.nodes:
-        spec = operators.OPS[n.op]
-        ins = [x for x in n.inputs if x]
-        if (spec.fold is not None and all(x in host for x in ins)) or n.op == "Shape":
-            host.update(y for y in n.outputs if y)
-            continue
-        if spec.lower is None:
-            computed = next(x for x in ins if x not in host)
-            refuse(n, f"runs on constants only; its input {computed!r} is computed at run "
-                      f"time")
-            continue
-        params = _HOST_PARAMS.get(n.op, ())
-        for i in params:
-            if i < len(n.inputs) and n.inputs[i] and n.inputs[i] not in host:
-                refuse(n, f"input {i} ({n.inputs[i]!r}) must be a constant; it is computed "
-                          f"at run time")
-        mode = n.inputs[2] if n.op == "Dropout" and len(n.inputs) > 2 else ""
-        if mode and (mode not in graph.constants
-                     or bool(np.asarray(graph.constants[mode]).reshape(-1)[0])):
-            refuse(n, "training mode is not supported (inference only): training_mode must "
-                      "be a constant False")
-        for i, x in enumerate(n.inputs):
-            if not x or i in params:
-                continue
-            t = types.get(x, 0)
-            if x in host and t not in (0, *_FLOAT_TYPES):
-                refuse(n, f"input {x!r} is {operators.type_name(t)}: the kernels compute "
-                          f"float tensors (integer tensors only fold on the host)")
-            elif t == _F64 and x not in exact64 and not (
-                    n.op == "Cast" and int(n.attrs.get("to", 0)) == _F32):
-                refuse(n, f"input {x!r} is DOUBLE: wgcompute computes float32, not float64")
-            elif x in exact64 and not (n.op == "Cast"
-                                       and int(n.attrs.get("to", 0)) in (_F32, _F16)):
-                refuse(n, f"input {x!r} is DOUBLE: wgcompute computes float32, not float64")
-            if x in f16_cast:
-                c = f16_cast[x]
-                refuse(c, f"casts to FLOAT16 a tensor computed in float32 that {n.op} "
-                          f"{n.name!r} then computes with: the rounding to float16 would be "
-                          f"skipped")
-        if n.op == "Cast":
-            to = int(n.attrs.get("to", 0))
-            src = types.get(n.inputs[0], 0)
-            if to not in _FLOAT_TYPES:
-                refuse(n, f"a cast of a computed tensor to {operators.type_name(to)} (the "
-                          f"kernels compute float tensors)")
-            elif to == _F64 and src in (_F32, _F16):
-                exact64.add(n.outputs[0])
-            elif to == _F16 and src != _F16:
-                f16_cast[n.outputs[0]] = n
-            types[n.outputs[0]] = to
-        if n.op in _SPATIAL_OPS:
-            rank = graph.value_ranks.get(n.inputs[0])
-            w = n.inputs[1] if n.op.startswith("Conv") and len(n.inputs) > 1 else None
-            if rank is None and w in graph.constants:
-                rank = graph.constants[w].ndim
-            if rank is not None and rank not in (3, 4):
-                refuse(n, f"a {rank - 2}-D input: wgcompute runs 1-D and 2-D (N, C, L) / "
-                          f"(N, C, H, W) only")
-        first = next((types[x] for x in ins if x in types), 0)
-        for y in n.outputs:
-            if y and y not in types:
-                types[y] = first
+        check.node(n)
+    bad = check.bad
     for y in graph.outputs:
-        if types.get(y) == _F64 and y not in host and y not in exact64:
+        if check.types.get(y) == _F64 and y not in check.host and y not in check.exact64:
             bad.append(("(output)", y, graph.opset, "a DOUBLE output computed in float32"))
     if bad:
         lines = "\n".join(f"  {op} {name!r} (opset {opset}): {why}"

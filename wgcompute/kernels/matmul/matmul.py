@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ...runtime import Device
-from ..core import shaders, tuning
+from ..core import tuning
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 from ..core.layout import (
     MAX_DIMS,
@@ -32,11 +32,21 @@ from ..core.layout import (
     broadcast_strides,
     coalesce,
     contiguous_strides,
-    index_wgsl,
-    uniform_fields,
     uniform_values,
 )
 from ..core.tuning import TuneProblem
+from .configs import (
+    _DEFAULTS,
+    _MIXED_DEFAULTS,
+    _MIXED_TUNE_SETS,
+    _TUNE_REVISION,
+    _TUNE_SETS,
+    _TUNE_SHAPES,
+    CANDIDATES,
+    MIXED_CANDIDATES,
+    TileConfig,
+)
+from .tiling import render_tiled, tiled_substitutions  # noqa: F401 - conv builds on the tiling
 
 FLOATS = ("f32", "f64", "f16")
 PRECISIONS = ("f32", "mixed")
@@ -45,198 +55,6 @@ PRECISIONS = ("f32", "mixed")
 # the f32-accumulation bound; flip this once that bound is the mixed one (Matmul docstring).
 F16_DEFAULT_PRECISION = "f32"
 MIXED_BK = (8, 16)  # "mixed" sums BK products in f16: kept short, the error grows with BK
-
-
-@dataclass(frozen=True)
-class TileConfig:
-    """BM×BN block of out per workgroup, BK k step, TM×TN block per invocation, and options:
-
-    split: split-K factor (f32, and f16 at precision "f32" through an f32 temporary): k
-      ranges summed into out by compare-and-swap.
-    unroll: the BK-long k loop generated straight-line (constant workgroup offsets).
-    stages: 2 = double-buffered workgroup tiles, one barrier per k step; 1 = one tile of a
-      and b (half the memory: a bigger BK, or more workgroups per SM), two barriers.
-    group: grouped rasterization: workgroups walk GROUP block rows column by column, so
-      neighbours in launch order share b's columns in L2 (1 = row by row).
-    warp: invocations laid out in 8×4 blocks of 32 (one NVIDIA warp each) instead of rows of
-      BN/TN: a warp then reads 8 a vectors and 16 b vectors of workgroup memory per k instead
-      of 4 and 32 (fewer bytes through shared memory for the same FMAs).
-    early: (stages 2) the next tile is stored into the other workgroup buffer as soon as it is
-      loaded, before this tile's multiply-adds, so the load registers are not live across
-      them (fewer registers per invocation; the load's latency is then covered by other
-      workgroups instead of by this one's arithmetic).
-
-    Its name, e.g. "128x128x16_8x8_u_sb_g8_s4" (options omitted at their defaults), is what
-    the autotuner caches; ``parse(name)`` gives the config back."""
-
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-    split: int = 1
-    unroll: bool = False
-    stages: int = 2
-    group: int = 1
-    warp: bool = False
-    early: bool = False
-
-    def __post_init__(self):
-        for field in ("bm", "bn", "bk", "tm", "tn", "split", "group"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ArgumentError(f"matmul: TileConfig {field} must be a positive int, got "
-                                    f"{value!r}")
-        if self.stages not in (1, 2) or isinstance(self.stages, bool):
-            raise ArgumentError(f"matmul: TileConfig stages must be 1 or 2, got {self.stages!r}")
-        for field in ("unroll", "warp", "early"):
-            if not isinstance(getattr(self, field), bool):
-                raise ArgumentError(f"matmul: TileConfig {field} must be a bool, got "
-                                    f"{getattr(self, field)!r}")
-        if self.early and self.stages != 2:
-            raise ArgumentError("matmul: TileConfig early needs stages 2 (a second workgroup "
-                                "buffer to store the next tile into)")
-
-    @property
-    def name(self) -> str:
-        parts = [f"{self.bm}x{self.bn}x{self.bk}", f"{self.tm}x{self.tn}"]
-        if self.unroll:
-            parts.append("u")
-        if self.stages == 1:
-            parts.append("sb")
-        if self.warp:
-            parts.append("w")
-        if self.early:
-            parts.append("e")
-        if self.group > 1:
-            parts.append(f"g{self.group}")
-        if self.split > 1:
-            parts.append(f"s{self.split}")
-        return "_".join(parts)
-
-    @classmethod
-    def parse(cls, name: str) -> TileConfig:
-        """The config named ``name`` (options in any order; unknown ones are refused)."""
-        try:
-            blocks, thread, *rest = name.split("_")
-            bm, bn, bk = (int(v) for v in blocks.split("x"))
-            tm, tn = (int(v) for v in thread.split("x"))
-            opts: dict = {}
-            for tok in rest:
-                if tok == "u":
-                    opts["unroll"] = True
-                elif tok == "sb":
-                    opts["stages"] = 1
-                elif tok == "w":
-                    opts["warp"] = True
-                elif tok == "e":
-                    opts["early"] = True
-                elif tok[:1] in ("g", "s") and tok[1:].isdigit():
-                    opts["group" if tok[0] == "g" else "split"] = int(tok[1:])
-                else:
-                    raise ValueError(tok)
-        except (ValueError, AttributeError):
-            raise ArgumentError(f"matmul: tile config name {name!r} is not "
-                                f"BMxBNxBK_TMxTN[_u][_sb][_w][_e][_gG][_sS]") from None
-        return cls(bm, bn, bk, tm, tn, **opts)
-
-    @property
-    def threads(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
-
-    def workgroup_bytes(self, elem_bytes: int) -> int:
-        """Workgroup memory: ``stages`` a tiles and b tiles of ``elem_bytes`` elements."""
-        return self.stages * self.bk * (self.bm + self.bn) * elem_bytes
-
-    def fits(self, device: Device, elem_bytes: int) -> bool:
-        """Whether the shader can be built for ``device`` with tiles of ``elem_bytes``
-        elements (8 f64, 4 f32 and f16 at f32 precision, 2 f16 mixed)."""
-        t = self.threads
-        shape_ok = (self.bm % self.tm == 0 and self.bn % self.tn == 0 and self.tm % 4 == 0
-                    and self.tn % 4 == 0 and self.bk % 4 == 0 and t > 0
-                    and (self.bm * self.bk) % (4 * t) == 0 and (self.bk * self.bn) % (4 * t) == 0
-                    and (not self.warp or (t % 32 == 0 and (self.bn // self.tn) % 8 == 0
-                                           and (self.bm // self.tm) % 4 == 0)))
-        return (shape_ok
-                and t <= device.limit("max-compute-invocations-per-workgroup")
-                and t <= device.limit("max-compute-workgroup-size-x")
-                and self.workgroup_bytes(elem_bytes)
-                <= device.limit("max-compute-workgroup-storage-size"))
-
-
-_C = TileConfig
-# f32 (and f16 at "f32" precision, and f64) candidates, best guesses first; configs that do
-# not fit an adapter are dropped there (NVIDIA's Vulkan driver allows 48 KiB of workgroup
-# memory, lavapipe 32 KiB). 128×128 with 8×8 per invocation is the classic big-matrix tile;
-# the smaller ones keep enough workgroups busy for skinny or small outputs. The names the
-# autotune cache of earlier versions holds stay candidates.
-CANDIDATES = (
-    _C(128, 128, 8, 8, 8),
-    _C(128, 128, 16, 8, 8),
-    _C(128, 64, 16, 8, 4),
-    _C(64, 128, 16, 4, 8),
-    _C(64, 64, 16, 4, 4),
-    _C(32, 64, 16, 4, 4),
-    _C(32, 32, 16, 4, 4),
-    _C(32, 64, 16, 4, 4, split=8),
-    _C(64, 64, 16, 4, 4, split=4),
-    # k loop unrolled: constant workgroup offsets, no loop counter
-    _C(128, 128, 8, 8, 8, unroll=True),
-    _C(128, 128, 16, 8, 8, unroll=True),
-    _C(128, 128, 8, 8, 8, unroll=True, group=8),
-    # 8×16 / 16×8 per invocation: more FMAs per workgroup-memory read, fewer workgroups
-    _C(128, 256, 8, 8, 16, unroll=True),
-    _C(256, 128, 8, 16, 8, unroll=True),
-    # 128-thread workgroups: more of them per SM
-    _C(64, 128, 8, 8, 8, unroll=True),
-    # one tile stage: half the memory, a longer k step between barriers
-    _C(128, 128, 16, 8, 8, unroll=True, stages=1),
-    _C(128, 128, 32, 8, 8, unroll=True, stages=1),
-    # skinny outputs: 8×8 per invocation with split-K to fill the GPU
-    _C(128, 64, 16, 8, 8, unroll=True, split=8),
-    _C(64, 64, 16, 8, 8, unroll=True, split=16),
-    _C(128, 64, 16, 8, 8, unroll=True, split=4),
-    _C(128, 64, 16, 8, 8, unroll=True, split=16),
-)
-# The warp option measured no faster on the H200 (equal, or 10-30% slower with group or one
-# stage: docs/performance.md), so no candidate uses it; it stays for other adapters' sweeps.
-# f16 "mixed" candidates: f16 tiles take half the workgroup memory; BK is 8 or 16 (MIXED_BK)
-MIXED_CANDIDATES = (
-    _C(128, 128, 16, 8, 8, unroll=True),
-    _C(128, 128, 16, 8, 8),
-    _C(128, 128, 8, 8, 8, unroll=True),
-    _C(128, 128, 16, 8, 8, unroll=True, group=8),
-    _C(128, 128, 16, 8, 8, unroll=True, stages=1),
-    _C(128, 256, 16, 8, 16, unroll=True),
-    _C(64, 128, 16, 8, 8, unroll=True),
-    _C(64, 64, 16, 4, 4),
-    _C(32, 64, 16, 4, 4),
-)
-del _C
-_DEFAULTS = {"large": "128x128x8_8x8", "skinny": "32x64x16_4x4", "small": "64x64x16_4x4"}
-_MIXED_DEFAULTS = {"large": "128x128x16_8x8", "skinny": "32x64x16_4x4",
-                   "small": "64x64x16_4x4"}
-# What the autotuner times per problem class (those that fit; all candidates if none does):
-# the leaders of the H200 sweep (docs/performance.md, benchmarks/results/h200/sweep_matmul.json) and
-# a small tile as a fallback, so that a first matmul on a new adapter tunes in seconds.
-_TUNE_SETS = {
-    "large": ("64x128x16_4x8", "128x128x16_8x8_u_sb", "128x128x8_8x8_u_g8", "128x128x8_8x8_u",
-              "64x128x8_8x8_u", "128x64x16_8x4", "64x64x16_4x4"),
-    "skinny": ("128x64x16_8x8_u_s8", "128x64x16_8x8_u_s4", "128x64x16_8x8_u_s16",
-               "64x64x16_4x4_s4", "32x64x16_4x4_s8", "64x64x16_4x4", "32x64x16_4x4"),
-    "small": ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "64x128x8_8x8_u",
-              "128x128x8_8x8_u"),
-}
-_MIXED_TUNE_SETS = {
-    "large": ("32x64x16_4x4", "64x64x16_4x4", "64x128x16_8x8_u", "128x256x16_8x16_u"),
-    "skinny": ("64x128x16_8x8_u", "64x64x16_4x4", "32x64x16_4x4"),
-    "small": ("64x64x16_4x4", "32x64x16_4x4", "64x128x16_8x8_u"),
-}
-# Bumped when the candidates change, so that choices cached by an earlier set are re-tuned.
-_TUNE_REVISION = 4
-# The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
-_TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (8192, 64, 8192),
-                "small": (256, 256, 256)}
 
 
 def problem_class(m: int, n: int, k: int) -> str:
@@ -619,263 +437,6 @@ class _ToF16(BuiltinKernel):
 TO_F16 = _ToF16()
 
 
-def _txty(cfg: TileConfig) -> str:
-    """This invocation's column (tx) and row (ty) in the BM/TM × BN/TN grid of blocks."""
-    gx = cfg.bn // cfg.tn
-    if not cfg.warp:
-        return f"let tx = lid % {gx}u;\n    let ty = lid / {gx}u;"
-    # 32 consecutive invocations (a warp) cover 8 columns × 4 rows of blocks
-    return (f"let tx = (lid / 32u) % {gx // 8}u * 8u + lid % 8u;\n"
-            f"    let ty = (lid / 32u) / {gx // 8}u * 4u + (lid % 32u) / 8u;")
-
-
-def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
-                 batch: int = 0):
-    """WGSL for one tile configuration (straight-line register code generated here).
-
-    ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
-    BK products in vec4<f16> partial accumulators that are added into the f32 ones after it.
-    ``batch`` > 0: workgroup z also picks the product of a batch of that many (coalesced)
-    dimensions, whose element offsets into a, b and out the shader computes from z."""
-    subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch)
-    src = shaders.render(shaders.load("matmul/matmul_tiled.wgsl"), subs)
-    return src, subs["FIELDS"]
-
-
-def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
-                        hooks: bool = False, batch: int = 0) -> dict:
-    """The generated parts of matmul_tiled.wgsl's templates for one tile configuration
-    (``FIELDS``: the parameter struct's fields, in order).
-
-    ``hooks`` (for kernels built on this tiling with their own template, e.g. convolutions):
-    the tiles are filled by WGSL functions the caller defines, ``load_a4(r, k, kend)`` (a's
-    row r, columns k..k+3) and ``load_b4(k, c, kend)`` (b's row k, columns c..c+3), each a
-    vec4 of the tile element type that is 0 outside the operands; results leave through
-    ``store4(r, c, acc)`` (row r < M, columns c..c+3 that may pass N). No split-K then."""
-    if hooks and (cfg.split > 1 or batch):
-        raise ArgumentError(f"matmul: tile config {cfg.name} splits K or is batched; the hooks "
-                            f"take whole-K, unbatched configs only")
-    if mixed and t != "f16":
-        raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
-    acc = "f32" if t == "f16" else t
-    s = "f16" if mixed else acc  # the workgroup tiles' element type
-    v, vs = f"vec4<{acc}>", f"vec4<{s}>"
-    threads = cfg.threads
-    la = cfg.bm * cfg.bk // (4 * threads)  # vec4 loads of a per invocation per k step
-    lb = cfg.bk * cfg.bn // (4 * threads)
-    asz, bsz = cfg.bk * cfg.bm // 4, cfg.bk * cfg.bn // 4  # one tile, in vec4
-    ka, nb = cfg.bk // 4, cfg.bn // 4
-    decl, load, write = [], [], []
-    # element offsets of this workgroup's product (batched only: 2-D shaders stay as they were)
-    ao, bo, oo = ("aoff + ", "boff + ", "ooff + ") if batch else ("", "", "")
-    for i in range(la):
-        decl.append(f"var ra{i}: {vs};")
-        # a tile is BM rows × BK/4 vec4; invocation lid takes vec4 number lid + i·THREADS
-        load.append(f"{{ let q = lid + {i * threads}u; let r = row0 + q / {ka}u; "
-                    f"let kk = k0 + (q % {ka}u) * 4u;")
-        if hooks:
-            load.append(f"  ra{i} = load_a4(r, kk, kend); }}")
-        elif vec_a:  # K % 4 == 0: a vec4 is entirely inside or entirely outside a row
-            load.append(f"  if (r < p.M && kk < kend) {{ ra{i} = "
-                        f"{vs}(a[({ao}r * p.K + kk) / 4u]); "
-                        f"}} else {{ ra{i} = {vs}(0); }} }}")
-        else:
-            load.append(f"  ra{i} = {vs}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), "
-                        f"load_a(r, kk + 2u, kend), load_a(r, kk + 3u, kend)); }}")
-    for i in range(lb):
-        decl.append(f"var rb{i}: {vs};")
-        load.append(f"{{ let q = lid + {i * threads}u; let kr = k0 + q / {nb}u; "
-                    f"let c = col0 + (q % {nb}u) * 4u;")
-        if hooks:
-            load.append(f"  rb{i} = load_b4(kr, c, kend); }}")
-        elif vec_b:
-            load.append(f"  if (kr < kend && c < p.N) {{ rb{i} = "
-                        f"{vs}(b[({bo}kr * p.N + c) / 4u]); "
-                        f"}} else {{ rb{i} = {vs}(0); }} }}")
-        else:
-            load.append(f"  rb{i} = {vs}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), "
-                        f"load_b(kr, c + 2u, kend), load_b(kr, c + 3u, kend)); }}")
-
-    def store(buf: int) -> list[str]:
-        """Registers -> workgroup tile ``buf`` (a transposed: As[k][m], so the k loop reads
-        rows of m as vec4)."""
-        lines = []
-        for i in range(la):
-            lines.append(f"{{ let q = lid + {i * threads}u; let r = q / {ka}u; "
-                         f"let kk = (q % {ka}u) * 4u;")
-            for c in range(4):
-                lines.append(f"  As[{buf * asz + c * cfg.bm // 4}u + kk * {cfg.bm // 4}u + "
-                             f"r / 4u][r % 4u] = ra{i}[{c}];")
-            lines.append("}")
-        for i in range(lb):
-            lines.append(f"Bs[{buf * bsz + i * threads}u + lid] = rb{i};")
-        return lines
-
-    ta, tb = cfg.tm // 4, cfg.tn // 4
-    sa, sb = cfg.bm // cfg.tm, cfg.bn // cfg.tn  # vec4 stride between an invocation's blocks
-    for i in range(cfg.tm):
-        for j in range(tb):
-            decl.append(f"var c{i}_{j} = {v}(0);")
-            if mixed:
-                decl.append(f"var h{i}_{j}: {vs};")
-
-    def step(buf: int, kk) -> list[str]:
-        """One k of the tile in workgroup buffer ``buf``: kk an int (unrolled) or "kk"."""
-        oa, ob = buf * asz, buf * bsz  # constant part of the offsets
-        va = vb = ""  # the k loop's variable part
-        if isinstance(kk, int):
-            oa, ob, first = oa + kk * cfg.bm // 4, ob + kk * nb, kk == 0
-        else:
-            va, vb, first = f"{kk} * {cfg.bm // 4}u + ", f"{kk} * {nb}u + ", False
-        lines = [f"let a{i} = As[{va}{oa + i * sa}u + ty];" for i in range(ta)]
-        lines += [f"let b{j} = Bs[{vb}{ob + j * sb}u + tx];" for j in range(tb)]
-        for i in range(cfg.tm):
-            for j in range(tb):
-                x = f"{vs}(a{i // 4}[{i % 4}])"
-                if not mixed:
-                    lines.append(f"c{i}_{j} = fma({x}, b{j}, c{i}_{j});")
-                elif first:  # the slice's first product starts the f16 partial sum
-                    lines.append(f"h{i}_{j} = {x} * b{j};")
-                else:
-                    lines.append(f"h{i}_{j} = fma({x}, b{j}, h{i}_{j});")
-        return lines
-
-    def compute(buf: int) -> list[str]:
-        """All BK k steps of tile ``buf``, then (mixed) the f16 slice sums into f32."""
-        lines = []
-        if cfg.unroll:
-            for kk in range(cfg.bk):
-                lines += ["{"] + ["  " + x for x in step(buf, kk)] + ["}"]
-        else:
-            if mixed:
-                lines += [f"h{i}_{j} = {vs}(0);" for i in range(cfg.tm) for j in range(tb)]
-            lines.append(f"for (var kk = 0u; kk < {cfg.bk}u; kk = kk + 1u) {{")
-            lines += ["  " + x for x in step(buf, "kk")]
-            lines.append("}")
-        if mixed:
-            lines += [f"c{i}_{j} = c{i}_{j} + {v}(h{i}_{j});"
-                      for i in range(cfg.tm) for j in range(tb)]
-        return lines
-
-    def indent(lines, n=1):
-        return ["    " * n + x for x in lines]
-
-    def prefetch(tile: str) -> list[str]:
-        """Global -> registers for tile number ``tile`` (a WGSL u32 expression)."""
-        return [f"k0 = kbegin + ({tile}) * {cfg.bk}u;"] + load
-
-    main = ["if (tiles > 0u) {"]
-    main += indent(load)
-    if cfg.stages == 2:
-        # two copies of the step, one per buffer, so each reads and writes constant offsets
-        main += indent(store(0) + ["workgroupBarrier();",
-                                   "for (var t = 0u; t < tiles; t = t + 2u) {"])
-        for buf, tile in ((0, "t"), (1, "t + 1u")):
-            if cfg.early:  # the other buffer was last read before the previous barrier
-                body = [f"let more = {tile} + 1u < tiles;",
-                        "if (more) {", *indent(prefetch(f"{tile} + 1u") + store(1 - buf)), "}",
-                        *compute(buf),
-                        "workgroupBarrier();"]
-            else:
-                body = [f"let more = {tile} + 1u < tiles;",
-                        "if (more) {", *indent(prefetch(f"{tile} + 1u")), "}",
-                        *compute(buf),
-                        "if (more) {", *indent(store(1 - buf)), "}",
-                        "workgroupBarrier();"]
-            if buf == 0:
-                main += indent(["{", *indent(body), "}"], 2)
-            else:
-                main += indent(["if (t + 1u < tiles) {", *indent(body), "}"], 2)
-        main += indent(["}"])
-    else:
-        body = [*store(0), "workgroupBarrier();",
-                "if (t + 1u < tiles) {", *indent(prefetch("t + 1u")), "}",
-                *compute(0), "workgroupBarrier();"]
-        main += indent(["for (var t = 0u; t < tiles; t = t + 1u) {", *indent(body), "}"])
-    main.append("}")
-
-    if cfg.group > 1:
-        # grouped rasterization: launch order walks GROUP block rows column by column
-        block = ["let pid = wid.y * nwg.x + wid.x;",
-                 f"let per_group = {cfg.group}u * nwg.x;",
-                 f"let first = (pid / per_group) * {cfg.group}u;",
-                 f"let rows = min(nwg.y - first, {cfg.group}u);",
-                 "let by = first + (pid % per_group) % rows;",
-                 "let bx = (pid % per_group) / rows;"]
-    else:
-        block = ["let bx = wid.x;", "let by = wid.y;"]
-
-    for i in range(cfg.tm):
-        # row of accumulator i: vec4 block i//4 (stride BM/TM vec4 = 4·sa rows), lane i%4
-        write.append(f"{{ let r = row0 + (ty + {(i // 4) * sa}u) * 4u + {i % 4}u;")
-        write.append("  if (r < p.M) {")
-        for j in range(tb):
-            write.append(f"    {{ let c = col0 + (tx + {j * sb}u) * 4u;")
-            if hooks:
-                write.append(f"      store4(r, c, c{i}_{j}); }}")
-            elif cfg.split > 1:  # a loop, not 4 copies of the compare-and-swap loop
-                write.append(f"      let cv = c{i}_{j};")
-                write.append("      for (var lane = 0u; lane < 4u; lane = lane + 1u) {")
-                write.append(f"        if (c + lane < p.N) {{ add_out({oo}r * p.N + c + lane, "
-                             "cv[lane]); }")
-                write.append("      }")
-                write.append("    }")
-            elif vec_b:
-                write.append(f"      if (c < p.N) {{ out[({oo}r * p.N + c) / 4u] = "
-                             f"vec4<{t}>(c{i}_{j}); }} }}")
-            else:
-                for lane in range(4):
-                    write.append(f"      if (c + {lane}u < p.N) {{ "
-                                 f"out[{oo}r * p.N + c + {lane}u] = {t}(c{i}_{j}[{lane}]); }}")
-                write.append("    }")
-        write.append("  }")
-        write.append("}")
-    helpers = []
-    if not vec_a and not hooks:
-        helpers.append(f"fn load_a(r: u32, k: u32, kend: u32) -> {s} {{\n"
-                       f"    if (r < p.M && k < kend) {{\n"
-                       f"        return {s}(a[{ao}r * p.K + k]);\n    }}\n    return {s}(0);\n}}\n")
-    if not vec_b and not hooks:
-        helpers.append(f"fn load_b(k: u32, c: u32, kend: u32) -> {s} {{\n"
-                       f"    if (k < kend && c < p.N) {{\n"
-                       f"        return {s}(b[{bo}k * p.N + c]);\n    }}\n    return {s}(0);\n}}\n")
-    phase0 = ""
-    if cfg.split > 1:
-        helpers.append("fn add_out(i: u32, v: f32) {\n    var old = atomicLoad(&out[i]);\n"
-                       "    loop {\n        let res = atomicCompareExchangeWeak(&out[i], old, "
-                       "bitcast<u32>(bitcast<f32>(old) + v));\n"
-                       "        if (res.exchanged) {\n            break;\n        }\n"
-                       "        old = res.old_value;\n    }\n}\n")
-        every = "p.M * p.N * p.nbatch" if batch else "p.M * p.N"  # zeroes all the products
-        phase0 = (f"if (p.phase == 0u) {{\n        let i = (wid.y * nwg.x + wid.x) * {threads}u + "
-                  f"lid;\n        if (i < {every}) {{\n            atomicStore(&out[i], 0u);\n"
-                  "        }\n        return;\n    }")
-    ind = "\n    "
-    fields = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk", "u32"))
-    kbegin = "let kbegin = wid.z * p.kchunk;"
-    if batch:
-        fields += (("kslices", "u32"), ("zbase", "u32"), ("nbatch", "u32"),
-                   *uniform_fields(batch, ("a", "b")))
-        helpers.insert(0, "var<private> aoff: u32;\nvar<private> boff: u32;\n"
-                          "var<private> ooff: u32;\n")
-        index = index_wgsl(batch, ("a", "b"), "bz")  # WGSL ignores the indentation
-        kbegin = ("let bz = p.zbase + wid.z / p.kslices;\n"
-                  f"    {{\n        {index}\n        aoff = i_a;\n        boff = i_b;\n    }}\n"
-                  "    ooff = bz * p.M * p.N;\n"
-                  "    let kbegin = (wid.z % p.kslices) * p.kchunk;")
-    return {
-        "FIELDS": fields,
-        "EXTRA": "".join(f"\n    {nm}: {ft}," for nm, ft in fields[5:]), "KBEGIN": kbegin,
-        "ENABLE": shaders.enable_directives([t]), "T": t, "ACC": acc, "S": s,
-        "AT": f"vec4<{t}>" if vec_a else t, "BT": f"vec4<{t}>" if vec_b else t,
-        "OT": "atomic<u32>" if cfg.split > 1 else (f"vec4<{t}>" if vec_b else t),
-        "PHASE0": phase0, "BLOCK": ind.join(block), "STAGES": cfg.stages,
-        "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "TN": cfg.tn,
-        "THREADS": threads, "HELPERS": "\n".join(helpers), "DECLARE": ind.join(decl),
-        "TXTY": _txty(cfg),
-        "MAIN": ind.join(main), "WRITE": ind.join(write)}
-
-
 def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Device,
              precision: str = "f32") -> float:
     """Seconds of one matmul of the class's tuning shape with ``cfg`` (median of 3 after a
@@ -884,7 +445,7 @@ def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Devi
 
     from ... import _queue
     from ...buffer import empty
-    from ..core.base import bind
+    from ..core.bind import bind
 
     m, n, k = _TUNE_SHAPES[cls]
     a, b, out = (empty((m, k), dtype, "autotune-a", device=device),

@@ -1,18 +1,16 @@
 // matmul: out (M×N) = a (M×K) · b (K×N), row-major, any M, N, K; 2-D block tiling.
 // Bindings: 0 a (read), 1 b (read), 2 out (read_write), 3 params (uniform: M, N, K).
-// Templates (filled by wgcompute/kernels/matmul.py from a TileConfig):
-//   ENABLE, T (storage element type), ACC (accumulator type: f32 for f16 inputs),
-//   S (workgroup tile element: ACC, or f16 for f16 "mixed" precision),
-//   AT / BT (a's and b's array element: vec4<T> when K, resp. N, is a multiple of 4, else T),
-//   BM×BN (the workgroup's block of out), BK (k step), TM×TN (each invocation's block),
-//   THREADS = (BM/TM)·(BN/TN), STAGES (1 or 2 workgroup tiles of a and of b),
-//   BLOCK (which BM×BN block this workgroup owns: bx, by; grouped when the config says so),
-//   MAIN (the k loop: LOAD global -> registers, STORE registers -> workgroup memory, COMPUTE
-//   one k step's multiply-adds, all generated straight-line with constant offsets),
-//   WRITE (accumulators -> out, edge-guarded), HELPERS (guarded scalar loads, for the
-//   operands that are not vec4), OT (out's element: BT, or atomic<u32> for split-K),
-//   PHASE0 (split-K: the launch that zeroes out), EXTRA and KBEGIN (batched products: the
-//   batch's sizes and strides, and the batch index and k slice taken from workgroup z).
+// Params (wgcompute/kernels/matmul/tiling.py, from a TileConfig):
+//   ENABLE, T (storage element type), AT / BT (a's, b's array element: vec4<T> when K,
+//   resp. N, is a multiple of 4, else T; vec_a / vec_b say which), S (workgroup tile
+//   element: f32 for f16 inputs, or f16 for f16 "mixed" precision), BM×BN (the workgroup's block of out), BK (k step), THREADS =
+//   (BM/TM)·(BN/TN), STAGES (1 or 2 workgroup tiles of a and of b), split (the split-K
+//   factor: out is atomic<u32> and phase 0 zeroes it), batch (batched products: EXTRA, the
+//   batch's sizes and strides; INDEX, the WGSL that sets i_a and i_b from the batch index bz),
+//   AO/BO/OO ("aoff + " etc. for batched products, else ""); tiling.wgsl's parts, rendered:
+//   BLOCK (which BM×BN block this workgroup owns: bx, by), TXTY, DECLARE, MAIN (the k loop:
+//   loads global -> registers -> workgroup memory, multiply-adds, all straight-line with
+//   constant offsets), WRITE (accumulators -> out, edge-guarded).
 // Split-K (f32 sums: f32, or f16 a and b writing an f32 temporary that a second kernel
 // converts): workgroup z multiplies the k range [z·kchunk, (z+1)·kchunk) and adds its block
 // into out by compare-and-swap, after a first launch (phase 0) zeroed out; skinny outputs
@@ -32,12 +30,19 @@ struct Params {
     N: u32,
     K: u32,
     phase: u32,
-    kchunk: u32,${EXTRA}
+    kchunk: u32,
+#for name, wtype in EXTRA
+    ${name}: ${wtype},
+#endfor
 }
 
 @group(0) @binding(0) var<storage, read> a: array<${AT}>;
 @group(0) @binding(1) var<storage, read> b: array<${BT}>;
-@group(0) @binding(2) var<storage, read_write> out: array<${OT}>;
+#if split > 1
+@group(0) @binding(2) var<storage, read_write> out: array<atomic<u32>>;
+#else
+@group(0) @binding(2) var<storage, read_write> out: array<${BT}>;
+#endif
 @group(0) @binding(3) var<uniform> p: Params;
 
 const ASZ: u32 = ${BK}u * ${BM}u / 4u;  // one a tile, in vec4
@@ -45,17 +50,77 @@ const BSZ: u32 = ${BK}u * ${BN}u / 4u;
 var<workgroup> As: array<vec4<${S}>, ${STAGES}u * ASZ>;
 var<workgroup> Bs: array<vec4<${S}>, ${STAGES}u * BSZ>;
 
-${HELPERS}
+#if batch
+// this workgroup's element offsets into a, b and out
+var<private> aoff: u32;
+var<private> boff: u32;
+var<private> ooff: u32;
+
+#endif
+#if not vec_a
+fn load_a(r: u32, k: u32, kend: u32) -> ${S} {
+    if (r < p.M && k < kend) {
+        return ${S}(a[${AO}r * p.K + k]);
+    }
+    return ${S}(0);
+}
+
+#endif
+#if not vec_b
+fn load_b(k: u32, c: u32, kend: u32) -> ${S} {
+    if (k < kend && c < p.N) {
+        return ${S}(b[${BO}k * p.N + c]);
+    }
+    return ${S}(0);
+}
+
+#endif
+#if split > 1
+fn add_out(i: u32, v: f32) {
+    var old = atomicLoad(&out[i]);
+    loop {
+        let res = atomicCompareExchangeWeak(&out[i], old, bitcast<u32>(bitcast<f32>(old) + v));
+        if (res.exchanged) {
+            break;
+        }
+        old = res.old_value;
+    }
+}
+
+#endif
 @compute @workgroup_size(${THREADS})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    ${PHASE0}
+#if split > 1
+    if (p.phase == 0u) {
+        let i = (wid.y * nwg.x + wid.x) * ${THREADS}u + lid;
+    #if batch
+        if (i < p.M * p.N * p.nbatch) {
+    #else
+        if (i < p.M * p.N) {
+    #endif
+            atomicStore(&out[i], 0u);
+        }
+        return;
+    }
+#endif
     ${BLOCK}
     let row0 = by * ${BM}u;
     let col0 = bx * ${BN}u;
     ${TXTY}
     ${DECLARE}
-    ${KBEGIN}
+#if batch
+    let bz = p.zbase + wid.z / p.kslices;
+    {
+        ${INDEX}
+        aoff = i_a;
+        boff = i_b;
+    }
+    ooff = bz * p.M * p.N;
+    let kbegin = (wid.z % p.kslices) * p.kchunk;
+#else
+    let kbegin = wid.z * p.kchunk;
+#endif
     let kend = min(p.K, kbegin + p.kchunk);
     let tiles = select(0u, (kend - kbegin + ${BK}u - 1u) / ${BK}u, kend > kbegin);
     var k0 = kbegin;

@@ -72,7 +72,7 @@ def sweep(layer: dict, names: list[str], mixed: bool, deadline: float) -> None:
     """Time each usable config on ``layer`` (its full batch) into layer["ms"]."""
     import wgcompute as wgc
     from wgcompute.kernels.conv import conv_configs
-    from wgcompute.kernels.core.base import bind
+    from wgcompute.kernels.core.bind import bind
 
     dev = wgc.current_device()
     k, res, shapes = layer["kernel"], layer["params"], layer["shapes"]

@@ -136,27 +136,7 @@ def convert_exact(arr: np.ndarray, target: DType, argument: str = "data") -> np.
     if src.kind not in "iuf":
         raise DtypeError(f"{argument}: cannot store {src} data as {target.name}; expected numbers")
     if dst.kind == "f":
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = arr.astype(dst)
-        if src.kind == "f":
-            overflow = np.isinf(out) & np.isfinite(arr)
-            if overflow.any():
-                raise DtypeError(f"{argument}: {_describe(arr, overflow)} are out of range for "
-                                 f"{target.name} (max {float(np.finfo(dst).max):g})")
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                back = out.astype(np.float64)
-            inexact = ~np.isfinite(back) | (back != arr.astype(np.float64))
-            if src.kind in "iu" and src.itemsize == 8:
-                # float64 cannot hold every int64; compare in integers where they fit
-                lo, hi = (0.0, 2.0**64) if src.kind == "u" else (-(2.0**63), 2.0**63)
-                ok = np.isfinite(back) & (back >= lo) & (back < hi)
-                inexact = ~ok
-                inexact[ok] = back[ok].astype(src) != arr[ok]
-            if inexact.any():
-                raise DtypeError(f"{argument}: {_describe(arr, inexact)} cannot be stored "
-                                 f"exactly as {target.name}")
-        return out
+        return _to_float_exact(arr, target, argument)
     info = np.iinfo(dst)
     if src.kind == "f":
         bad = ~np.isfinite(arr)
@@ -184,6 +164,33 @@ def convert_exact(arr: np.ndarray, target: DType, argument: str = "data") -> np.
         raise DtypeError(f"{argument}: {_describe(arr, bad)} are out of range for "
                          f"{target.name} ({info.min}..{info.max})")
     return arr.astype(dst)
+
+
+def _to_float_exact(arr: np.ndarray, target: DType, argument: str) -> np.ndarray:
+    """convert_exact to a float dtype: floats may narrow but not overflow, integers must
+    come out exactly."""
+    src, dst = arr.dtype, target.numpy
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = arr.astype(dst)
+    if src.kind == "f":
+        overflow = np.isinf(out) & np.isfinite(arr)
+        if overflow.any():
+            raise DtypeError(f"{argument}: {_describe(arr, overflow)} are out of range for "
+                             f"{target.name} (max {float(np.finfo(dst).max):g})")
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            back = out.astype(np.float64)
+        inexact = ~np.isfinite(back) | (back != arr.astype(np.float64))
+        if src.kind in "iu" and src.itemsize == 8:
+            # float64 cannot hold every int64; compare in integers where they fit
+            lo, hi = (0.0, 2.0**64) if src.kind == "u" else (-(2.0**63), 2.0**63)
+            ok = np.isfinite(back) & (back >= lo) & (back < hi)
+            inexact = ~ok
+            inexact[ok] = back[ok].astype(src) != arr[ok]
+        if inexact.any():
+            raise DtypeError(f"{argument}: {_describe(arr, inexact)} cannot be stored "
+                             f"exactly as {target.name}")
+    return out
 
 
 def list_to_array(data, target: DType, argument: str = "data") -> np.ndarray:

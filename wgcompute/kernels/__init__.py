@@ -3,7 +3,8 @@ package registers the built-ins and exports the core's names (Kernel, Param, bin
 
 from .conv.conv import conv_kernels
 from .core import registry
-from .core.base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey, bind
+from .core.base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey
+from .core.bind import bind
 from .core.registry import get, names, register_kernel
 from .elementwise.builtin import builtin_kernels
 from .image.image import image_kernels

@@ -250,7 +250,7 @@ def _measure_conv(kernel: Conv2d, shapes, params, cfg, dtype: str, device) -> fl
     """Seconds of one run of this convolution layer with ``cfg``, on buffers of its shapes
     (a batch of at most conv_configs.TUNE_MAX_N output pixels), on ``device``."""
     from ...buffer import empty
-    from ..core.base import bind
+    from ..core.bind import bind
 
     shapes = [tuple(s) for s in shapes]
     x, out = shapes[0], shapes[-1]

@@ -10,11 +10,11 @@ from ..core import tuning
 from ..core.base import Launch, Param
 from ..core.tuning import TuneProblem
 from ..matmul.matmul import TileConfig
+from ..nn.common import _merge_dims
 from ..nn.nn import (
     ACTIVATION,
     SHAPES,
     NNKernel,
-    _merge_dims,
     act_fn,
     broadcast_shape,
     broadcast_strides,
@@ -277,7 +277,7 @@ fn store4(r: u32, col: u32, acc: vec4<f32>) {{
 def _measure(kind: str, cfg: TileConfig, dtype: str, cls: str, device) -> float:
     """Seconds of one gemm of the class's tuning shape with ``cfg`` on ``device``."""
     from ...buffer import empty
-    from ..core.base import bind
+    from ..core.bind import bind
 
     m, n, k = _TUNE_SHAPES[cls]
     bufs = [empty(s, dtype, f"autotune-{kind}", device=device)

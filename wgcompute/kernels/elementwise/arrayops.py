@@ -29,7 +29,7 @@ _FLOAT_BITS = {"f32": ("u32", "u", 23, 8), "f64": ("u64", "lu", 52, 11)}
 def _float_divmod(w: str) -> str:
     """WGSL fns remainder(a, b) and floor_divide(a, b): numpy's (npy_divmod, with its cases
     for nan, ±inf and ±0), bit for bit, in float work type ``w`` (f32, f16's too; f64 needs
-    64-bit integers).
+    64-bit integers), from elementwise/float_divmod.wgsl.
 
     fmod is exact by long division of the two mantissas as integers, several bits a step
     (x - y·floor(x / y) loses the remainder once x / y is past 2**24, and is nan for y = inf).
@@ -50,190 +50,14 @@ def _float_divmod(w: str) -> str:
     tiny = (mb + 4) << mb  # divisors whose remainders may be subnormal (ulp(b) < 2^(1 - bias))
     huge_a = (2 * bias + 1 - 64) << mb  # |a| / tiny overflows; a·2^64 would
 
-    def lit(v):
-        return f"{hex(v)}{sfx}"
-
-    if u == "u64":  # naga has no 64-bit countLeadingZeros
-        clz = ("let hi = u32(v >> 32u);\n"
-               "    return select(countLeadingZeros(hi), 32u + countLeadingZeros(u32(v)), "
-               "hi == 0u);")
-    else:
-        clz = "return countLeadingZeros(v);"
-    return f"""fn clz(v: {u}) -> u32 {{
-    {clz}
-}}
-
-// nonzero finite |v| as an integer mantissa m (top bit at bit {mb}) and an exponent e:
-// |v| = m·2^(e - {bias} - {mb}), subnormals normalized (e < 1)
-fn unpack(v: {w}) -> vec2<{u}> {{
-    let a = bitcast<{u}>(v) & {lit(absm)};
-    var e = i32(u32(a >> {mb}u));
-    var m = a & {lit(mmask)};
-    if (e == 0) {{
-        let lz = clz(m) - {bits - 1 - mb}u;
-        m = m << lz;
-        e = 1 - i32(lz);
-    }} else {{
-        m = m | {lit(hid)};
-    }}
-    return vec2<{u}>(m, {u}(bitcast<u32>(e)));
-}}
-
-fn exponent(p: vec2<{u}>) -> i32 {{
-    return bitcast<i32>(u32(p.y));
-}}
-
-// s | r·2^(e - {bias} - {mb}) for 0 < r < 2^{mb + 1}, exactly representable (subnormal too)
-fn pack(s: {u}, r: {u}, e0: i32) -> {w} {{
-    let lz = clz(r) - {bits - 1 - mb}u;
-    let e = e0 - i32(lz);
-    if (e >= 1) {{
-        return bitcast<{w}>(s | ({u}(u32(e)) << {mb}u) | ((r << lz) & {lit(mmask)}));
-    }}
-    return bitcast<{w}>(s | ((r << lz) >> u32(1 - e)));
-}}
-
-// C's fmod(x, y)·2^k for finite x and y != 0 (or ±inf), exactly: the remainder of
-// mx·2^(ex - ey) by my, scaled back by 2^ey
-fn fmod_scaled(x: {w}, y: {w}, k: i32) -> {w} {{
-    let ux = bitcast<{u}>(x);
-    let s = ux & {lit(sign)};
-    if ((ux & {lit(absm)}) == {lit(0)}) {{
-        return x;
-    }}
-    let px = unpack(x);
-    if ((ux & {lit(absm)}) < (bitcast<{u}>(y) & {lit(absm)})) {{
-        return pack(s, px.x, exponent(px) + k);
-    }}
-    let py = unpack(y);
-    let my = py.x;
-    var r = px.x;
-    var d = exponent(px) - exponent(py);  // >= 0
-    loop {{  // one step while x / y < 2^{step + 1}
-        let n = min(d, {step});
-        r = (r << u32(n)) % my;
-        d = d - n;
-        if (d <= 0 || r == {lit(0)}) {{ break; }}
-    }}
-    if (r == {lit(0)}) {{
-        return bitcast<{w}>(s);
-    }}
-    return pack(s, r, exponent(py) + k);
-}}
-
-// z / b correctly rounded, for finite z, b != 0 (see _float_divmod)
-fn div_rn(z: {w}, b: {w}) -> {w} {{
-    let q0 = z / b;
-    let aq = bitcast<{u}>(q0) & {lit(absm)};
-    if (aq < {lit(big)} && (bitcast<{u}>(b) & {lit(absm)}) < {lit(huge_b)}) {{
-        return q0;
-    }}
-    let pz = unpack(z);
-    let pb = unpack(b);
-    let mb = pb.x;
-    // {mb + 2} bits of mz / mb (in [1/2, 2)) below the point, and whether a remainder is left
-    var q = pz.x / mb;
-    var r = pz.x % mb;
-    var need = {mb + 2};
-    loop {{
-        if (need <= 0) {{ break; }}
-        let n = min(need, {step});
-        r = r << u32(n);
-        q = (q << u32(n)) | (r / mb);
-        r = r % mb;
-        need = need - n;
-    }}
-    let shift = select(1u, 2u, (q >> {mb + 2}u) != {lit(0)});  // keep {mb + 1} bits
-    var m = q >> shift;
-    let rest = q & ((({lit(1)}) << shift) - {lit(1)});
-    let half = {lit(1)} << (shift - 1u);
-    if (rest > half || (rest == half && (r != {lit(0)} || (m & {lit(1)}) != {lit(0)}))) {{
-        m = m + {lit(1)};
-    }}
-    let s = (bitcast<{u}>(z) ^ bitcast<{u}>(b)) & {lit(sign)};
-    // m·2^(shift - {mb + 2})·2^(ez - eb) as m·2^(e - bias - {mb})
-    var e = i32(shift) - 2 + exponent(pz) - exponent(pb) + {bias};
-    if (m == ({lit(hid)} << 1u)) {{
-        m = m >> 1u;
-        e = e + 1;
-    }}
-    if (e >= {2 * bias + 1}) {{
-        return bitcast<{w}>(s | {lit(inf)});
-    }}
-    if (e < 1) {{
-        return pack(s, m, e);
-    }}
-    return bitcast<{w}>(s | ({u}(u32(e)) << {mb}u) | (m & {lit(mmask)}));
-}}
-
-// numpy's remainder(a, b): fmod, then b's sign
-fn remainder(a: {w}, b: {w}) -> {w} {{
-    let ua = bitcast<{u}>(a);
-    let ub = bitcast<{u}>(b);
-    let ab = ub & {lit(absm)};
-    if ((ua & {lit(absm)}) >= {lit(inf)} || ab > {lit(inf)} || ab == {lit(0)}) {{
-        return bitcast<{w}>({lit(qnan)});  // nan in, a = ±inf, b = ±0: fmod's nan
-    }}
-    let m = fmod_scaled(a, b, 0);
-    let um = bitcast<{u}>(m);
-    if ((um & {lit(absm)}) == {lit(0)}) {{
-        return bitcast<{w}>(ub & {lit(sign)});
-    }}
-    if ((ub & {lit(sign)}) == (um & {lit(sign)})) {{
-        return m;
-    }}
-    if (ab >= {lit(tiny)}) {{  // m + b, both large enough to stay normal
-        return m + b;
-    }}
-    let r = fmod_scaled(a, b, 64) + b * {w}(18446744073709551616.0);  // scaled by 2^64
-    let pr = unpack(r);
-    return pack(bitcast<{u}>(r) & {lit(sign)}, pr.x, exponent(pr) - 64);
-}}
-
-// numpy's floor_divide(a, b): (a - fmod(a, b)) / b, then the floor of the quotient
-fn floor_divide(a: {w}, b: {w}) -> {w} {{
-    let ua = bitcast<{u}>(a);
-    let ub = bitcast<{u}>(b);
-    let aa = ua & {lit(absm)};
-    let ab = ub & {lit(absm)};
-    let nan = bitcast<{w}>({lit(qnan)});
-    let sq = (ua ^ ub) & {lit(sign)};  // the sign of a / b
-    if (aa > {lit(inf)} || ab > {lit(inf)}) {{
-        return nan;
-    }}
-    if (ab == {lit(0)}) {{  // a / ±0
-        return select(bitcast<{w}>(sq | {lit(inf)}), nan, aa == {lit(0)});
-    }}
-    if (aa == {lit(inf)}) {{
-        return nan;
-    }}
-    let small = ab < {lit(tiny)};
-    if (small && aa >= {lit(huge_a)}) {{  // the quotient overflows
-        return bitcast<{w}>(sq | {lit(inf)});
-    }}
-    // a small b: a, b and fmod scaled by 2^64 (exact), so that nothing is subnormal
-    let k = select(0, 64, small);
-    let f = select({w}(1), {w}(18446744073709551616.0), small);
-    let m = fmod_scaled(a, b, k);
-    let z = a * f - m;
-    var d = bitcast<{w}>(sq);  // z = ±0: numpy's division gives a signed zero
-    if ((bitcast<{u}>(z) & {lit(absm)}) != {lit(0)}) {{
-        d = div_rn(z, b * f);
-    }}
-    let um = bitcast<{u}>(m);
-    if ((um & {lit(absm)}) != {lit(0)} && (ub & {lit(sign)}) != (um & {lit(sign)})) {{
-        d = d - {w}(1);  // the remainder takes b's sign
-    }}
-    var q = bitcast<{w}>(sq);
-    if ((bitcast<{u}>(d) & {lit(absm)}) != {lit(0)}) {{
-        q = floor(d);
-        if (d - q > {w}(0.5)) {{
-            q = q + {w}(1);
-        }}
-    }}
-    return q;
-}}
-"""
+    return shaders.render(shaders.load("elementwise/float_divmod.wgsl"), {
+        "w": w, "u": u, "bits": bits, "mb": mb, "step": step, "bias": bias,
+        # the bit patterns, as literals of the unsigned type u
+        **{name: f"{hex(v)}{sfx}" for name, v in (
+            ("ABSM", absm), ("MMASK", mmask), ("HID", hid), ("SIGN", sign), ("INF", inf),
+            ("QNAN", qnan), ("BIG", big), ("HUGE_B", huge_b), ("TINY", tiny),
+            ("HUGE_A", huge_a), ("ZERO", 0), ("ONE", 1))},
+    }, name="elementwise/float_divmod.wgsl")
 
 
 def _arith(op: str, dt: DType) -> str:

@@ -15,7 +15,6 @@ from ...errors import DtypeError, ShapeError
 from ...runtime import Device
 from ..core import shaders
 from ..core.base import (
-    GATHER,
     BuiltinKernel,
     Kernel,
     Launch,
@@ -23,6 +22,7 @@ from ..core.base import (
     PipelineKey,
     fold_grid,
 )
+from ..core.bind import GATHER
 from ..core.layout import (
     MAX_DIMS,
     broadcast_shapes,
@@ -619,7 +619,7 @@ BUILTIN_OPS = {"elementwise_add": "add", "elementwise_sub": "sub",
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
     strided_copy = StridedCopy()
-    GATHER[:] = [strided_copy]  # base.bind gathers unaligned views with it
+    GATHER[:] = [strided_copy]  # bind.bind gathers unaligned views with it
     return [
         *(Elementwise(name, OPS[op]) for name, op in BUILTIN_OPS.items()),
         Elementwise("scale", OPS["scale"], param=scalar, description="out = input * scalar"),

@@ -1,0 +1,285 @@
+"""Binding a kernel to buffers (``bind``): the checks of its buffers and params, then its
+pipeline, uniform and bind groups on the buffers' device, as a Dispatch; multi-pass kernels and
+unaligned view inputs bind as a MultiDispatch of several."""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import wgpu
+
+from ...buffer import Buffer, BufferView, check_buffer, empty, from_numpy
+from ...dtypes import DTYPES
+from ...errors import ArgumentError, DeviceError, DtypeError, ShapeError
+from ...runtime import Device, current_device
+from . import tuning
+from .base import (
+    UNIFORM_STRIDE,
+    Dispatch,
+    Kernel,
+    Meta,
+    MultiDispatch,
+    pack_uniform,
+    temp_spec,
+)
+
+
+def _free_all(buffers) -> None:
+    for b in buffers:
+        b.free()
+
+
+def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
+                 plan, device: Device) -> MultiDispatch:
+    temp_specs, steps = plan
+    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}", device=device)
+             if isinstance(spec, np.ndarray)
+             else empty(*temp_spec(spec), label=f"{kernel.name}-tmp{i}", device=device)
+             for i, spec in enumerate(temp_specs)]
+    env = {f"in{i}": b for i, b in enumerate(inputs)}
+    env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
+
+    def ref(r):
+        return r if isinstance(r, Buffer) else env[r]
+
+    parts = [bind(k, [ref(r) for r in ins], ref(o), p) for k, ins, o, p in steps]
+    keep = list({id(r): r for _, ins, o, _ in steps for r in [*ins, o]
+                 if isinstance(r, Buffer)}.values())
+    # The bind cache may keep this Dispatch after its buffers are gone: the temporaries go
+    # with the first of them to be collected, not with the cache entry.
+    for b in list(inputs) + [output]:
+        weakref.finalize(b, _free_all, temps)
+    return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
+                         [launch for part in parts for launch in part.launches],
+                         device=device, parts=parts, temps=temps, keep=keep)
+
+
+# The strided_copy kernel that gathers unaligned views (builtin.py puts it here when it makes
+# the built-in kernels: the registry sits above this module).
+GATHER: list = []
+
+
+def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params,
+                   device: Device) -> MultiDispatch:
+    """The kernel over views that cannot be bound where they lie (their offset is not a
+    multiple of min-storage-buffer-offset-alignment): each is first copied on the GPU into
+    a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
+    from .layout import contiguous_strides
+
+    copy = GATHER[0]
+    temps, steps, refs = [], [], []
+    for i, b in enumerate(inputs):
+        if b._bindable():
+            refs.append(f"in{i}")
+            continue
+        item = b._dt.itemsize
+        alias = _alias(b._base, b)
+        t = len(temps)
+        temps.append(empty(b.shape, b._dt, label=f"{kernel.name}-view{i}", device=device))
+        steps.append((copy, [alias], temps[t], {"strides": contiguous_strides(b.shape),
+                                               "offset": b._offset // item}))
+        refs.append(temps[t])
+    env = {f"in{i}": b for i, b in enumerate(inputs)}
+    args = [env[r] if isinstance(r, str) else r for r in refs]
+    parts = [bind(k, ins, out, p) for k, ins, out, p in steps]
+    parts.append(bind(kernel, args, output, params))
+    for b in list(inputs) + ([output] if output is not None else []):
+        weakref.finalize(b, _free_all, temps)
+    resolved = parts[-1].params
+    return GatheredDispatch(kernel, [Meta.of(b) for b in inputs],
+                            Meta.of(output) if output is not None else None, resolved, None,
+                            [launch for part in parts for launch in part.launches],
+                            device=device, parts=parts, temps=temps)
+
+
+@dataclass
+class GatheredDispatch(MultiDispatch):
+    """A kernel bound after copies of its unaligned view inputs (``_bind_gathered``): the
+    copies do not depend on params, so new params go to the kernel's own part."""
+
+    def set_params(self, **params) -> None:
+        self.parts[-1].set_params(**params)
+        self.params = self.parts[-1].params
+        self.launches = [launch for part in self.parts for launch in part.launches]
+
+
+def _alias(root: Buffer, view: Buffer) -> Buffer:
+    """All of ``root``'s memory seen as elements of ``view``'s dtype, from byte 0 (so it
+    binds anywhere)."""
+    return BufferView(root, (root.nbytes // view._dt.itemsize,), 0, view._dt)
+
+
+def same_device(kernel_name: str, named_buffers) -> Device:
+    """The one device of ``named_buffers`` ((argument name, Buffer) pairs); a buffer on another
+    device is a DeviceError naming it (copy across with ``buf.to(device)``)."""
+    device = None
+    first = None
+    for name, b in named_buffers:
+        if device is None:
+            device, first = b._dev, name
+        elif b._dev is not device:
+            raise DeviceError(f"{kernel_name}: {name} is on {b._dev.label} but {first} is on "
+                              f"{device.label}; a kernel runs on one device (copy with "
+                              f"buf.to(device))")
+    return device
+
+
+def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
+    """Validate and bind: everything a dispatch needs, created once, on the buffers' device."""
+    device = _check_buffers(kernel, inputs, output)
+    aliased = _aliased_inputs(kernel, inputs, output)
+    dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
+    resolved = kernel.resolve_params(params, dt)
+    kernel.check(list(inputs), output, resolved)
+    if not all(b._bindable() for b in inputs):
+        return _bind_gathered(kernel, list(inputs), output, params, device)
+    tuning.prepare(kernel, list(inputs), output, resolved, device)  # never inside key
+    plan = kernel.passes(list(inputs), output, resolved)
+    if plan is not None:
+        return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
+    key = kernel.key(list(inputs), output, resolved)
+    if aliased:
+        key = dataclasses.replace(key, in_place=aliased)
+    compiled = kernel.compiled(key, device)
+    launches = kernel.launches(list(inputs), output, resolved, device)
+    d = Dispatch(kernel, [Meta.of(b) for b in inputs],
+                 Meta.of(output) if output is not None else None, resolved, compiled, launches,
+                 device=device)
+    storage = list(inputs) + ([output] if output is not None else [])
+    _check_binding_sizes(kernel, storage, launches, device)
+    if compiled.uniform_fields and launches:
+        try:
+            d.uniform = device.gpu_device.create_buffer_with_data(
+                label=f"{kernel.name}-params", data=d._uniform_bytes(),
+                usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        except Exception as e:
+            raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
+        device.stats["uniform_buffers_created"] += 1
+    _create_bind_groups(d, storage)
+    return d
+
+
+def _check_buffers(kernel: Kernel, inputs, output: Buffer | None) -> Device:
+    """The buffers as the kernel takes them (their number, live, on one device, the output's
+    dtype, an output of its own): the device they are on (the current one for none)."""
+    if not isinstance(inputs, (list, tuple)):
+        raise ArgumentError(f"{kernel.name}: inputs must be a list of buffers, got "
+                            f"{type(inputs).__name__}")
+    if len(inputs) != len(kernel.inputs):
+        raise ArgumentError(f"{kernel.name}: takes {len(kernel.inputs)} input(s) "
+                            f"({', '.join(kernel.inputs) or 'none'}), got {len(inputs)}")
+    for name, b in zip(kernel.inputs, inputs):
+        check_buffer(b, f"{kernel.name}: input {name!r}")
+    if kernel.output is not None:
+        check_buffer(output, f"{kernel.name}: output")
+    named = [(f"input {n!r}", b) for n, b in zip(kernel.inputs, inputs)]
+    if output is not None:
+        named.append(("output", output))
+    device = same_device(kernel.name, named)
+    if device is None:
+        device = current_device()
+    if kernel.output is not None:
+        if output.dtype not in kernel.dtypes:
+            same = [n for n, b in zip(kernel.inputs, inputs) if b.dtype == output.dtype]
+            like = f", as is input {same[0]!r}" if same else ""
+            raise DtypeError(f"{kernel.name}: dtype {output.dtype} is not supported (output is "
+                             f"{output.dtype}{like}); expected one of "
+                             f"{', '.join(kernel.dtypes)}")
+    if output is not None and output._base is not None:
+        raise ArgumentError(
+            f"{kernel.name}: output {output!r} is part of another buffer's memory; kernels "
+            f"write whole words past a result's last element, so they write into buffers of "
+            f"their own (write the result there, then copy)")
+    return device
+
+
+def _aliased_inputs(kernel: Kernel, inputs, output: Buffer | None) -> tuple[int, ...]:
+    """The inputs that are the output's own memory (the kernel runs in place on them, if it
+    can); an input on part of the output's memory is refused."""
+    aliased = []
+    for i, b in enumerate(inputs):
+        shared = _shared_memory(b, output) if output is not None else None
+        if shared == "part":
+            raise ArgumentError(
+                f"{kernel.name}: input {kernel.inputs[i]!r} {b!r} is a view of part of the "
+                f"output's memory; a kernel cannot read it while writing the output (write to "
+                f"another buffer)")
+        if shared == "all":
+            aliased.append(i)
+    aliased = tuple(aliased)
+    if aliased:
+        why = kernel.in_place_refusal(list(inputs), output, aliased)
+        if why:
+            names = " and ".join(repr(kernel.inputs[i]) for i in aliased)
+            raise ArgumentError(f"{kernel.name}: output is also input {names}; {why}, so its "
+                                f"output cannot be its input (write to another buffer)")
+    return aliased
+
+
+def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
+    """One bind group per launch of ``d``: each storage buffer's bytes (the launch's range of
+    them, if it has ranges) and the launch's slice of the uniform."""
+    kernel, compiled, device = d.kernel, d.compiled, d.device
+    dev = device.gpu_device
+    n_storage = len(storage)
+    slots = kernel.binding_slots()
+    names = kernel.storage_bindings()
+    where = [b._binding(f"{kernel.name}: {names[j]!r}") for j, b in enumerate(storage)]
+    for i, launch in enumerate(d.launches):
+        entries = []
+        for j, b in enumerate(storage):
+            gpu, base = where[j]
+            # the data's own bytes, not the whole allocation: a view lies inside its base's,
+            # a pooled result's may be larger
+            off, size = launch.ranges[j] if launch.ranges is not None else (0,
+                                                                            b._bound_bytes())
+            res = {"buffer": gpu, "offset": base + off, "size": size}
+            entries.append({"binding": slots[j], "resource": res})
+        if compiled.uniform_fields:
+            entries.append({"binding": slots[n_storage], "resource": {
+                "buffer": d.uniform, "offset": i * UNIFORM_STRIDE,
+                "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
+        try:
+            bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
+                                       entries=entries)
+        except Exception as e:  # what the checks above did not foresee: wrap, never leak
+            for name, buf in zip(kernel.storage_bindings(), storage):
+                buf._check(f"{kernel.name}: {name!r}")  # freed by another thread meanwhile
+            raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
+        d.bind_groups.append(bg)
+        device.stats["bind_groups_created"] += 1
+
+
+def _shared_memory(a: Buffer, b: Buffer) -> str | None:
+    """How ``a``'s memory relates to ``b``'s: "all" (the same bytes: one Buffer passed twice,
+    or a view of all of it), "part" (a view overlapping part of it), or None."""
+    if a is b:
+        return "all"
+    ra = a._base if a._base is not None else a
+    rb = b._base if b._base is not None else b
+    if ra is not rb and (ra._gpu is None or ra._gpu is not rb._gpu):
+        return None
+    a0, b0 = a._offset, b._offset
+    if a0 == b0 and a.nbytes == b.nbytes:
+        return "all"
+    if a0 < b0 + b.nbytes and b0 < a0 + a.nbytes:
+        return "part"
+    return None
+
+
+def _check_binding_sizes(kernel: Kernel, storage, launches, device: Device) -> None:
+    """A kernel whose launches bind whole buffers cannot take one larger than the adapter's
+    max-storage-buffer-binding-size; say so before wgpu's validation does."""
+    limit = device.limit("max-storage-buffer-binding-size")
+    names = kernel.storage_bindings()
+    for launch in launches:
+        for j, b in enumerate(storage):
+            size = launch.ranges[j][1] if launch.ranges is not None else b._bound_bytes()
+            if size > limit:
+                raise ShapeError(
+                    f"{kernel.name}: {names[j]!r} {b.shape} {b.dtype} binds {size} bytes; "
+                    f"{device.name} binds at most {limit} bytes per buffer, and this kernel "
+                    f"does not split its work into ranges")

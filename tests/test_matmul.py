@@ -373,6 +373,7 @@ def test_problem_classes():
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
+    autotune.autotune_reset()  # choices earlier tests made (tuning is on by default on GPUs)
     yield tmp_path
     autotune.autotune_reset()
 

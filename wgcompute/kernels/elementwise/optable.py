@@ -77,8 +77,12 @@ class OpDef:
         """The op's WGSL expression on ``x`` (``y``) of item type ``v`` and scalar type ``t``
         (nan tested as ``nan_type``, ``v`` unless given), parameters ``a`` and ``b``."""
         return shaders.render(self.template(dt), {
-            "V": v, "T": t, "nan_x": wgsl_is_nan("x", nan_type or v), "a": a, "b": b},
-            name=f"{where or self.name} op")
+            "V": v, "T": t, "nan_x": wgsl_is_nan("x", nan_type or v), "a": a, "b": b,
+            "big": _BIG_DIVISOR.get(t, "0.0")}, name=f"{where or self.name} op")
+
+
+# The smallest power of two whose reciprocal is subnormal, per float type (see "div").
+_BIG_DIVISOR = {"f16": "16384.0", "f32": "8.507059173023462e37", "f64": "4.49423283715579e307"}
 
 
 # -- numpy references (f64 math for the nn activations, computed in f32 on the GPU) ---------
@@ -217,7 +221,11 @@ _ROWS = (
     OpDef("mul", 2, "any", "x * y", np.multiply, description="a * b"),
     # x / 0 is x by WGSL's rule, but naga's GLSL output leaves it to GL, where it is
     # undefined (llvmpipe: 0, or all ones unsigned): divide by 1 instead, on every backend
-    OpDef("div", 2, "any", "x / y", _trunc_divide,
+    # A divisor past 2^126 (f16: 2^14) has a subnormal reciprocal, which GPUs that divide as
+    # x * (1 / y) and flush subnormals (NVIDIA) make 0: inf / 2^127 gave nan, 3 / 2^127 gave
+    # 0. Dividing both by 4 first is exact there (a quotient that small x could lose is 0).
+    OpDef("div", 2, "any", "select(x / y, (x * 0.25) / (y * 0.25), abs(y) > ${V}(${big}))",
+          _trunc_divide,
           wgsl_int="x / select(y, ${V}(1), y == ${V}(0))",
           description="a / b (integers: truncated; x / 0 gives x, as in WGSL)"),
     OpDef("floordiv", 2, "any", "floor_divide(x, y)", np.floor_divide, body=_floordiv_body,

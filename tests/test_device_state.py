@@ -36,6 +36,7 @@ class _Thing:
         self.closed = True
 
 
+@pytest.mark.needs("several-devices")
 def test_state_for_is_made_once_and_closed_with_the_device():
     dev = _second_device()
     owner = type("Owner", (), {})()
@@ -53,6 +54,7 @@ def test_state_for_is_made_once_and_closed_with_the_device():
         dev.state_for(owner, make)
 
 
+@pytest.mark.needs("several-devices")
 def test_state_for_goes_with_its_owner_and_drop_state_hands_it_back():
     dev = _second_device()
     with dev:
@@ -66,6 +68,7 @@ def test_state_for_goes_with_its_owner_and_drop_state_hands_it_back():
         assert not dev._states
 
 
+@pytest.mark.needs("several-devices")
 def test_a_lost_device_forgets_the_states():
     dev = _second_device()
     owner = type("Owner", (), {})()
@@ -108,6 +111,7 @@ def test_a_model_on_two_devices_and_one_closed():
     assert weakref.ref(model) not in home._states
 
 
+@pytest.mark.needs("several-devices")
 def test_a_new_device_never_sees_a_closed_ones_weights():
     """A closed device is not kept alive by a model that ran on it, so a device opened after
     it may get its id(): the model uploads its weights to the new one, it never reuses the
@@ -133,6 +137,7 @@ def test_a_new_device_never_sees_a_closed_ones_weights():
     print(f"{reused} of 8 devices reused a closed one's id")
 
 
+@pytest.mark.needs("several-devices")
 def test_a_new_device_never_sees_a_closed_ones_stream_map_pipeline():
     """The same for a stream map's pipeline clones: one per device, closed with it."""
     from wgcompute.stream_map import _Work
@@ -200,6 +205,7 @@ def test_binding_knows_no_model():
         assert "model" not in text, os.path.relpath(path, PACKAGE)
 
 
+@pytest.mark.needs("several-devices")
 def test_a_model_that_ran_is_collected_with_its_state():
     """The device holds a model's state, not the model: a model dropped by its user goes,
     and its weights and bound runs with it."""

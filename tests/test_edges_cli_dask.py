@@ -229,7 +229,7 @@ def test_pipeline_literal_values_still_parse():
 
 def test_resize_beyond_the_adapters_buffers_names_size():
     img = wgc.image.from_numpy(np.zeros((8, 8, 4), np.uint8))
-    limit = wgc.device().limit("max-buffer-size")
+    limit = wgc.current_device().limit("max-buffer-size")
     side = int((limit // 4) ** 0.5) + 2
     for size in ((10 ** 6, 10 ** 6), (side, side)):
         with pytest.raises(wgc.DeviceError, match=r"^resize: param 'size'") as e:

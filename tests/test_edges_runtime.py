@@ -45,6 +45,7 @@ def _conv_ref(x, w):
     return out
 
 
+@pytest.mark.needs("several-devices")
 @pytest.mark.parametrize("shape", list(MALFORMED))
 @pytest.mark.parametrize("tune", ["0", "1"])
 def test_malformed_autotune_cache_never_breaks_matmul_or_conv(tmp_path, monkeypatch, caplog,
@@ -121,6 +122,7 @@ def _device_error(e) -> bool:
                                               and isinstance(e.cause, wgc.DeviceError))
 
 
+@pytest.mark.needs("several-devices")
 def test_close_under_other_threads_gives_each_a_device_error():
     """Device.close() while four threads compute on the device, ten times over: each thread
     ends either unharmed (it finished before the close) or with a DeviceError (a command's

@@ -23,15 +23,20 @@ LAYERS = {
     "wgcompute._pools": 2,  # a device's staging pools and host threads
     "wgcompute.clocks": 2,  # the GPU's clocks (NVML) and holding them up (a CUDA context)
     "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
+    "wgcompute._adapters": 3,  # the adapters wgpu finds and the choice of one (runtime's)
     "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
     "wgcompute.buffer": 5,
+    "wgcompute._buffer_memory": 5, "wgcompute._buffer_numpy": 5,  # parts of buffer's Buffer
     "wgcompute.autotune": 6,  # tuned choices per device and adapter
     "wgcompute.kernels": 7,
     "wgcompute.commands": 8,
+    "wgcompute._command": 8,  # Command and Status, re-exported by commands
     "wgcompute.pipeline": 9,
     "wgcompute.recipes": 9,  # a Pipeline as data; installs itself into pipeline.py
     "wgcompute.timeline": 10, "wgcompute.streams": 10, "wgcompute.stream_map": 10,
     "wgcompute.surface": 10, "wgcompute.image": 10,
+    "wgcompute.image_files": 10, "wgcompute.image_stages": 10,  # parts of image's wgc.image
+    "wgcompute.stream_lanes": 10, "wgcompute.surface_programs": 10,  # stream_map's, surface's
     "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
     "wgcompute.array": 10,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
@@ -423,7 +428,7 @@ def test_the_layers_above_install_what_the_lower_ones_call():
     import sys
 
     buffer, pipeline = sys.modules["wgcompute.buffer"], sys.modules["wgcompute.pipeline"]
-    assert buffer._array is sys.modules["wgcompute.array"]
+    assert sys.modules["wgcompute._buffer_numpy"]._array is sys.modules["wgcompute.array"]
     assert buffer._commands is sys.modules["wgcompute.commands"]
     assert pipeline._recipes is sys.modules["wgcompute.recipes"]
     a = wgc.buffer([1.0, 2.0], dtype="f32")

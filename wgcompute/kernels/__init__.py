@@ -7,7 +7,7 @@ from .core.base import Dispatch, Kernel, Launch, Meta, Param, PipelineKey
 from .core.bind import bind
 from .core.registry import get, names, register_kernel
 from .elementwise.builtin import builtin_kernels
-from .image.image import image_kernels
+from .image import image_kernels
 from .nn.nn import nn_kernels
 
 for _k in builtin_kernels():

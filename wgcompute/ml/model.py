@@ -8,14 +8,13 @@ import math
 import os
 import threading
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import transfers
 from .._extras import require
-from ..buffer import Buffer, empty, from_numpy
-from ..commands import run_blocking, submit_work
+from ..buffer import Buffer, empty
+from ..commands import run_blocking
 from ..dtypes import dtype as resolve_dtype
 from ..errors import (
     ArgumentError,
@@ -27,73 +26,20 @@ from ..errors import (
 )
 from ..kernels import bind, registry
 from ..kernels.core.base import Kernel, Param
-from ..runtime import current_device, open_devices
+from ..runtime import open_devices
+from .executable import _device, _Executable, _OnDevice, collect, plan_passes, record_run
 from .graph import Graph, read_onnx
 from .plan import Plan, lower
+from .profile import profile_model
 
 DTYPES = ("f32", "f16")
 PRECISIONS = ("f32", "mixed")
 FLOAT_TYPES = (1, 10, 11)  # ONNX FLOAT, FLOAT16, DOUBLE
 _FLOAT_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64}  # ONNX elem type -> numpy
 
-
-def _device():
-    """The device a model runs on when its inputs are numpy (the one place that asks)."""
-    return current_device()
-
-
 # A numpy run whose input and output together are at most this many bytes keeps its staging
 # between calls and records its next command buffer while the GPU works on this one.
 KEEP_STAGING = 32 << 20
-
-
-@dataclass
-class _Executable:
-    """A plan bound for the numpy path: persistent input and output buffers, the bound
-    dispatch, a lock (one run at a time uses the buffers); for small runs, their staging kept
-    from call to call and the next call's command buffer, recorded ahead."""
-
-    inputs: list
-    output: Buffer
-    dispatch: object
-    lock: threading.Lock
-    # (UploadStage, input index, byte offset) per piece of at most CHUNK of each input
-    # (kept), or None
-    ups: list | None = None
-    down: object = None  # DownloadStage (kept), or None
-    recorded: object = None  # the next call's finished command buffer, or None
-
-    def drop_staging(self, healthy: bool) -> None:
-        """Give the kept staging back (destroyed when a failure left it in doubt) and forget
-        the recorded command buffer."""
-        cb, self.recorded = self.recorded, None
-        if cb is not None:
-            cb.release()
-        for stage, _, _ in self.ups or ():
-            stage.release(healthy)
-        if self.down is not None:
-            self.down.release(healthy)
-        self.ups, self.down = None, None
-
-
-class _OnDevice:
-    """What a Model keeps on one device, registered with it (``Device.state_for``): its
-    weights, uploaded once, and its bound numpy runs per plan; closed with the device."""
-
-    def __init__(self, device):
-        self.weights: dict[str, Buffer] = {}  # constant name -> its Buffer
-        self.exes: dict = {}  # plan key -> _Executable
-
-    def close(self) -> None:
-        for exe in list(self.exes.values()):
-            with exe.lock:
-                exe.drop_staging(True)
-            for b in [*exe.inputs, exe.output]:
-                b.free()
-        self.exes.clear()
-        for b in list(self.weights.values()):
-            b.free()
-        self.weights.clear()
 
 
 class Model:
@@ -232,52 +178,10 @@ class Model:
         """What this model keeps on ``device`` (default: the current one)."""
         return (device or _device()).state_for(self, _OnDevice)
 
-    def _weights_for(self, device, plan: Plan) -> dict[str, Buffer]:
-        """The model's constants this plan reads, uploaded once per device."""
-        cache = device.state_for(self, _OnDevice).weights
-        for s in plan.storages.values():
-            if s.kind == "weight" and s.ref not in cache:
-                with self._lock:
-                    if s.ref not in cache:
-                        arr = np.asarray(self.graph.constants[s.ref])
-                        arr = arr.astype(np.float16 if self.dtype == "f16" else np.float32)
-                        cache[s.ref] = from_numpy(np.ascontiguousarray(arr.reshape(-1)),
-                                                  label=f"{self.name}:{s.ref}", device=device)
-        return cache
-
     def passes(self, plan: Plan, device=None):
         """``Kernel.passes()`` of ``plan`` on ``device``: (temporaries, steps) with the weights
         as Buffers; ``plan.extra_temps`` says which temporary holds each further output."""
-        weights = self._weights_for(device or _device(), plan)
-        np_dtype = np.float16 if self.dtype == "f16" else np.float32
-        temps, ref = [], {}
-        for k, size in enumerate(plan.slots):
-            temps.append(((max(size, 1),), plan.slot_dtypes[k]))
-        extras = {}
-        for sid, s in plan.storages.items():
-            if s.kind == "act":
-                if sid in plan.slot_of:
-                    ref[sid] = f"tmp{plan.slot_of[sid]}"
-            elif s.kind == "input":
-                ref[sid] = f"in{s.ref}"
-            elif s.kind == "out":
-                ref[sid] = "out"
-            elif s.kind == "weight":
-                ref[sid] = weights[s.ref]
-            elif s.kind == "const":
-                ref[sid] = f"tmp{len(temps)}"
-                temps.append(np.ascontiguousarray(np.asarray(s.ref, np_dtype).reshape(-1)))
-            elif s.kind == "extra":
-                ref[sid] = f"tmp{len(temps)}"
-                extras[sid] = len(temps)
-                temps.append(((max(s.size, 1),), "f32"))
-        steps = []
-        for st in plan.steps:
-            params = dict(st.params)
-            params["shapes"] = tuple(tuple(t.shape) for t in [*st.ins, st.out])
-            steps.append((st.kernel, [ref[t.sid] for t in st.ins], ref[st.out.sid], params))
-        plan.extra_temps = extras
-        return temps, steps
+        return plan_passes(self, plan, device)
 
     # -- running ----------------------------------------------------------------------------------
     @property
@@ -375,7 +279,7 @@ class Model:
                     buf.write(a.reshape(buf.shape))
             run_blocking(f"model {self.name}", exe.output.device, [*exe.inputs, exe.output],
                          calls=exe.dispatch.raw_calls())
-            return self._typed(self._collect(plan, exe))
+            return self._typed(collect(plan, exe))
 
     def _run_one_submit(self, exe: _Executable, arrays) -> np.ndarray:
         """Upload, run and read back in ONE command buffer, one submit and one wait: the
@@ -413,14 +317,14 @@ class Model:
                     for stage, i, offset in exe.ups]
             cb, exe.recorded = exe.recorded, None
             if cb is None:
-                cb = self._record(exe, pads)
+                cb = record_run(exe, pads)
             dev.submitter.submit([cb], fence=False)
             for stage, _, _ in exe.ups:
                 stage.remap()
             exe.down.map()
             if keep:
                 try:
-                    exe.recorded = self._record(exe, pads)
+                    exe.recorded = record_run(exe, pads)
                 except Exception:  # noqa: BLE001 - recorded again (and raising) next call
                     exe.recorded = None
             exe.down.wait()
@@ -440,19 +344,6 @@ class Model:
                 b._release()
         return out.view(np.float32)
 
-    @staticmethod
-    def _record(exe: _Executable, pads) -> object:
-        """The finished command buffer of one numpy run: staging pieces -> inputs, the
-        model's dispatches in one compute pass, output -> staging."""
-        enc = exe.output.device.link.encoder()
-        for (stage, i, offset), padded in zip(exe.ups, pads, strict=True):
-            stage.record(enc, exe.inputs[i].gpu_buffer, padded, offset)
-        calls = exe.dispatch.raw_calls()
-        if calls:
-            enc.record_calls(calls)
-        exe.down.record(enc, exe.output.gpu_buffer)
-        return enc.finish()
-
     def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
         """Float outputs in the type the graph declares (f16 models compute in f32; a float64
         output is an exact cast, load_onnx refuses the others)."""
@@ -462,19 +353,6 @@ class Model:
             typed.append(a.astype(want) if want is not None and a.dtype.kind == "f"
                          and a.dtype != want else a)
         return typed
-
-    def _collect(self, plan: Plan, exe: _Executable) -> list[np.ndarray]:
-        outs = []
-        extras = plan.extra_temps
-        for i, o in enumerate(plan.outputs):
-            if o[0] == "const":
-                outs.append(np.asarray(o[1]))
-            elif i == 0:
-                outs.append(exe.output.to_numpy().reshape(o[2]))
-            else:
-                t = exe.dispatch.temps[extras[o[1]]]
-                outs.append(t.to_numpy()[:math.prod(o[2])].reshape(o[2]))
-        return outs
 
     def _executable(self, plan: Plan) -> _Executable:
         device = _device()
@@ -502,68 +380,7 @@ class Model:
         fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
         ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
         chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
-        import wgpu
-
-        from ..timeline import check_trace_path
-
-        if trace is not None:
-            trace = check_trace_path(trace, "trace")
-        device = _device()
-        if not device.has("timestamp-query"):
-            raise ArgumentError(f"profile: {device.name} lacks the 'timestamp-query' feature")
-        if not isinstance(repeat, int) or repeat < 1:
-            raise ArgumentError(f"repeat: expected an int >= 1, got {repeat!r}")
-        xs = [np.asarray(x.to_numpy() if isinstance(x, Buffer) else x)
-              for x in self._arrays(inputs, {})]
-        xs = [x if self._is_host(i) else np.require(x, self._upload_type(x.dtype), "C")
-              for i, x in enumerate(xs)]
-        plan = self.plan(*[x if self._is_host(i) else x.shape for i, x in enumerate(xs)],
-                         dtypes=[resolve_dtype(x.dtype).name for i, x in enumerate(xs)
-                                 if not self._is_host(i)])
-        xs = [x for i, x in enumerate(xs) if not self._is_host(i)]
-        exe = self._executable(plan)
-        parts = exe.dispatch.parts
-        n = len(parts)
-        if n == 0:
-            return self._trace([], trace, device)
-        dev = device.gpu_device
-        qs = dev.create_query_set(label=f"{self.name}-profile", type=wgpu.QueryType.timestamp,
-                                  count=2 * n)
-        resolve = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE
-                                    | wgpu.BufferUsage.COPY_SRC)
-        times = [[] for _ in range(n)]
-        try:
-            with exe.lock:
-                for buf, a in zip(exe.inputs, xs, strict=True):
-                    buf.write(a.reshape(buf.shape))
-                for _ in range(repeat + 1):
-                    def record(enc):
-                        for i, part in enumerate(parts):
-                            cpass = enc.begin_compute_pass(timestamp_writes={
-                                "query_set": qs, "beginning_of_pass_write_index": 2 * i,
-                                "end_of_pass_write_index": 2 * i + 1})
-                            part.encode(cpass)
-                            cpass.end()
-                        enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
-
-                    submit_work(f"profile {self.name}", device, record,
-                                [*exe.inputs, exe.output], full=True).wait()
-                    ticks = transfers.download(device, resolve, 0, 16 * n).view(np.uint64)
-                    for i in range(n):
-                        times[i].append(max(int(ticks[2 * i + 1]) - int(ticks[2 * i]), 0) / 1e6)
-        finally:
-            resolve.destroy()
-        return self._trace([{"layer": st.label, "kernel": st.kernel.name,
-                             "ms": float(np.median(t[1:]))}
-                            for st, t in zip(plan.steps, times, strict=True)], trace, device)
-
-    def _trace(self, rows: list[dict], trace: str | None, device) -> list[dict]:
-        """profile()'s rows, written first as a Chrome trace to ``trace`` when it is a path."""
-        if trace is not None:
-            from ..timeline import profile_trace_events, write_trace
-
-            write_trace(trace, profile_trace_events(rows, device.label, self.name), "trace")
-        return rows
+        return profile_model(self, inputs, repeat, trace)
 
     def free(self) -> None:
         """Release the uploaded weights and bound runs (the model can no longer run)."""
@@ -735,4 +552,3 @@ def register_model(name: str, model, *, replace: bool = False) -> ModelKernel:
         raise ArgumentError(f"model: expected a wgc.ml.Model or a path, got "
                             f"{type(model).__name__}")
     return registry.add(k, replace=replace)
-

@@ -1,0 +1,460 @@
+"""The elementwise kernels (add, sub, multiply, divide, scale, relu): vectorized loads and
+several items per invocation, chunked over the storage-binding limit; binary ones broadcast as
+numpy does (a separate shader reads each operand through its strides, bound at windows of it
+where it is larger than a binding)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...buffer import _ALIGN
+from ...dtypes import DTYPES
+from ...errors import DtypeError, ShapeError
+from ...runtime import Device
+from ..core import shaders
+from ..core.base import (
+    BuiltinKernel,
+    Kernel,
+    Launch,
+    Param,
+    PipelineKey,
+    fold_grid,
+)
+from ..core.layout import (
+    MAX_DIMS,
+    broadcast_shapes,
+    broadcast_strides,
+    check_u32_index,
+    coalesce,
+    index_wgsl,
+    uniform_fields,
+    uniform_values,
+)
+from .optable import OPS, OpDef
+
+
+def item_layout(dt) -> tuple[int, int, str]:
+    """(elements per item, bytes per item, WGSL item type) of the vectorized elementwise path.
+
+    2- and 4-byte types move as vec4 (16 bytes for f32/s32/u32, 8 for f16); u8 moves as
+    vec4<u32> (sixteen lanes); 8-byte types stay scalar (vec4<f64> gains nothing and s64
+    vectors are not portable)."""
+    if dt.packed:
+        return 16, 16, "vec4<u32>"
+    if dt.itemsize in (2, 4):
+        return 4, 4 * dt.itemsize, f"vec4<{dt.wgsl}>"
+    return 1, dt.itemsize, dt.wgsl
+
+
+def same_shapes(kernel: Kernel, inputs, output) -> None:
+    # Every input is named: an output made from input 'a' agrees with 'a' even when 'a' is
+    # the odd one out.
+    for attr, cls, rule in (("shape", ShapeError, "shapes must match exactly (no broadcasting)"),
+                            ("dtype", DtypeError, "dtypes must match")):
+        want = getattr(output, attr)
+        got = [getattr(b, attr) for b in inputs]
+        if any(g != want for g in got):
+            named = ", ".join(f"input {n!r} is {g}" for n, g in zip(kernel.inputs, got))
+            raise cls(f"{kernel.name}: {named} and output is {want}; {rule}")
+
+
+def _vec4_inner(dt, sizes, strided) -> tuple[int, ...] | None:
+    """The strided operands' steps along the row (1 or 0, in order) when the broadcast
+    path can take four elements of a row at a time as vec4; None when it cannot (u8 and
+    8-byte dtypes, rows not a multiple of 4, an operand stepping otherwise)."""
+    if dt.packed or dt.itemsize not in (2, 4) or not sizes or sizes[-1] % 4:
+        return None
+    inner = []
+    for steps, offset in strided.values():
+        if steps[-1] not in (0, 1):
+            return None
+        # a vec4 load needs its four elements on a vec4 boundary; a repeated one does not
+        if steps[-1] == 1 and (offset % 4 or any(st % 4 for st in steps[:-1])):
+            return None
+        inner.append(steps[-1])
+    return tuple(inner)
+
+
+def op_expr(kernel: str, row: OpDef, dt, v: str, t: str) -> str:
+    """A row's WGSL expression for dtype ``dt``: ``${V}`` is the item type ``v`` (a vector on
+    the vectorized paths), ``${T}`` the scalar type ``t``, ``${nan_x}`` whether x is nan (per
+    lane; by its bits, see wgsl_is_nan), ``${a}`` the parameter p.p0."""
+    return row.expr(dt, v, t, a="p.p0", where=kernel)
+
+
+def _broadcasts_to(shape, target) -> bool:
+    """Whether numpy would broadcast ``shape`` to exactly ``target`` (an output)."""
+    try:
+        return tuple(np.broadcast_shapes(shape, target)) == tuple(target)
+    except ValueError:
+        return False
+
+
+def _bound_bytes(b) -> int:
+    """Bytes of a buffer's allocation (buffer.py rounds every one up to 16-byte granules);
+    ``b`` may be a Buffer or a Meta."""
+    nbytes = b.size * DTYPES[b.dtype].itemsize
+    return max(_ALIGN, -(-nbytes // _ALIGN) * _ALIGN)
+
+
+def _extent(sizes, steps) -> tuple[int, int]:
+    """Lowest and highest element offset of a whole block of ``sizes`` read by ``steps``."""
+    return (sum(min(0, (n - 1) * st) for n, st in zip(sizes, steps)),
+            sum(max(0, (n - 1) * st) for n, st in zip(sizes, steps)))
+
+
+def _span(sizes, steps, start: int, stop: int) -> tuple[int, int]:
+    """The lowest and highest element (from the operand's offset) that output elements
+    start..stop-1 read through ``steps`` over the coalesced ``sizes``: the partial blocks at
+    either end exactly, the whole ones between by their extent."""
+    inner = math.prod(sizes[1:])
+    if not sizes or (start == 0 and stop == sizes[0] * inner):
+        return _extent(sizes, steps)
+    a, b = start // inner, (stop - 1) // inner
+    st = steps[0]
+    if a == b:
+        lo, hi = _span(sizes[1:], steps[1:], start - a * inner, stop - a * inner)
+        return lo + a * st, hi + a * st
+    lo1, hi1 = _span(sizes[1:], steps[1:], start - a * inner, inner)
+    lo2, hi2 = _span(sizes[1:], steps[1:], 0, stop - b * inner)
+    lo, hi = min(lo1 + a * st, lo2 + b * st), max(hi1 + a * st, hi2 + b * st)
+    if b > a + 1:
+        elo, ehi = _extent(sizes[1:], steps[1:])
+        lo = min(lo, elo + min((a + 1) * st, (b - 1) * st))
+        hi = max(hi, ehi + max((a + 1) * st, (b - 1) * st))
+    return lo, hi
+
+
+def split_launches(name: str, operands, full, sizes, strided: dict, total: int,
+                   out_item: int, device: Device):
+    """(start, count, ranges, offsets) of each launch of a strided / broadcasting kernel over
+    ``total`` output elements. The output and the operands of its size are bound per launch
+    at the launch's elements; a strided operand is bound whole where it fits the binding
+    limit, else at a window around the elements the launch reads (``offsets``: its element
+    offset from that window, for the uniform), and the launches shrink (by halves, down to
+    1024 elements) until every window fits. None for ranges: one launch binds everything.
+    ``operands``: (name, buffer or Meta) in binding order."""
+    max_bind = device.limit("max-storage-buffer-binding-size")
+    # launch starts are multiples of 1024 elements: whole u8 words, and byte offsets that are
+    # multiples of 256 (the largest min-storage-buffer-offset-alignment)
+    chunk = max(1024, (max_bind // out_item) // 1024 * 1024)
+    big = {n for (n, b), f in zip(operands, full) if not f and _bound_bytes(b) > max_bind}
+    while True:
+        launches = []
+        for start in range(0, total, chunk):
+            count = min(chunk, total - start)
+            if total <= chunk and not big:
+                return [(start, count, None, {})]
+            piece = (start * out_item, (count * out_item + 3) // 4 * 4)
+            ranges, offsets = [], {}
+            for (n, b), f in zip(operands, full):
+                item = DTYPES[b.dtype].itemsize
+                if f:
+                    ranges.append((start * item, (count * item + 3) // 4 * 4))
+                    continue
+                if n not in big:
+                    ranges.append((0, _bound_bytes(b)))
+                    continue
+                steps, offset = strided[n]
+                lo, hi = _span(sizes, steps, start, start + count)
+                align = 256 // item
+                a0 = (offset + lo) // align * align
+                size = -(-(offset + hi + 1 - a0) * item // 16) * 16
+                if size > max_bind:
+                    break
+                ranges.append((a0 * item, size))
+                offsets[n] = (offset - a0) & 0xFFFFFFFF
+            else:
+                launches.append((start, count, tuple(ranges) + (piece,), offsets))
+                continue
+            break  # a window is too wide: shorter launches
+        else:
+            return launches
+        if chunk == 1024:
+            n, b = next((n, b) for n, b in operands if n in big)
+            raise ShapeError(
+                f"{name}: input {n!r} {b.shape} {b.dtype} is read through strides (broadcast, "
+                f"so it is bound whole, or where it is larger than this adapter's "
+                f"max-storage-buffer-binding-size ({max_bind} bytes), at a window around the "
+                f"elements each launch reads), and 1024 elements of the output read it at "
+                f"places too far apart for one window (strides {strided[n][0]} over the "
+                f"output's {sizes})")
+        chunk = max(1024, chunk // 2 // 1024 * 1024)
+
+
+def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, device: Device,
+                    name: str, uniform: dict, items_per_invocation: int = 1) -> list[Launch]:
+    """Launches covering ``n_items`` items, split where the binding limit requires it."""
+    if n_items == 0:
+        return []
+    max_bind = device.limit("max-storage-buffer-binding-size")
+    chunk = max(256, (max_bind // item_bytes) // 256 * 256)
+    out = []
+    for start in range(0, n_items, chunk):
+        count = min(chunk, n_items - start)
+        size = (count * item_bytes + 3) // 4 * 4
+        groups = math.ceil(count / (wg * items_per_invocation))
+        u = dict(uniform, n=count)
+        ranges = ((start * item_bytes, size),) * n_bindings if n_items > chunk else None
+        out.append(Launch(fold_grid(groups, device, name), u, ranges))
+    return out
+
+
+class Elementwise(BuiltinKernel):
+    """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane).
+
+    ``row`` is the op's row of the op table (optable.OPS): its WGSL expression on ``x`` (and
+    ``y``), its parameter ``p.p0``, rendered by ``op_expr`` with ``${V}`` the item type (a
+    vector on the fast path) and ``${T}`` the scalar type."""
+
+    workgroup_size = 256
+    per_invocation = 4  # items per invocation: fewer, fatter workgroups saturate bandwidth
+    vec4_rows = True  # the broadcast path may take rows four elements at a time
+    not_in_place = None  # each invocation reads its items, then writes the same items
+
+    def __init__(self, name: str, row: OpDef, dtypes=None, param: Param | None = None,
+                 description: str = ""):
+        self.name = name
+        self.row = row
+        self.inputs = ("a", "b")[:row.arity]
+        self.dtypes = tuple(dtypes or row.accepts())
+        self.params = (param,) if param else ()
+        self.description = description or f"out = {row.description}"
+
+    def check(self, inputs, output, params) -> None:
+        if len(self.inputs) < 2:
+            same_shapes(self, inputs, output)
+            return
+        for name, b in zip(self.inputs, inputs, strict=True):
+            if b.dtype != output.dtype:
+                raise DtypeError(f"{self.name}: input {name!r} is {b.dtype} and output is "
+                                 f"{output.dtype}; dtypes must match")
+        shape = self._broadcast(inputs)
+        if shape != output.shape and not _broadcasts_to(shape, output.shape):
+            raise ShapeError(f"{self.name}: the inputs broadcast to {shape} and out is "
+                             f"{output.shape}; out must have that shape (or one it "
+                             f"broadcasts to)")
+        if any(b.size != output.size for b in inputs):
+            self._plan(inputs, output, params)  # refuses what the strided shader cannot index
+
+    def _broadcast(self, inputs) -> tuple[int, ...]:
+        shapes = [b.shape for b in inputs]
+        if all(s == shapes[0] for s in shapes):
+            return shapes[0]
+        return broadcast_shapes(self.name, [(f"input {n!r}", sh)
+                                            for n, sh in zip(self.inputs, shapes)])
+
+    def output_spec(self, inputs, params):
+        if len(self.inputs) < 2:
+            return super().output_spec(inputs, params)
+        for name, b in zip(self.inputs[1:], inputs[1:]):
+            if b.dtype != inputs[0].dtype:
+                raise DtypeError(f"{self.name}: input 'a' is {inputs[0].dtype} and input "
+                                 f"{name!r} is {b.dtype}; dtypes must match (no implicit "
+                                 f"conversion)")
+        return self._broadcast(inputs), inputs[0].dtype
+
+    # -- broadcasting: operands whose size differs from the output's are read by strides --
+    def _plan(self, inputs, output, params):
+        """(full flags per input, coalesced sizes, {name: (strides, element offset)} of the
+        strided inputs)."""
+        check_u32_index(self.name, output.shape)
+        full = tuple(b.size == output.size for b in inputs)
+        names = tuple(n for n, f in zip(self.inputs, full) if not f)
+        strides = tuple(broadcast_strides(b.shape, output.shape)
+                        for b, f in zip(inputs, full) if not f)
+        sizes, steps = coalesce(output.shape, strides)
+        if len(sizes) > MAX_DIMS:
+            raise ShapeError(f"{self.name}: broadcasting "
+                             f"{' and '.join(str(b.shape) for b in inputs)} alternates over "
+                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
+        return full, sizes, {n: (st, 0) for n, st in zip(names, steps)}
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        # the operands of the output's size share its memory layout: the vectorized path
+        if all(b.size == output.size for b in inputs):
+            return PipelineKey(self.name, (output.dtype,), ())
+        full, sizes, strided = self._plan(inputs, output, params)
+        consts = (("broadcast", len(sizes)), ("full", full))
+        inner = _vec4_inner(DTYPES[output.dtype], sizes, strided) if self.vec4_rows else None
+        if inner is not None:
+            consts += (("vec4", inner),)
+        return PipelineKey(self.name, (output.dtype,), consts)
+
+    def _render_broadcast(self, key: PipelineKey):
+        dt = DTYPES[key.dtypes[0]]
+        consts = dict(key.constants)
+        ndim, full = consts["broadcast"], consts["full"]
+        t = "u32" if dt.packed else dt.wgsl
+        strided = tuple(n for n, f in zip(self.inputs, full) if not f)
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{t}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{t}>;")
+        vec4 = consts.get("vec4")
+        if vec4 is not None:
+            return self._render_vec4(key, dt, ndim, full, strided, vec4)
+        index = index_wgsl(ndim, strided)
+        if dt.packed:
+            args = []
+            for n, f in zip(self.inputs, full):
+                at = "e" if f else f"i_{n}"
+                args.append(f"({n}[{at} / 4u] >> (({at} % 4u) * 8u)) & 0xffu")
+            item = [
+                "var w = 0u;",
+                "for (var l = 0u; l < 4u; l = l + 1u) {",
+                "    let e = i * 4u + l;",
+                "    let g = p.start + e;",
+                "    if (g < p.total) {",
+                *("        " + x for x in index.splitlines()),
+                f"        w = w | ((op({', '.join(args)}) & 0xffu) << (l * 8u));",
+                "    }",
+                "}",
+                "out[i] = w;"]
+        else:
+            args = [f"{n}[i]" if f else f"{n}[i_{n}]" for n, f in zip(self.inputs, full)]
+            item = ["let g = p.start + i;", *index.split("\n"),
+                    f"out[i] = op({', '.join(args)});"]
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
+        src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": t,
+            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
+            "BODY": f"return {op_expr(self.name, self.row, dt, t, t)};",
+            "ITEM": item,
+            "HELPERS": "",
+        })
+        return src, fields
+
+    def _render_vec4(self, key, dt, ndim, full, strided, inner):
+        """Four elements of one row per item (the innermost coalesced size is a multiple
+        of 4): the index is computed once per item, and operands load as vec4 (the output's
+        size, or stepping by one along the row) or as one element repeated (broadcast
+        along it); the op runs on vectors, as on the equal-shape path."""
+        t = dt.wgsl
+        v = f"vec4<{t}>"
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{v}>;")
+        steps = dict(zip(strided, inner))
+        args = []
+        for n, f in zip(self.inputs, full):
+            if f:
+                args.append(f"{n}[i]")
+            elif steps[n]:
+                args.append(f"{n}[i_{n} / 4u]")
+            else:
+                args.append(f"{v}({n}[i_{n} / 4u][i_{n} % 4u])")
+        item = ["let g = p.start + i * 4u;", *index_wgsl(ndim, strided).split("\n"),
+                f"out[i] = op({', '.join(args)});"]
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
+        src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": v,
+            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
+            "BODY": f"return {op_expr(self.name, self.row, dt, v, t)};",
+            "ITEM": item,
+            "HELPERS": "",
+        })
+        return src, fields
+
+    def _broadcast_launches(self, inputs, output, params, device):
+        total = output.size
+        if total == 0:
+            return []
+        full, sizes, strided = self._plan(inputs, output, params)
+        dt = DTYPES[output.dtype]
+        vec4 = self.vec4_rows and _vec4_inner(dt, sizes, strided) is not None
+        per_item = 4 if dt.packed or vec4 else 1
+        p0 = params[self.params[0].name] if self.params and len(self.inputs) > 1 else 0
+        dims = uniform_values(sizes, strided)
+        out = []
+        for start, count, ranges, offsets in split_launches(
+                self.name, list(zip(self.inputs, inputs)), full, sizes, strided, total,
+                dt.itemsize, device):
+            items = -(-count // per_item)
+            groups = math.ceil(items / (self.workgroup_size * self.per_invocation))
+            u = dict(dims, n=items, start=start, total=total, p0=p0)
+            u.update({f"o{n}": off for n, off in offsets.items()})
+            out.append(Launch(fold_grid(groups, device, self.name), u, ranges))
+        return out
+
+    def render(self, key: PipelineKey):
+        if key.constants:
+            return self._render_broadcast(key)
+        dt = DTYPES[key.dtypes[0]]
+        t = dt.wgsl
+        v = item_layout(dt)[2]
+        arity = len(self.inputs)
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
+                 for i, n in enumerate(self.inputs)]
+        lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
+                     f"out: array<{v}>;")
+        operands = ("x", "y")[:arity]
+        src = shaders.render(shaders.load("elementwise/elementwise.wgsl"), {
+            "ENABLE": shaders.enable_directives([t]),
+            "T": t,
+            "V": v,
+            "PT": t if self.params else "u32",
+            "BINDINGS": "\n".join(lines),
+            "UB": len(self.inputs) + 1,
+            "WG": self.workgroup_size,
+            "U": self.per_invocation,
+            "ARGS": ("", f"x: {v}", f"x: {v}, y: {v}")[arity],
+            "CALL": ("", "a[i]", "a[i], b[i]")[arity],
+            "EXPR": op_expr(self.name, self.row, dt, v, t),
+            "PACKED": dt.packed,
+            "OPERANDS": ", ".join(operands),
+            "LANES": ", ".join(f"({n} >> s) & m" for n in operands),
+        })
+        return src, (("n", "u32"), ("p0", t if self.params else "u32"))
+
+    def launches(self, inputs, output, params, device):
+        if any(b.size != output.size for b in inputs):
+            return self._broadcast_launches(inputs, output, params, device)
+        dt = DTYPES[output.dtype]
+        per_item, item_bytes, _ = item_layout(dt)
+        items = -(-output.size // per_item)
+        p0 = params[self.params[0].name] if self.params else 0
+        return linear_launches(items, item_bytes, len(inputs) + 1, self.workgroup_size, device,
+                               self.name, {"p0": p0}, self.per_invocation)
+
+
+class Relu(Elementwise):
+    def __init__(self):
+        # a nan stays nan (tested by its bits: see wgsl_is_nan)
+        super().__init__("relu", OPS["relu"], param=Param(
+            "slope", "T", 0.0, "negative-side slope (leaky ReLU)"),
+            description=OPS["relu"].description)
+
+    def resolve_params(self, params, dt):
+        if dt.is_float:  # the slope must fit the buffer's float type exactly (no overflow)
+            return super().resolve_params(params, dt)
+        out = super().resolve_params(params, DTYPES["f64"])
+        if out["slope"] != 0:
+            raise DtypeError(f"relu: slope={out['slope']} needs a float dtype; the input and "
+                             f"output are {dt.name}, which supports slope=0 only")
+        out["slope"] = 0
+        return out
+
+    def launches(self, inputs, output, params, device):
+        dt = DTYPES[output.dtype]
+        launches = super().launches(inputs, output, params, device)
+        for launch in launches:
+            launch.uniform["p0"] = float(params["slope"]) if dt.is_float else 0
+        return launches

@@ -5,58 +5,36 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import numpy as np
-import wgpu
 
-from . import transfers
+from . import _buffer_memory, transfers
+from ._buffer_memory import _ALIGN, _USAGE, BufferMemory, _alloc, _new_id  # noqa: F401
+from ._buffer_numpy import NotInstalled, NumpyMethods, install_array_ops  # noqa: F401
 from ._pools import result_class
 from .dtypes import DType, convert_exact, list_to_array
 from .dtypes import dtype as resolve_dtype
 from .errors import (
     ArgumentError,
     BufferFreedError,
-    DeviceError,
     DtypeError,
     ShapeError,
-    WgComputeError,
 )
 from .runtime import Device, resolve
 
 if TYPE_CHECKING:  # commands sit above buffers: named for type checkers only
     from .commands import Command, HostCommand
 
-_USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-_ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
 _RAW_FORMATS = ("B", "b", "c")  # memoryviews of these are raw bytes; others carry values
 
 # -- the layers above, installed from above ------------------------------------------------
 # A Buffer's operators, views, indexing, reductions and astype are methods, as numpy's, and so
 # are read_async/write_async; the work is done above this layer (array.py runs the kernels,
-# commands.py submits). Each of those modules installs itself here when imported, and
-# wgcompute's __init__ imports both, so this module imports nothing above it.
-class ArrayOps(Protocol):
-    """What Buffer's array methods call: wgcompute.array, installed by it."""
-
-    def binary(self, op: str, a: Buffer, b: Any, reflected: bool = False) -> Buffer: ...
-    def inplace(self, op: str, a: Buffer, b: Any) -> Buffer: ...
-    def unary(self, op: str, a: Buffer) -> Buffer: ...
-    def matmul_op(self, a: Buffer, b: Any, reflected: bool = False) -> Buffer: ...
-    def reduction(self, name: str, x: Buffer, axis: Any, keepdims: bool,
-                  out: Buffer | None) -> Buffer: ...
-    def reshape(self, x: Buffer, shape: Any) -> Buffer: ...
-    def view(self, x: Buffer, dtype: Any = None) -> Buffer: ...
-    def getitem(self, x: Buffer, key: Any) -> Buffer: ...
-    def copy(self, x: Buffer) -> Buffer: ...
-    def item(self, x: Buffer) -> Any: ...
-    def transpose(self, a: Buffer, out: Buffer | None = None, *, axes: Any = None
-                  ) -> Buffer: ...
-    def astype(self, x: Buffer, dtype: Any, *, rounding: str | None = None,
-               casting: str = "exact") -> Buffer: ...
-
-
+# commands.py submits). Each of those modules installs itself when imported (array.py into
+# _buffer_numpy.py, which holds the operators), and wgcompute's __init__ imports both, so this
+# module imports nothing above it.
 class AsyncTransfers(Protocol):
     """What Buffer.read_async/write_async call: wgcompute.commands, installed by it."""
 
@@ -64,32 +42,8 @@ class AsyncTransfers(Protocol):
     def write_async(self, buf: Buffer, data: Any) -> Command[Buffer]: ...
 
 
-class NotInstalled:
-    """Holds the place of a layer above until it installs itself: any use is an error that
-    says which module to import (only code that imports wgcompute.buffer by itself, without
-    the package's __init__, can see it)."""
-
-    __slots__ = ("_module", "_what")
-
-    def __init__(self, module: str, what: str):
-        self._module = module
-        self._what = what
-
-    def __getattr__(self, name: str):
-        raise WgComputeError(f"{self._what} need {self._module}, which is not imported yet; "
-                             f"`import wgcompute` first")
-
-
-_array: ArrayOps = NotInstalled(  # type: ignore[assignment]
-    "wgcompute.array", "a Buffer's operators, views, indexing, reductions and astype")
 _commands: AsyncTransfers = NotInstalled(  # type: ignore[assignment]
     "wgcompute.commands", "Buffer.read_async and write_async")
-
-
-def install_array_ops(ops: ArrayOps) -> None:
-    """Called by wgcompute.array as it is imported."""
-    global _array
-    _array = ops
 
 
 def install_async_transfers(ops: AsyncTransfers) -> None:
@@ -98,14 +52,9 @@ def install_async_transfers(ops: AsyncTransfers) -> None:
     _commands = ops
 
 
-_live_lock = threading.Lock()
-_live_count = 0
-_next_id = 0
-
-
 def live_buffers() -> int:
     """How many Buffers exist and are not freed (for leak checks and bounded-memory tests)."""
-    return _live_count
+    return _buffer_memory._live_count
 
 
 def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
@@ -121,7 +70,7 @@ def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
     return tuple(out)
 
 
-class Buffer:
+class Buffer(BufferMemory, NumpyMethods):
     """An n-dimensional array of one dtype in the memory of one device.
 
     ``shape``, ``dtype`` and ``device`` describe it; ``read()``, ``to_numpy()``, ``tolist()``
@@ -139,7 +88,6 @@ class Buffer:
 
     def __init__(self, gpu_buffer, shape: tuple[int, ...], dt: DType, label: str = "",
                  device: Device | None = None, pool_serial: int = 0):
-        global _live_count, _next_id
         self._dev = device
         self._gpu = gpu_buffer
         self._shape = shape
@@ -154,10 +102,7 @@ class Buffer:
         # buffers per run); only the last release of a freed buffer takes _lock.
         self._holds: list = []
         self._lock = threading.Lock()
-        with _live_lock:
-            _live_count += 1
-            _next_id += 1
-            self._id = _next_id
+        self._id = _new_id(True)
         self._key = (pool_serial, shape, dt.name) if pool_serial else self._id
         if device is not None:
             device.track(self)
@@ -231,108 +176,18 @@ class Buffer:
         size = _fmt_bytes(self.nbytes)
         return f"<wgc.Buffer{label} {self._dt.name} shape={self._shape} {size}{state}>"
 
-    # -- GPU access ------------------------------------------------------------------
+    # -- GPU access (holding, binding and freeing the memory: BufferMemory) ------------
     @property
     def gpu_buffer(self):
         """The underlying wgpu GPUBuffer (for interop with raw wgpu-py code)."""
         self._check("buffer")
         return self._gpu
 
-    def _check(self, argument: str = "buffer") -> None:
-        if self._freed or not self._dev.alive:
-            self._refuse(argument)
-
-    def _refuse(self, argument: str) -> None:
-        dev = self._dev
-        if not dev.alive:
-            dev.check(argument)
-        if self._freed:
-            raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
-
-    def _pin(self, argument: str = "buffer", suffix: str = "") -> None:
-        """Hold the GPU memory for a use that is about to start, then check the buffer: a
-        free() from another thread either sees the hold (and defers) or has already marked
-        the buffer freed (and this raises). Checking first and holding after let a free
-        destroy the memory in between, and wgpu-native aborts on a destroyed buffer. The
-        error names ``argument + suffix`` (joined only when it is raised: hot paths pin
-        several buffers per call)."""
-        self._holds.append(None)
-        if self._freed or not self._dev.alive:
-            self._release()
-            self._refuse(argument + suffix)
-
-    def _retain(self) -> None:
-        """A submitted command uses this buffer: keep the GPU memory until _release()."""
-        self._holds.append(None)
-
-    def _release(self) -> None:
-        self._holds.pop()
-        # free() sets _freed before it looks at _holds, and this pops before it looks at
-        # _freed: whichever comes second sees both and destroys (under _lock, once).
-        if self._freed and not self._holds:
-            self._drop_memory()
-
-    def _drop_memory(self) -> None:
-        """Destroy the GPU memory (or give it back to the device's pool), once."""
-        with self._lock:
-            gpu = self._gpu if not self._holds else None
-            if gpu is not None:
-                self._gpu = None
-        if gpu is not None:
-            self._discard(gpu)
-
-    def _discard(self, gpu) -> None:
-        if self._pool_serial and self._dev.alive:
-            self._dev.memory_pool.give(gpu, self._pool_serial)
-        else:
-            gpu.destroy()
-
-    def free(self) -> None:
-        """Release the GPU memory (deferred while a submitted command still uses it).
-        Freeing twice is harmless."""
-        global _live_count
-        with self._lock:
-            if self._freed:
-                return
-            self._freed = True
-            destroy = not self._holds
-            gpu = self._gpu
-            if destroy:
-                self._gpu = None
-        with _live_lock:
-            _live_count -= 1
-        if destroy and gpu is not None:
-            self._discard(gpu)
-
-    def _device_closed(self) -> None:
-        """The device closed: the memory goes with it, whatever still refers to the buffer."""
-        global _live_count
-        with self._lock:
-            if self._freed:
-                return
-            self._freed = True
-            gpu, self._gpu = self._gpu, None
-            # _holds stays: uses in flight in other threads release what they pinned
-        with _live_lock:
-            _live_count -= 1
-        if gpu is not None:
-            try:
-                gpu.destroy()
-            except Exception:  # noqa: BLE001 - the device may be gone already
-                pass
-
     def __enter__(self) -> Buffer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.free()
-
-    def __del__(self):
-        try:
-            if not self._freed:
-                self.free()
-        except Exception:  # interpreter shutdown
-            pass
 
     # -- reading -----------------------------------------------------------------------
     def read(self) -> bytes:
@@ -345,30 +200,6 @@ class Buffer:
             return transfers.download(self._dev, self._gpu, 0, self.nbytes)
         finally:
             self._release()
-
-    # -- how kernels bind it -----------------------------------------------------------
-    def _binding(self, argument: str = "buffer"):
-        """(GPUBuffer, byte offset) a kernel binds this buffer's data at."""
-        self._check(argument)
-        return self._gpu, 0
-
-    def _held_binding(self, argument: str = "buffer"):
-        """``_binding`` for work whose Command holds this buffer (a stream's queued work):
-        a free() since the Command was made only deferred the memory's release, so the work
-        still has it; a closed or lost device has not."""
-        gpu = self._gpu
-        if gpu is None or not self._dev.alive:
-            self._refuse(argument)
-        return gpu, 0
-
-    def _bound_bytes(self) -> int:
-        """Bytes a kernel binds: the data rounded up to the 16-byte granule kernels read (a
-        pooled allocation may be larger; a view's granule lies inside its base)."""
-        return max(_ALIGN, -(-self.nbytes // _ALIGN) * _ALIGN)
-
-    def _bindable(self) -> bool:
-        """Whether kernels can bind it where it is (a view: at an aligned offset)."""
-        return True
 
     def to_numpy(self) -> np.ndarray:
         """A new numpy array with the buffer's contents (blocks until ready)."""
@@ -388,245 +219,6 @@ class Buffer:
         if dtype is not None and np.dtype(dtype) != a.dtype:
             a = a.astype(dtype)
         return a
-
-    # -- numpy-style arrays: operators, views, indexing (array.py does the work) -----------
-    # Each operator runs one kernel on the GPU and waits for it, like wgc.add; none reads the
-    # GPU back. float(), int() and item() are reads (they block); bool() refuses, since it
-    # would read behind `if` and `and`.
-    def __add__(self, other) -> Buffer:
-        return _array.binary("add", self, other)
-
-    def __radd__(self, other) -> Buffer:
-        return _array.binary("add", self, other, reflected=True)
-
-    def __sub__(self, other) -> Buffer:
-        return _array.binary("sub", self, other)
-
-    def __rsub__(self, other) -> Buffer:
-        return _array.binary("sub", self, other, reflected=True)
-
-    def __mul__(self, other) -> Buffer:
-        return _array.binary("mul", self, other)
-
-    def __rmul__(self, other) -> Buffer:
-        return _array.binary("mul", self, other, reflected=True)
-
-    def __truediv__(self, other) -> Buffer:
-        return _array.binary("div", self, other)
-
-    def __rtruediv__(self, other) -> Buffer:
-        return _array.binary("div", self, other, reflected=True)
-
-    def __floordiv__(self, other) -> Buffer:
-        return _array.binary("floordiv", self, other)
-
-    def __rfloordiv__(self, other) -> Buffer:
-        return _array.binary("floordiv", self, other, reflected=True)
-
-    def __mod__(self, other) -> Buffer:
-        return _array.binary("mod", self, other)
-
-    def __rmod__(self, other) -> Buffer:
-        return _array.binary("mod", self, other, reflected=True)
-
-    def __pow__(self, other, modulo=None) -> Buffer:
-        if modulo is not None:
-            raise ArgumentError("pow: three-argument pow(buf, y, mod) is not supported")
-        return _array.binary("pow", self, other)
-
-    def __rpow__(self, other) -> Buffer:
-        return _array.binary("pow", self, other, reflected=True)
-
-    # in place, as numpy's: the kernel writes this buffer (every reference sees it)
-    def __iadd__(self, other) -> Buffer:
-        return _array.inplace("add", self, other)
-
-    def __isub__(self, other) -> Buffer:
-        return _array.inplace("sub", self, other)
-
-    def __imul__(self, other) -> Buffer:
-        return _array.inplace("mul", self, other)
-
-    def __itruediv__(self, other) -> Buffer:
-        return _array.inplace("div", self, other)
-
-    def __ifloordiv__(self, other) -> Buffer:
-        return _array.inplace("floordiv", self, other)
-
-    def __imod__(self, other) -> Buffer:
-        return _array.inplace("mod", self, other)
-
-    def __ipow__(self, other) -> Buffer:
-        return _array.inplace("pow", self, other)
-
-    def __matmul__(self, other) -> Buffer:
-        return _array.matmul_op(self, other)
-
-    def __rmatmul__(self, other) -> Buffer:
-        return _array.matmul_op(self, other, reflected=True)
-
-    def __neg__(self) -> Buffer:
-        return _array.unary("neg", self)
-
-    def __pos__(self) -> Buffer:
-        return _array.copy(self)
-
-    def __abs__(self) -> Buffer:
-        return _array.unary("abs", self)
-
-    def __lt__(self, other) -> Buffer:
-        return _array.binary("lt", self, other)
-
-    def __le__(self, other) -> Buffer:
-        return _array.binary("le", self, other)
-
-    def __gt__(self, other) -> Buffer:
-        return _array.binary("gt", self, other)
-
-    def __ge__(self, other) -> Buffer:
-        return _array.binary("ge", self, other)
-
-    def __eq__(self, other) -> Buffer:  # type: ignore[override]
-        return _array.binary("eq", self, other)
-
-    def __ne__(self, other) -> Buffer:  # type: ignore[override]
-        return _array.binary("ne", self, other)
-
-    __hash__ = object.__hash__  # buffers stay usable as dict keys (by identity)
-
-    def __bool__(self):
-        raise ArgumentError(
-            f"bool() of {self!r} would read the GPU behind an `if`; read explicitly: "
-            f"buf.item() (one element), or buf.to_numpy() and numpy's any()/all()")
-
-    def __contains__(self, value):
-        raise ArgumentError("`in` on a buffer would read the GPU; compare with == and read "
-                            "the result (to_numpy())")
-
-    def __float__(self) -> float:
-        """The one element as a float: a read (blocks until ready)."""
-        return float(_array.item(self))
-
-    def __int__(self) -> int:
-        """The one element as an int: a read (blocks until ready)."""
-        return int(_array.item(self))
-
-    def item(self):
-        """The one element as a Python number: a read (blocks until ready)."""
-        return _array.item(self)
-
-    def _scalar(self, where: str, hint: str):
-        """The element of a 0-d buffer as numpy's scalar of its dtype: a read (blocks)."""
-        if self._shape:
-            raise TypeError(f"{where}: {self!r} is not 0-d; only a 0-d buffer (a reduction "
-                            f"over everything, x.sum()) {hint}")
-        return self.to_numpy()[()]
-
-    def __format__(self, spec: str) -> str:
-        """``f"{x.sum():.2f}"``: a 0-d buffer formats as its value (a read: it blocks, as
-        item() does); without a spec, as str() (which reads nothing). A spec on a buffer of
-        other shapes is a TypeError, as numpy's."""
-        if not spec:
-            return str(self)
-        return format(self._scalar(f"format spec {spec!r}",
-                                   "formats as a number; read it first: x.to_numpy()"), spec)
-
-    def __round__(self, ndigits=None):
-        """round() of a 0-d buffer: numpy's round of its scalar (a read: it blocks), an int
-        without ``ndigits``, else a numpy scalar of the buffer's dtype. Other shapes are a
-        TypeError, as numpy's arrays; round elementwise with x.astype('s32',
-        rounding='round') (to integers, on the GPU) or np.round(x.to_numpy(), n)."""
-        if ndigits is not None and (isinstance(ndigits, bool)
-                                    or not isinstance(ndigits, (int, np.integer))):
-            raise ArgumentError(f"round: ndigits must be an int or None, got {ndigits!r}")
-        value = self._scalar("round", "rounds to a number; round elementwise with "
-                                      "x.astype('s32', rounding='round') on the GPU, or "
-                                      "np.round(x.to_numpy(), n)")
-        return round(value) if ndigits is None else round(value, int(ndigits))
-
-    def __getitem__(self, key) -> Buffer:
-        """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
-        result is contiguous in memory (rows, leading-axis slices), else a copy made on the
-        GPU. Index arrays and masks are not supported."""
-        return _array.getitem(self, key)
-
-    def __setitem__(self, key, value):
-        raise ArgumentError(
-            "buffers take no item assignment; compute the result with kernels or operators "
-            "into a buffer of its own (or write() a contiguous view: buf[2:5].write([...]))")
-
-    def __iter__(self) -> Iterator[Buffer]:
-        if not self._shape:
-            raise TypeError("iteration over a 0-d buffer")
-        for i in range(self._shape[0]):
-            yield self[i]
-
-    def reshape(self, *shape) -> Buffer:
-        """The same memory in another shape (one dimension may be -1): a view, no copy."""
-        return _array.reshape(self, shape)
-
-    def view(self, dtype=None) -> Buffer:
-        """A view of the same memory, as ``dtype`` when given (numpy's view): no copy."""
-        return _array.view(self, dtype)
-
-    def ravel(self) -> Buffer:
-        """The elements as 1-D: a view."""
-        return self.reshape(-1)
-
-    def flatten(self) -> Buffer:
-        """The elements as a new 1-D buffer (a copy, as numpy's flatten)."""
-        return self.copy().reshape(-1)
-
-    def copy(self) -> Buffer:
-        """A new buffer with the same elements, copied on the GPU."""
-        return _array.copy(self)
-
-    def astype(self, dtype, *, rounding: str | None = None, casting: str = "exact"
-               ) -> Buffer:
-        """A new buffer converted to ``dtype``, exactly unless told otherwise: see
-        wgc.astype (it checks on the GPU, and reads one word back, when values could change)."""
-        return _array.astype(self, dtype, rounding=rounding, casting=casting)
-
-    @property
-    def T(self) -> Buffer:
-        """The axes reversed (a 2-D buffer transposed): a new buffer, copied on the GPU."""
-        if self.ndim < 2:
-            return self
-        return self.transpose()
-
-    @property
-    def mT(self) -> Buffer:
-        """The last two axes swapped (the array API's matrix transpose; a stack of matrices
-        transposed one by one): a new buffer, copied on the GPU."""
-        if self.ndim < 2:
-            raise ShapeError(f"mT: {self!r} is {self.ndim}-d; the matrix transpose needs "
-                             f"at least 2 axes (x.T reverses any number of axes)")
-        n = self.ndim
-        return self.transpose(tuple(range(n - 2)) + (n - 1, n - 2))
-
-    def transpose(self, *axes) -> Buffer:
-        """numpy's transpose (reversed axes, or the order given): a new buffer."""
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return _array.transpose(self, axes=axes or None)
-
-    def sum(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        """numpy's sum (default: everything): see wgc.sum for dtypes."""
-        return _array.reduction("sum", self, axis, keepdims, out)
-
-    def max(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        return _array.reduction("max", self, axis, keepdims, out)
-
-    def min(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        return _array.reduction("min", self, axis, keepdims, out)
-
-    def mean(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
-        return _array.reduction("mean", self, axis, keepdims, out)
-
-    def argmax(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None
-               ) -> Buffer:
-        """u32 index of the first maximum (of the flattened buffer by default)."""
-        return _array.reduction("argmax", self, axis, keepdims, out)
 
     # -- writing -----------------------------------------------------------------------
     def write(self, data) -> None:
@@ -693,7 +285,6 @@ class BufferView(Buffer):
 
     def __init__(self, base: Buffer, shape: tuple[int, ...], byte_offset: int = 0,
                  dt: DType | None = None):
-        global _next_id
         root = base._base if base._base is not None else base
         self._base = root
         self._offset = base._offset + byte_offset
@@ -706,9 +297,7 @@ class BufferView(Buffer):
         self._holds = root._holds  # a use of the view holds the base's memory
         self._lock = threading.Lock()
         self._pool_serial = 0
-        with _live_lock:
-            _next_id += 1
-            self._id = _next_id
+        self._id = _new_id(False)
         self._key = self._id
 
     @property
@@ -837,23 +426,6 @@ def _fmt_bytes(n: int) -> str:
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
-
-
-def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "shape"):
-    if label is not None and not isinstance(label, str):
-        raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
-    nbytes = math.prod(shape) * dt.itemsize
-    size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
-    limit = dev.limit("max-buffer-size")
-    if size > limit:
-        raise DeviceError(f"{argument}: {shape} {dt.name} is {nbytes} bytes, more than this "
-                          f"adapter's max-buffer-size ({limit} bytes, {dev.name})")
-    dev.check()
-    try:
-        return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
-    except Exception as e:
-        raise dev.wrap(e, f"{argument}: could not allocate {shape} {dt.name} ({nbytes} bytes)") \
-            from e
 
 
 def empty(shape, dtype="f32", label: str = "", *, device: Device | None = None) -> Buffer:

@@ -1,0 +1,170 @@
+"""The GPU memory under a Buffer: its allocation at the adapter's limits, the holds of work in
+flight, freeing (deferred while held; pooled memory given back) and the count of live buffers."""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING
+
+import wgpu
+
+from .errors import ArgumentError, BufferFreedError, DeviceError
+
+if TYPE_CHECKING:
+    from .dtypes import DType
+    from .runtime import Device
+
+_USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+_ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
+
+_live_lock = threading.Lock()
+_live_count = 0
+_next_id = 0
+
+
+def _new_id(live: bool) -> int:
+    """A new buffer's id; ``live``: it owns memory, and counts in live_buffers()."""
+    global _live_count, _next_id
+    with _live_lock:
+        if live:
+            _live_count += 1
+        _next_id += 1
+        return _next_id
+
+
+def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "shape"):
+    if label is not None and not isinstance(label, str):
+        raise ArgumentError(f"label: expected a str, got {type(label).__name__}")
+    nbytes = math.prod(shape) * dt.itemsize
+    size = max(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
+    limit = dev.limit("max-buffer-size")
+    if size > limit:
+        raise DeviceError(f"{argument}: {shape} {dt.name} is {nbytes} bytes, more than this "
+                          f"adapter's max-buffer-size ({limit} bytes, {dev.name})")
+    dev.check()
+    try:
+        return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
+    except Exception as e:
+        raise dev.wrap(e, f"{argument}: could not allocate {shape} {dt.name} ({nbytes} bytes)") \
+            from e
+
+
+class BufferMemory:
+    """How a Buffer holds, binds and frees its GPU memory: wgc.Buffer inherits this."""
+
+    __slots__ = ()
+
+    def _check(self, argument: str = "buffer") -> None:
+        if self._freed or not self._dev.alive:
+            self._refuse(argument)
+
+    def _refuse(self, argument: str) -> None:
+        dev = self._dev
+        if not dev.alive:
+            dev.check(argument)
+        if self._freed:
+            raise BufferFreedError(f"{argument}: {self!r} was freed; it cannot be used any more")
+
+    def _pin(self, argument: str = "buffer", suffix: str = "") -> None:
+        """Hold the GPU memory for a use that is about to start, then check the buffer: a
+        free() from another thread either sees the hold (and defers) or has already marked
+        the buffer freed (and this raises). Checking first and holding after let a free
+        destroy the memory in between, and wgpu-native aborts on a destroyed buffer. The
+        error names ``argument + suffix`` (joined only when it is raised: hot paths pin
+        several buffers per call)."""
+        self._holds.append(None)
+        if self._freed or not self._dev.alive:
+            self._release()
+            self._refuse(argument + suffix)
+
+    def _retain(self) -> None:
+        """A submitted command uses this buffer: keep the GPU memory until _release()."""
+        self._holds.append(None)
+
+    def _release(self) -> None:
+        self._holds.pop()
+        # free() sets _freed before it looks at _holds, and this pops before it looks at
+        # _freed: whichever comes second sees both and destroys (under _lock, once).
+        if self._freed and not self._holds:
+            self._drop_memory()
+
+    def _drop_memory(self) -> None:
+        """Destroy the GPU memory (or give it back to the device's pool), once."""
+        with self._lock:
+            gpu = self._gpu if not self._holds else None
+            if gpu is not None:
+                self._gpu = None
+        if gpu is not None:
+            self._discard(gpu)
+
+    def _discard(self, gpu) -> None:
+        if self._pool_serial and self._dev.alive:
+            self._dev.memory_pool.give(gpu, self._pool_serial)
+        else:
+            gpu.destroy()
+
+    def free(self) -> None:
+        """Release the GPU memory (deferred while a submitted command still uses it).
+        Freeing twice is harmless."""
+        global _live_count
+        with self._lock:
+            if self._freed:
+                return
+            self._freed = True
+            destroy = not self._holds
+            gpu = self._gpu
+            if destroy:
+                self._gpu = None
+        with _live_lock:
+            _live_count -= 1
+        if destroy and gpu is not None:
+            self._discard(gpu)
+
+    def _device_closed(self) -> None:
+        """The device closed: the memory goes with it, whatever still refers to the buffer."""
+        global _live_count
+        with self._lock:
+            if self._freed:
+                return
+            self._freed = True
+            gpu, self._gpu = self._gpu, None
+            # _holds stays: uses in flight in other threads release what they pinned
+        with _live_lock:
+            _live_count -= 1
+        if gpu is not None:
+            try:
+                gpu.destroy()
+            except Exception:  # noqa: BLE001 - the device may be gone already
+                pass
+
+    def __del__(self):
+        try:
+            if not self._freed:
+                self.free()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # -- how kernels bind it -----------------------------------------------------------
+    def _binding(self, argument: str = "buffer"):
+        """(GPUBuffer, byte offset) a kernel binds this buffer's data at."""
+        self._check(argument)
+        return self._gpu, 0
+
+    def _held_binding(self, argument: str = "buffer"):
+        """``_binding`` for work whose Command holds this buffer (a stream's queued work):
+        a free() since the Command was made only deferred the memory's release, so the work
+        still has it; a closed or lost device has not."""
+        gpu = self._gpu
+        if gpu is None or not self._dev.alive:
+            self._refuse(argument)
+        return gpu, 0
+
+    def _bound_bytes(self) -> int:
+        """Bytes a kernel binds: the data rounded up to the 16-byte granule kernels read (a
+        pooled allocation may be larger; a view's granule lies inside its base)."""
+        return max(_ALIGN, -(-self.nbytes // _ALIGN) * _ALIGN)
+
+    def _bindable(self) -> bool:
+        """Whether kernels can bind it where it is (a view: at an aligned offset)."""
+        return True

@@ -1,0 +1,308 @@
+"""A Buffer's numpy-style methods (operators, indexing, views, reductions, astype, scalar
+reads), and the slot through which wgcompute.array, the layer above, does their work."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from .errors import ArgumentError, ShapeError, WgComputeError
+
+if TYPE_CHECKING:  # the class these methods are part of
+    from .buffer import Buffer
+
+# -- the layer above, installed from above -------------------------------------------------
+# A Buffer's operators, views, indexing, reductions and astype are methods, as numpy's; the
+# work is done above this layer: array.py runs the kernels and installs itself here when
+# imported (wgcompute's __init__ imports it), so this module imports nothing above it.
+class ArrayOps(Protocol):
+    """What Buffer's array methods call: wgcompute.array, installed by it."""
+
+    def binary(self, op: str, a: Buffer, b: Any, reflected: bool = False) -> Buffer: ...
+    def inplace(self, op: str, a: Buffer, b: Any) -> Buffer: ...
+    def unary(self, op: str, a: Buffer) -> Buffer: ...
+    def matmul_op(self, a: Buffer, b: Any, reflected: bool = False) -> Buffer: ...
+    def reduction(self, name: str, x: Buffer, axis: Any, keepdims: bool,
+                  out: Buffer | None) -> Buffer: ...
+    def reshape(self, x: Buffer, shape: Any) -> Buffer: ...
+    def view(self, x: Buffer, dtype: Any = None) -> Buffer: ...
+    def getitem(self, x: Buffer, key: Any) -> Buffer: ...
+    def copy(self, x: Buffer) -> Buffer: ...
+    def item(self, x: Buffer) -> Any: ...
+    def transpose(self, a: Buffer, out: Buffer | None = None, *, axes: Any = None
+                  ) -> Buffer: ...
+    def astype(self, x: Buffer, dtype: Any, *, rounding: str | None = None,
+               casting: str = "exact") -> Buffer: ...
+
+
+class NotInstalled:
+    """Holds the place of a layer above until it installs itself: any use is an error that
+    says which module to import (only code that imports wgcompute.buffer by itself, without
+    the package's __init__, can see it)."""
+
+    __slots__ = ("_module", "_what")
+
+    def __init__(self, module: str, what: str):
+        self._module = module
+        self._what = what
+
+    def __getattr__(self, name: str):
+        raise WgComputeError(f"{self._what} need {self._module}, which is not imported yet; "
+                             f"`import wgcompute` first")
+
+
+_array: ArrayOps = NotInstalled(  # type: ignore[assignment]
+    "wgcompute.array", "a Buffer's operators, views, indexing, reductions and astype")
+
+
+def install_array_ops(ops: ArrayOps) -> None:
+    """Called by wgcompute.array as it is imported."""
+    global _array
+    _array = ops
+
+
+class NumpyMethods:
+    """Buffer's numpy-style methods, kept apart from its memory: wgc.Buffer inherits them."""
+
+    __slots__ = ()
+
+    # -- numpy-style arrays: operators, views, indexing (array.py does the work) -----------
+    # Each operator runs one kernel on the GPU and waits for it, like wgc.add; none reads the
+    # GPU back. float(), int() and item() are reads (they block); bool() refuses, since it
+    # would read behind `if` and `and`.
+    def __add__(self, other) -> Buffer:
+        return _array.binary("add", self, other)
+
+    def __radd__(self, other) -> Buffer:
+        return _array.binary("add", self, other, reflected=True)
+
+    def __sub__(self, other) -> Buffer:
+        return _array.binary("sub", self, other)
+
+    def __rsub__(self, other) -> Buffer:
+        return _array.binary("sub", self, other, reflected=True)
+
+    def __mul__(self, other) -> Buffer:
+        return _array.binary("mul", self, other)
+
+    def __rmul__(self, other) -> Buffer:
+        return _array.binary("mul", self, other, reflected=True)
+
+    def __truediv__(self, other) -> Buffer:
+        return _array.binary("div", self, other)
+
+    def __rtruediv__(self, other) -> Buffer:
+        return _array.binary("div", self, other, reflected=True)
+
+    def __floordiv__(self, other) -> Buffer:
+        return _array.binary("floordiv", self, other)
+
+    def __rfloordiv__(self, other) -> Buffer:
+        return _array.binary("floordiv", self, other, reflected=True)
+
+    def __mod__(self, other) -> Buffer:
+        return _array.binary("mod", self, other)
+
+    def __rmod__(self, other) -> Buffer:
+        return _array.binary("mod", self, other, reflected=True)
+
+    def __pow__(self, other, modulo=None) -> Buffer:
+        if modulo is not None:
+            raise ArgumentError("pow: three-argument pow(buf, y, mod) is not supported")
+        return _array.binary("pow", self, other)
+
+    def __rpow__(self, other) -> Buffer:
+        return _array.binary("pow", self, other, reflected=True)
+
+    # in place, as numpy's: the kernel writes this buffer (every reference sees it)
+    def __iadd__(self, other) -> Buffer:
+        return _array.inplace("add", self, other)
+
+    def __isub__(self, other) -> Buffer:
+        return _array.inplace("sub", self, other)
+
+    def __imul__(self, other) -> Buffer:
+        return _array.inplace("mul", self, other)
+
+    def __itruediv__(self, other) -> Buffer:
+        return _array.inplace("div", self, other)
+
+    def __ifloordiv__(self, other) -> Buffer:
+        return _array.inplace("floordiv", self, other)
+
+    def __imod__(self, other) -> Buffer:
+        return _array.inplace("mod", self, other)
+
+    def __ipow__(self, other) -> Buffer:
+        return _array.inplace("pow", self, other)
+
+    def __matmul__(self, other) -> Buffer:
+        return _array.matmul_op(self, other)
+
+    def __rmatmul__(self, other) -> Buffer:
+        return _array.matmul_op(self, other, reflected=True)
+
+    def __neg__(self) -> Buffer:
+        return _array.unary("neg", self)
+
+    def __pos__(self) -> Buffer:
+        return _array.copy(self)
+
+    def __abs__(self) -> Buffer:
+        return _array.unary("abs", self)
+
+    def __lt__(self, other) -> Buffer:
+        return _array.binary("lt", self, other)
+
+    def __le__(self, other) -> Buffer:
+        return _array.binary("le", self, other)
+
+    def __gt__(self, other) -> Buffer:
+        return _array.binary("gt", self, other)
+
+    def __ge__(self, other) -> Buffer:
+        return _array.binary("ge", self, other)
+
+    def __eq__(self, other) -> Buffer:  # type: ignore[override]
+        return _array.binary("eq", self, other)
+
+    def __ne__(self, other) -> Buffer:  # type: ignore[override]
+        return _array.binary("ne", self, other)
+
+    __hash__ = object.__hash__  # buffers stay usable as dict keys (by identity)
+
+    def __bool__(self):
+        raise ArgumentError(
+            f"bool() of {self!r} would read the GPU behind an `if`; read explicitly: "
+            f"buf.item() (one element), or buf.to_numpy() and numpy's any()/all()")
+
+    def __contains__(self, value):
+        raise ArgumentError("`in` on a buffer would read the GPU; compare with == and read "
+                            "the result (to_numpy())")
+
+    def __float__(self) -> float:
+        """The one element as a float: a read (blocks until ready)."""
+        return float(_array.item(self))
+
+    def __int__(self) -> int:
+        """The one element as an int: a read (blocks until ready)."""
+        return int(_array.item(self))
+
+    def item(self):
+        """The one element as a Python number: a read (blocks until ready)."""
+        return _array.item(self)
+
+    def _scalar(self, where: str, hint: str):
+        """The element of a 0-d buffer as numpy's scalar of its dtype: a read (blocks)."""
+        if self._shape:
+            raise TypeError(f"{where}: {self!r} is not 0-d; only a 0-d buffer (a reduction "
+                            f"over everything, x.sum()) {hint}")
+        return self.to_numpy()[()]
+
+    def __format__(self, spec: str) -> str:
+        """``f"{x.sum():.2f}"``: a 0-d buffer formats as its value (a read: it blocks, as
+        item() does); without a spec, as str() (which reads nothing). A spec on a buffer of
+        other shapes is a TypeError, as numpy's."""
+        if not spec:
+            return str(self)
+        return format(self._scalar(f"format spec {spec!r}",
+                                   "formats as a number; read it first: x.to_numpy()"), spec)
+
+    def __round__(self, ndigits=None):
+        """round() of a 0-d buffer: numpy's round of its scalar (a read: it blocks), an int
+        without ``ndigits``, else a numpy scalar of the buffer's dtype. Other shapes are a
+        TypeError, as numpy's arrays; round elementwise with x.astype('s32',
+        rounding='round') (to integers, on the GPU) or np.round(x.to_numpy(), n)."""
+        if ndigits is not None and (isinstance(ndigits, bool)
+                                    or not isinstance(ndigits, (int, np.integer))):
+            raise ArgumentError(f"round: ndigits must be an int or None, got {ndigits!r}")
+        value = self._scalar("round", "rounds to a number; round elementwise with "
+                                      "x.astype('s32', rounding='round') on the GPU, or "
+                                      "np.round(x.to_numpy(), n)")
+        return round(value) if ndigits is None else round(value, int(ndigits))
+
+    def __getitem__(self, key) -> Buffer:
+        """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
+        result is contiguous in memory (rows, leading-axis slices), else a copy made on the
+        GPU. Index arrays and masks are not supported."""
+        return _array.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        raise ArgumentError(
+            "buffers take no item assignment; compute the result with kernels or operators "
+            "into a buffer of its own (or write() a contiguous view: buf[2:5].write([...]))")
+
+    def __iter__(self) -> Iterator[Buffer]:
+        if not self._shape:
+            raise TypeError("iteration over a 0-d buffer")
+        for i in range(self._shape[0]):
+            yield self[i]
+
+    def reshape(self, *shape) -> Buffer:
+        """The same memory in another shape (one dimension may be -1): a view, no copy."""
+        return _array.reshape(self, shape)
+
+    def view(self, dtype=None) -> Buffer:
+        """A view of the same memory, as ``dtype`` when given (numpy's view): no copy."""
+        return _array.view(self, dtype)
+
+    def ravel(self) -> Buffer:
+        """The elements as 1-D: a view."""
+        return self.reshape(-1)
+
+    def flatten(self) -> Buffer:
+        """The elements as a new 1-D buffer (a copy, as numpy's flatten)."""
+        return self.copy().reshape(-1)
+
+    def copy(self) -> Buffer:
+        """A new buffer with the same elements, copied on the GPU."""
+        return _array.copy(self)
+
+    def astype(self, dtype, *, rounding: str | None = None, casting: str = "exact"
+               ) -> Buffer:
+        """A new buffer converted to ``dtype``, exactly unless told otherwise: see
+        wgc.astype (it checks on the GPU, and reads one word back, when values could change)."""
+        return _array.astype(self, dtype, rounding=rounding, casting=casting)
+
+    @property
+    def T(self) -> Buffer:
+        """The axes reversed (a 2-D buffer transposed): a new buffer, copied on the GPU."""
+        if self.ndim < 2:
+            return self
+        return self.transpose()
+
+    @property
+    def mT(self) -> Buffer:
+        """The last two axes swapped (the array API's matrix transpose; a stack of matrices
+        transposed one by one): a new buffer, copied on the GPU."""
+        if self.ndim < 2:
+            raise ShapeError(f"mT: {self!r} is {self.ndim}-d; the matrix transpose needs "
+                             f"at least 2 axes (x.T reverses any number of axes)")
+        n = self.ndim
+        return self.transpose(tuple(range(n - 2)) + (n - 1, n - 2))
+
+    def transpose(self, *axes) -> Buffer:
+        """numpy's transpose (reversed axes, or the order given): a new buffer."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _array.transpose(self, axes=axes or None)
+
+    def sum(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        """numpy's sum (default: everything): see wgc.sum for dtypes."""
+        return _array.reduction("sum", self, axis, keepdims, out)
+
+    def max(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        return _array.reduction("max", self, axis, keepdims, out)
+
+    def min(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        return _array.reduction("min", self, axis, keepdims, out)
+
+    def mean(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+        return _array.reduction("mean", self, axis, keepdims, out)
+
+    def argmax(self, axis=None, *, keepdims: bool = False, out: Buffer | None = None
+               ) -> Buffer:
+        """u32 index of the first maximum (of the flattened buffer by default)."""
+        return _array.reduction("argmax", self, axis, keepdims, out)

@@ -431,7 +431,7 @@ class Device:
             return
         try:
             wait(fence, timeout)
-        except DeviceError:
+        except DeviceError:  # lost while waiting: nothing submitted will finish, close goes on
             pass
 
     def __enter__(self) -> Device:

@@ -13,6 +13,7 @@ from ..core import shaders
 from ..core.base import Launch, Param, PipelineKey, fold_grid
 from ..core.layout import index_wgsl, uniform_fields, uniform_values
 from .builtin import ALL, Elementwise, split_launches
+from .elementwise import broadcast_source
 from .optable import OPS
 
 # Buffer's operators: the op table rows they run (name -> row)
@@ -186,20 +187,9 @@ class ArrayOp(Elementwise):
         params = [f"x: {w}", f"y: {w}"][:2 if (self.scalar or len(self.inputs) == 2) else 1]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("s", "u32" if src.packed else src.wgsl), *uniform_fields(ndim, strided))
-        text = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
-            "ENABLE": shaders.enable_directives([src.wgsl, dst.wgsl]),
-            "T": rt,
-            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
-            "BINDINGS": "\n".join(lines),
-            "UB": len(self.inputs) + 1,
-            "WG": self.workgroup_size,
-            "U": self.per_invocation,
-            "ARGS": ", ".join(params),
-            "BODY": _arith(self.op, src),
-            "ITEM": item,
-            "HELPERS": _float_divmod(w) if src.is_float and self.row.helpers == "divmod"
-            else "",
-        })
+        helpers = _float_divmod(w) if src.is_float and self.row.helpers == "divmod" else ""
+        text = broadcast_source(self, [src.wgsl, dst.wgsl], rt, fields, lines,
+                                ", ".join(params), _arith(self.op, src), item, helpers)
         return text, fields
 
     def launches(self, inputs, output, params, device):

@@ -202,6 +202,27 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
     return out
 
 
+
+def broadcast_source(kernel, types, item_type: str, fields, bindings: list[str], args: str,
+                     body: str, item: list[str], helpers: str = "") -> str:
+    """elementwise_broadcast.wgsl for one kernel: its bindings, the op ``fn op(args)`` whose
+    ``body`` maps one item of ``item_type``, the per-item code and the uniform ``fields``
+    after the first three (n, start, total are the template's own)."""
+    return shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
+        "ENABLE": shaders.enable_directives(types),
+        "T": item_type,
+        "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
+        "BINDINGS": "\n".join(bindings),
+        "UB": len(kernel.inputs) + 1,
+        "WG": kernel.workgroup_size,
+        "U": kernel.per_invocation,
+        "ARGS": args,
+        "BODY": body,
+        "ITEM": item,
+        "HELPERS": helpers,
+    })
+
+
 class Elementwise(BuiltinKernel):
     """out = op(inputs...) elementwise, for every dtype listed (u8 lane by lane).
 
@@ -319,20 +340,9 @@ class Elementwise(BuiltinKernel):
                     f"out[i] = op({', '.join(args)});"]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
-        src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
-            "ENABLE": shaders.enable_directives([t]),
-            "T": t,
-            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
-            "BINDINGS": "\n".join(lines),
-            "UB": len(self.inputs) + 1,
-            "WG": self.workgroup_size,
-            "U": self.per_invocation,
-            "ARGS": ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)]),
-            "BODY": f"return {op_expr(self.name, self.row, dt, t, t)};",
-            "ITEM": item,
-            "HELPERS": "",
-        })
-        return src, fields
+        args = ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)])
+        body = f"return {op_expr(self.name, self.row, dt, t, t)};"
+        return broadcast_source(self, [t], t, fields, lines, args, body, item), fields
 
     def _render_vec4(self, key, dt, ndim, full, strided, inner):
         """Four elements of one row per item (the innermost coalesced size is a multiple
@@ -358,20 +368,9 @@ class Elementwise(BuiltinKernel):
                 f"out[i] = op({', '.join(args)});"]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
-        src = shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
-            "ENABLE": shaders.enable_directives([t]),
-            "T": v,
-            "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
-            "BINDINGS": "\n".join(lines),
-            "UB": len(self.inputs) + 1,
-            "WG": self.workgroup_size,
-            "U": self.per_invocation,
-            "ARGS": ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)]),
-            "BODY": f"return {op_expr(self.name, self.row, dt, v, t)};",
-            "ITEM": item,
-            "HELPERS": "",
-        })
-        return src, fields
+        args = ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)])
+        body = f"return {op_expr(self.name, self.row, dt, v, t)};"
+        return broadcast_source(self, [t], v, fields, lines, args, body, item), fields
 
     def _broadcast_launches(self, inputs, output, params, device):
         total = output.size

@@ -39,6 +39,8 @@ LAYERS = {
     "wgcompute.stream_lanes": 10, "wgcompute.surface_programs": 10,  # stream_map's, surface's
     "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
     "wgcompute.array": 10,  # array operations (astype, operators, views) over kernels, pipelines
+    "wgcompute._gather": 10, "wgcompute._setitem": 10,  # array's advanced indexing, assignment
+    "wgcompute.array_api": 12,  # the array API standard's namespace, over arrays and kernels
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
     "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only
@@ -443,3 +445,17 @@ def test_a_layer_not_installed_yet_is_a_clear_error():
     with pytest.raises(wgc.WgComputeError, match=r"a Buffer's operators need wgcompute\.array"
                                                  r", which is not imported yet"):
         slot.binary("add", None, None)
+
+
+SUBMITTERS = ("runtime.py", "_queue.py")  # Device.submit and the Submitter behind it
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_work_reaches_the_queue_only_through_device_submit(path):
+    """One submit path: every module hands its command buffers to Device.submit; only the
+    device (runtime.py) calls its Submitter, and only the Submitter calls the queue."""
+    if path.relative_to(PKG).as_posix().startswith("_native") or path.name in SUBMITTERS:
+        return
+    text = path.read_text()
+    for needle in ("submitter.submit", "link.submit(", "queue.submit(", "submit_sync("):
+        assert needle not in text, f"{path.name} calls {needle}: submit through Device.submit"

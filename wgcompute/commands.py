@@ -63,7 +63,7 @@ def submit_command(cmd: Command, record, full: bool = False) -> Command:
         device.check()
         enc = device.gpu_device.create_command_encoder() if full else device.link.encoder()
         record(enc)
-        fence = device.submitter.submit([enc.finish()])
+        fence = device.submit([enc.finish()])
     except WgComputeError as e:
         cmd._fail(e)
         raise
@@ -107,7 +107,7 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
                 if not device.alive or "lost" in str(e).lower():
                     raise device.wrap(e, label) from e
                 raise CommandFailedError(f"{label} failed: {e}", e) from e
-            box = device.submitter.submit_sync(cb)
+            box = device.submit((cb,), sync=True)
         finally:
             recording.pop()
         error = device.submitter.wait_sync(box)

@@ -181,6 +181,16 @@ class Device:
     def queue(self):
         return self.gpu_device.queue
 
+    def submit(self, command_buffers, *, fence: bool = True, sync: bool = False):
+        """The one way work reaches this device's queue. Returns the submission's Fence (None
+        with ``fence=False``: staging copies whose buffer map is their completion), or with
+        ``sync=True`` (one command buffer) what ``submitter.wait_sync`` polls for from this
+        thread. Never waits for the GPU."""
+        if sync:
+            (cb,) = command_buffers
+            return self.submitter.submit_sync(cb)
+        return self.submitter.submit(command_buffers, fence)
+
     def has(self, feature: str) -> bool:
         return feature in self.features
 
@@ -426,7 +436,7 @@ class Device:
         """Wait for everything submitted so far, the synchronous runs' too: a fence submitted
         after it (the queue runs submissions in order)."""
         try:
-            fence = self.submitter.submit([self.link.encoder().finish()])
+            fence = self.submit([self.link.encoder().finish()])
         except Exception:  # noqa: BLE001 - lost meanwhile: nothing will finish
             return
         try:

@@ -165,7 +165,7 @@ class DeviceLane:
         elif w.pipeline is not None:
             w.pipeline_on(dev).encode(enc)
         else:
-            dev.submitter.submit([enc.finish()])
+            dev.submit([enc.finish()])
             if w.map_form:
                 got = w.fn(inp)
                 if isinstance(got, Command):
@@ -188,7 +188,7 @@ class DeviceLane:
         out = slot.out
         slot.down.record(enc, out.gpu_buffer)
         t_submit = time.perf_counter()
-        fence = dev.submitter.submit([enc.finish()])
+        fence = dev.submit([enc.finish()])
         slot.up.remap()
         slot.down.map()
         if tl is not None:

@@ -79,7 +79,7 @@ def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> F
                 del view
                 link.unmap(stage)
                 # only the last chunk needs a fence: the others' re-maps say when they are done
-                last = dev.submitter.submit([cb], fence=fence and start + CHUNK >= n)
+                last = dev.submit([cb], fence=fence and start + CHUNK >= n)
                 slot[1] = link.map_async(stage, True, stage.size)
             finally:
                 dev.end_work()
@@ -119,7 +119,7 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
         try:
             enc = link.encoder()
             enc.copy(src, src_offset + start, stage, 0, padded)
-            dev.submitter.submit([enc.finish()], fence=False)  # the map is the completion
+            dev.submit([enc.finish()], fence=False)  # the map is the completion
             return start, size, padded, stage, link.map_async(stage, False, padded)
         finally:
             dev.end_work()
@@ -177,7 +177,7 @@ class Readback:
                     stage = dev.staging.down.acquire(padded)
                     parts.append([start, size, padded, stage, None])
                     enc.copy(src, src_offset + start, stage, 0, padded)
-                dev.submitter.submit([enc.finish()], fence=False)  # the maps complete it
+                dev.submit([enc.finish()], fence=False)  # the maps complete it
             except Exception as e:
                 for p in parts:
                     dev.staging.down.release(p[3])

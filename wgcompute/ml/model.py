@@ -318,7 +318,7 @@ class Model:
             cb, exe.recorded = exe.recorded, None
             if cb is None:
                 cb = record_run(exe, pads)
-            dev.submitter.submit([cb], fence=False)
+            dev.submit([cb], fence=False)
             for stage, _, _ in exe.ups:
                 stage.remap()
             exe.down.map()

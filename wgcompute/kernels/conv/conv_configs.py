@@ -311,7 +311,7 @@ def time_calls(device, calls, target_s: float = 2e-3) -> float:
         enc = device.link.encoder()
         enc.record_calls(calls * repeat)
         t0 = time.perf_counter()
-        _queue.wait(device.submitter.submit([enc.finish()]))
+        _queue.wait(device.submit([enc.finish()]))
         return (time.perf_counter() - t0) / repeat
 
     first = run(4)

@@ -459,7 +459,7 @@ def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Devi
             enc = device.link.encoder()
             enc.record_calls(calls)
             t0 = time.perf_counter()
-            _queue.wait(device.submitter.submit([enc.finish()]))
+            _queue.wait(device.submit([enc.finish()]))
             if rep:
                 times.append((time.perf_counter() - t0) / 3)
         return float(np.median(times))

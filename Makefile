@@ -44,21 +44,26 @@ demo:
 # lavapipe device that already computes on every core). A test file runs whole on one worker,
 # so a module's fixtures (test_dask.py's cluster) are made once and its tests keep their order.
 # The run ends with the 15 slowest tests and the skips grouped by reason (tests/conftest.py).
+# The files are run in TEST_ROUNDS pytest runs in a row, each with fresh workers: lavapipe
+# keeps the memory of every pipeline a process compiled, so one process for the whole suite
+# grows past 3 GB (scripts/pytest_rounds.py says more).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
+TEST_ROUNDS ?= 4
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
+PYTEST_ROUNDS := $(BIN)/python scripts/pytest_rounds.py --rounds $(TEST_ROUNDS) -- $(PYTEST)
 
 test: setup
-	$(PYTEST)
+	$(PYTEST_ROUNDS)
 
 # Without the tests marked slow (heavy sweeps, whole models, the CLI, examples and clusters
 # end to end, exits and leaks run thousands of times): `make test` and CI run those too.
 test-fast: setup
-	$(PYTEST) -m "not slow"
+	$(PYTEST_ROUNDS) -m "not slow"
 
 # The GL backend needs Mesa's EGL and GL drivers (llvmpipe without a GPU): `system` checks.
 test-gl: export WGCOMPUTE_WITH_GL := 1
 test-gl: setup
-	WGCOMPUTE_BACKEND=gl $(PYTEST)
+	WGCOMPUTE_BACKEND=gl $(PYTEST_ROUNDS)
 
 # The core of the suite: buffers, transfers, kernels, commands, pipelines, streams, devices,
 # threads, surfaces.

@@ -434,6 +434,30 @@ def test_hold_clocks_where_it_cannot_be_done_says_why():
     assert r.stdout.strip() == "False [0.0, 1.0]"
 
 
+def test_clocks_are_held_by_default_only_where_the_means_exist(monkeypatch):
+    """The default holds an NVIDIA GPU's clocks on a thread of its own; where the nvidia
+    extra or the GPU is missing it does nothing and the idle-clock watch stays on; a CPU
+    adapter starts no thread at all; WGCOMPUTE_HOLD_CLOCKS=0 turns the default off."""
+    from wgcompute import clocks
+
+    if _nvidia_with_clock_tools() is None:
+        pytest.skip("this machine can hold its GPU's clocks (tested below)")
+    monkeypatch.delenv("WGCOMPUTE_HOLD_CLOCKS", raising=False)
+    nvidia = {"vendor_id": clocks.NVIDIA, "device": "NVIDIA H200"}
+    keeper = clocks.Keeper(nvidia, "NVIDIA H200", None)
+    assert keeper._thread is not None  # the context is made off the caller's path
+    keeper._thread.join(30)
+    assert not keeper.held and keeper.watch  # cannot hold here: the warning names the remedy
+    keeper.release()
+    cpu = clocks.Keeper({"vendor_id": 0x10005, "device": "llvmpipe"}, "llvmpipe", None)
+    assert cpu._thread is None and not cpu.held and not cpu.watch
+    monkeypatch.setenv("WGCOMPUTE_HOLD_CLOCKS", "0")
+    off = clocks.Keeper(nvidia, "NVIDIA H200", None)
+    assert off._thread is None and not off.held and off.watch
+    d = wgc.current_device()
+    assert d.clocks_held is False
+
+
 def test_held_clocks_stay_up_through_idle_pauses():
     why = _nvidia_with_clock_tools()
     if why is not None:

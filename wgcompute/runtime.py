@@ -9,10 +9,8 @@ import atexit
 import contextlib
 import contextvars
 import logging
-import os
 import threading
 import time
-import warnings
 import weakref
 from collections import OrderedDict
 
@@ -30,7 +28,6 @@ _CLOSE_WAIT_S = 30.0
 # recording takes microseconds; a thread stopped inside one, e.g. in a debugger, must not keep
 # the device open for ever)
 _RECORDING_WAIT_S = 5.0
-_CLOCK_CHECK_S = 10.0  # a device looks at its GPU's clocks at most this often after a wait
 log = logging.getLogger("wgcompute")
 
 
@@ -84,12 +81,6 @@ class Device:
         self.dead: DeviceError | None = None
         self.closed = False
         self.submitter.probe = self._probe
-        self._clock_hold = None
-        self._next_clock_check = 0.0
-        # only NVIDIA GPUs are watched (NVML); off for the rest, and once a warning was given
-        self._watch_clocks = "nvidia" in self.name.lower() or \
-            int(adapter.info.get("vendor_id") or 0) == clocks.NVIDIA
-        self._hold_clocks(hold_clocks)
         self._buffers: weakref.WeakSet = weakref.WeakSet()  # live Buffers (close frees them)
         self._closables: weakref.WeakSet = weakref.WeakSet()  # streams, maps, pipelines...
         # weakref(owner) -> the state it keeps on this device (state_for): never keyed by id()
@@ -99,6 +90,10 @@ class Device:
         # command buffer from bind groups it names by handle): close() releases nothing while
         # one is there. list.append / list.pop are atomic: no lock on the hot path.
         self._recording: list = []
+        try:  # held by default where it can be (clocks.Keeper says how)
+            self._clocks = clocks.Keeper(adapter.info, self.name, hold_clocks, self.ordinal)
+        except clocks.ClocksUnavailable as e:
+            raise DeviceError(f"hold_clocks: cannot hold {self.name}'s clocks: {e}") from None
         with _open_lock:
             _open[id(self)] = self
 
@@ -115,27 +110,6 @@ class Device:
         return cls(adapter, gpu_device, owned=False)
 
     # -- the GPU's clocks -----------------------------------------------------------------------
-    def _hold_clocks(self, want) -> None:
-        """``hold_clocks=True`` (or WGCOMPUTE_HOLD_CLOCKS=1): keep the NVIDIA driver from idling
-        the SM clock between bursts of work, with a CUDA context held while the device is
-        open. Asked for explicitly, a device that cannot is an error; through the environment
-        (which applies to every device, CPU adapters too), a log line."""
-        explicit = want is not None
-        if want is None:
-            want = os.environ.get("WGCOMPUTE_HOLD_CLOCKS", "").strip() not in ("", "0")
-        elif not isinstance(want, bool):
-            raise ArgumentError(f"hold_clocks: expected True, False or None, got {want!r}")
-        if not want:
-            return
-        try:
-            self._clock_hold = clocks.Hold(self.adapter.info)
-        except clocks.ClocksUnavailable as e:
-            if explicit:
-                raise DeviceError(f"hold_clocks: cannot hold {self.name}'s clocks: {e}") from None
-            log.info("wgcompute: WGCOMPUTE_HOLD_CLOCKS: not for %s: %s", self.name, e)
-            return
-        self._watch_clocks = False  # held: nothing to warn about
-
     def clocks(self) -> list:
         """The clocks of the GPU behind this device now (NVIDIA, through NVML: ``pip install
         nvidia-ml-py``): a ClockReading per matching GPU. Raises DeviceError where they
@@ -147,34 +121,13 @@ class Device:
 
     @property
     def clocks_held(self) -> bool:
-        return self._clock_hold is not None
+        return self._clocks.held
 
     def after_wait(self) -> None:
-        """Called when a wait for this device's work ended (the GPU just ran it): at most every
-        10 s, and until it has warned once, look whether the driver was running the GPU at its
-        idle clock, which makes short bursts of work several times slower."""
-        if not self._watch_clocks:
-            return
-        now = time.monotonic()
-        if now < self._next_clock_check:
-            return
-        self._next_clock_check = now + _CLOCK_CHECK_S
-        try:
-            readings = clocks.read(self.adapter.info)
-        except Exception:  # noqa: BLE001 - no NVML: nothing to watch with
-            self._watch_clocks = False
-            return
-        slow = [r for r in readings if r.sm_fraction < 0.5 and "idle" in r.reasons]
-        if slow:
-            self._watch_clocks = False
-            warnings.warn(
-                f"wgcompute: {slow[0]} just after running this device's work. The NVIDIA "
-                f"driver idles the SM clock between bursts of Vulkan work, and short kernels "
-                f"then run several times slower (a 5x5 blur 4x). To keep it at full clock while "
-                f"the device is open, open it with wgc.device(hold_clocks=True) or set "
-                f"WGCOMPUTE_HOLD_CLOCKS=1 (holds a CUDA context: pip install cuda-python "
-                f"nvidia-ml-py), or lock the clocks with `nvidia-smi -lgc` (root).",
-                RuntimeWarning, stacklevel=3)
+        """Called when a wait for this device's work ended (the GPU just ran it): see
+        clocks.Keeper.after_wait (a warning, once, when the driver had the GPU idling)."""
+        if self._clocks.watch:
+            self._clocks.after_wait()
 
     # -- what it is ------------------------------------------------------------------------------
     @property
@@ -421,9 +374,7 @@ class Device:
         self.finished.clear()
         if hasattr(self.link, "close"):
             self.link.close()
-        if self._clock_hold is not None:
-            self._clock_hold.release()
-            self._clock_hold = None
+        self._clocks.release()
         # Destroying the device would unmap the staging that result arrays still lend from
         # (stream_map's leased results): then the device goes when its last buffer does.
         if self._owned and was_alive and self.staging.leases_out() == 0:

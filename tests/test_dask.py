@@ -344,6 +344,80 @@ def test_process_arguments_are_checked(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+# -- data made or read on the workers -----------------------------------------------------------
+def field(offset, shape):
+    """A block of a smooth 3-d field, from its place alone (the same wherever it is made)."""
+    i, j, c = np.indices(shape, dtype=np.float32)
+    i += offset[0]
+    j += offset[1]
+    c += offset[2]
+    return (np.sin(i * 0.05) * np.cos(j * 0.03) + c * 0.25).astype(np.float32)
+
+
+def test_from_function_makes_the_chunks_on_the_workers(client):
+    shape, chunks = (480, 360, 4), (120, 90, 4)
+    x = wgc.dask.from_function(field, shape, chunks, "f32")
+    assert x.chunks == da.core.normalize_chunks(chunks, shape)
+    graph = pickle.dumps(dict(x.__dask_graph__()))
+    assert len(graph) < 64_000 < x.nbytes  # the recipe travels, not the data
+    params = {"sigma": 1.5, "mode": "reflect"}
+    whole = field((0, 0, 0), shape)
+    np.testing.assert_array_equal(x.compute(), whole)
+    got = wgc.dask.map_overlap("gaussian_blur", x, params).compute()
+    np.testing.assert_array_equal(
+        got, wgc.image.apply("gaussian_blur", wgc.from_numpy(whole), **params).to_numpy())
+    assert all(s["chunks"] for s in client.run(wgc.dask.stats).values())  # both computed
+
+
+def test_from_function_and_from_files_check_what_they_are_given(client, tmp_path):
+    with pytest.raises(wgc.ArgumentError, match="fn: expected a callable"):
+        wgc.dask.from_function(None, (4, 4), 2, "f32")
+    with pytest.raises(wgc.ArgumentError, match="chunks"):
+        wgc.dask.from_function(field, (4, 4), "nonsense", "f32")
+    with pytest.raises(wgc.ShapeError, match=r"fn at offset \(\d, \d, 0\): gave shape \(3,\); "
+                                              r"the block is \(2, 2, 1\)"):
+        wgc.dask.from_function(lambda o, s: np.zeros(3, np.float32), (4, 4, 1), 2,
+                               "f32").compute()
+    with pytest.raises(wgc.ArgumentError, match="paths: expected at least one"):
+        wgc.dask.from_files([], np.load, (2,), "f32")
+    np.save(tmp_path / "a.npy", np.zeros(3, np.float64))
+    with pytest.raises(wgc.DtypeError, match="gave dtype float64; the array is float32"):
+        wgc.dask.from_files([tmp_path / "a.npy"], np.load, (3,), "f32").compute()
+
+
+def test_from_files_reads_each_chunk_on_its_worker(client, tmp_path, rng):
+    tiles = [rng.standard_normal((32, 48)).astype(np.float32) for _ in range(7)]
+    paths = []
+    for i, t in enumerate(tiles):
+        paths.append(tmp_path / f"t{i}.npy")
+        np.save(paths[-1], t)
+    x = wgc.dask.from_files(paths, np.load, (32, 48), "f32", per_chunk=3)
+    assert x.shape == (7, 32, 48) and x.chunks[0] == (3, 3, 1)
+    np.testing.assert_array_equal(wgc.dask.map_blocks("scale", x, {"scalar": 2.0}).compute(),
+                                  np.stack(tiles) * 2)
+
+
+def test_connect_to_a_scheduler_sets_its_workers_up(rng):
+    """A cluster wgcompute did not start (distributed's own, reached by its tcp:// address, as
+    a cluster of several machines is): connect registers the setup, and each worker is pinned
+    to an adapter, has the GPU resource and computes."""
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                                  dashboard_address=":0") as plain:
+        assert plain.scheduler_address.startswith("tcp://")
+        with wgc.dask.connect(scheduler=plain.scheduler_address) as c:
+            c.wait_for_workers(2, timeout=120)
+            pinned = c.run(wgc.dask.pinned_adapter)
+            assert len(pinned) == 2 and all(i in wgc.dask.usable_adapters()
+                                            for i in pinned.values())
+            info = c.scheduler_info()["workers"]
+            assert all(w["resources"].get("GPU") == 1 for w in info.values())
+            x = wgc.dask.from_function(field, (64, 64, 4), (32, 32, 4), "f32")
+            np.testing.assert_array_equal(wgc.dask.map_blocks("relu", x).compute(),
+                                          np.maximum(field((0, 0, 0), (64, 64, 4)), 0))
+
+
 def test_example_runs_on_the_shared_cluster(client):
     import subprocess
     import sys
@@ -384,6 +458,27 @@ def test_a_worker_killed_mid_map_overlap_changes_nothing(client, rng):
     assert not fut.done()
     np.testing.assert_array_equal(fut.result(timeout=240), whole)
     client.wait_for_workers(2, timeout=120)  # the nanny started a new one
+    assert pid not in _pids(client).values()
+
+
+def test_a_worker_killed_mid_job_on_data_made_on_the_workers_loses_nothing(client):
+    """The chunks a killed worker made (and held) are made again from their recipe."""
+    shape = (640, 480, 4)
+    params = {"radius": 4, "sigma": 1.5, "mode": "reflect"}
+    whole = wgc.image.apply("gaussian_blur", wgc.from_numpy(field((0, 0, 0), shape)),
+                            **params).to_numpy()
+    for s in client.run(wgc.dask.close_lanes).values():
+        assert s >= 0
+    before = sum(s["chunks"] for s in client.run(wgc.dask.stats).values())
+    y = wgc.dask.map_overlap("gaussian_blur",
+                             wgc.dask.from_function(field, shape, (40, 60, 4), "f32"), params)
+    fut = client.compute(y)
+    while sum(s["chunks"] for s in client.run(wgc.dask.stats).values()) == before:
+        time.sleep(0.01)  # the job is under way
+    pid = _kill_busy_worker(client)
+    assert not fut.done()
+    np.testing.assert_array_equal(fut.result(timeout=240), whole)
+    client.wait_for_workers(2, timeout=120)
     assert pid not in _pids(client).values()
 
 

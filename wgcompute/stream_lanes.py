@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import _native, _queue
+from ._multiproc import LoadFailed
 from ._pools import Fresh
 from .buffer import Buffer, _to_array, empty
 from .commands import Command, bound, prepare_output
@@ -133,20 +134,23 @@ class DeviceLane:
         try:
             return self._issue(k, item, slot)
         except _native.ERRORS as e:  # validation, out of memory, a lost device
-            raise self.dev.wrap(e, f"stream_map batch {k}") from e
+            raise self.dev.wrap(e, f"stream_map batch {self.state.at(k)}") from e
 
     def _issue(self, k: int, item, slot: _Slot):
         """Host copy into the slot's staging, then submit copy-in, the work and copy-out.
         Returns the readback job."""
         st, dev, w = self.state, self.dev, self.state.work
         tl = st.timeline
+        if isinstance(item, LoadFailed):  # wgc.load_each's fn raised: the error of this batch
+            raise item.error
+        at = st.at(k)
         if isinstance(item, Buffer) or not (isinstance(item, np.ndarray) or
                                             hasattr(item, "__array__")):
-            raise ArgumentError(f"batches[{k}]: expected a numpy array, got "
+            raise ArgumentError(f"batches[{at}]: expected a numpy array, got "
                                 f"{type(item).__name__}")
         arr = np.asarray(item)
-        dt = resolve_dtype(arr.dtype, f"batches[{k}]")
-        arr = _to_array(arr, dt, f"batches[{k}]")  # little-endian, exact
+        dt = resolve_dtype(arr.dtype, f"batches[{at}]")
+        arr = _to_array(arr, dt, f"batches[{at}]")  # little-endian, exact
         t0 = time.perf_counter()
         self.prepare(slot, arr, dt)
         padded = slot.up.fill(arr)
@@ -237,7 +241,8 @@ class DeviceLane:
                 except CommandFailedError as e:
                     err = e.cause or e
             if err is not None:
-                raise CommandFailedError(f"stream_map: batch {k} failed on the GPU: {err}", err)
+                raise CommandFailedError(f"stream_map: batch {self.state.at(k)} failed on the GPU: "
+                                         f"{err}", err)
             if spare is not None:  # the array owns the lease and this staging from here
                 down = slot.down
                 leased = down.lease()
@@ -252,7 +257,7 @@ class DeviceLane:
                 spare = None
         except BaseException as e:
             if isinstance(e, _native.ERRORS):
-                e = dev.wrap(e, f"stream_map batch {k}")
+                e = dev.wrap(e, f"stream_map batch {self.state.at(k)}")
             if spare is not None:
                 dev.staging.cancel_lease()
                 if dev.alive:

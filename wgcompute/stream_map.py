@@ -4,6 +4,7 @@ spread over several; results come back in input order."""
 
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
 import queue
@@ -13,16 +14,21 @@ import weakref
 
 import numpy as np
 
+from . import _adapters, _multiproc, _multiproc_worker
+from ._multiproc import DeviceProcesses, LoadEach, ProcessMap
 from .buffer import Buffer, normalize_shape
 from .dtypes import dtype as resolve_dtype
-from .errors import ArgumentError
+from .errors import ArgumentError, DeviceError
 from .kernels import Kernel, registry
 from .pipeline import Pipeline
 from .runtime import Device, check_device, current_device
 from .stream_lanes import _STOP, DeviceLane
 from .timeline import Timeline
 
-__all__ = ["stream_map", "StreamMap"]
+__all__ = ["stream_map", "StreamMap", "device_processes", "DeviceProcesses", "ProcessMap",
+           "load_each", "LoadEach"]
+
+load_each = _multiproc.load_each
 
 _MAX_DEPTH = 64  # batches in flight per device: each holds its own GPU buffers and staging
 
@@ -102,8 +108,9 @@ class _MapState:
     results waiting to be taken in input order."""
 
     def __init__(self, work: _Work, batches, depth: int, devices: list[Device],
-                 timeline: Timeline | None):
+                 timeline: Timeline | None, index_of=None):
         self.work = work
+        self.index_of = index_of  # batch k's index in the user's batches, when they differ
         self.source = iter(batches)
         self.timeline = timeline
         self.closed = False
@@ -114,6 +121,10 @@ class _MapState:
         self.cond = threading.Condition()
         self.loader: threading.Thread | None = None
         self.threaded = depth > 1 or len(devices) > 1
+
+    def at(self, k: int) -> int:
+        """Batch k's index in the batches the user gave (a worker process runs some of them)."""
+        return k if self.index_of is None else self.index_of(k)
 
     def load(self, k: int):
         """Next batch from the source, or raises StopIteration / the source's error."""
@@ -187,10 +198,11 @@ class StreamMap:
     flight per device. Use it in a for loop; ``close()`` (or leaving a ``with`` block) stops
     the threads and frees the per-slot GPU memory early."""
 
-    def __init__(self, state: _MapState):
+    def __init__(self, state: _MapState, notes: collections.deque | None = None):
         self._state = state
         self._k = 0
         self._done = False
+        self._notes = notes  # per batch, in order: what wgc.load_each's fn gave with it
         # Closed when this iterator is dropped. A finalizer, not __del__: it holds the state,
         # so when the iterator dies in a reference cycle the state (slots, staging) is not
         # part of the garbage, and the collector cannot release the staging buffers before
@@ -218,7 +230,23 @@ class StreamMap:
         self._done = True
         self._closer()  # runs state.close() once
 
-    def __next__(self) -> np.ndarray:
+    def __next__(self):
+        if self._notes is None:
+            return self._next()
+        try:
+            value = self._next()
+        except StopIteration:
+            raise
+        except BaseException:
+            self._note()
+            raise
+        note = self._note()
+        return value if _multiproc.no_note(note) else (value, note)
+
+    def _note(self):
+        return self._notes.popleft() if self._notes else None
+
+    def _next(self) -> np.ndarray:
         st = self._state
         if self._done or st.closed:
             raise StopIteration
@@ -236,7 +264,7 @@ class StreamMap:
         if fatal:
             self.close()
         if isinstance(value, BaseException):
-            _raise_at(k, value)
+            _raise_at(st.at(k), value)
         return value
 
     def _next_sequential(self) -> np.ndarray:
@@ -251,16 +279,16 @@ class StreamMap:
             raise
         except BaseException as e:
             self.close()
-            _raise_at(k, e)
+            _raise_at(st.at(k), e)
         slot = lane.slots.get()
         try:
             job = lane.issue(k, item, slot)
         except BaseException as e:
             lane.fail_slot(slot)
-            _raise_at(k, e)
+            _raise_at(st.at(k), e)
         _, value = lane.finish(job)
         if isinstance(value, BaseException):
-            _raise_at(k, value)
+            _raise_at(st.at(k), value)
         return value
 
 
@@ -272,7 +300,7 @@ def _raise_at(k: int, e: BaseException):
 
 def stream_map(work, batches, depth: int = 3, *, params: dict | None = None,
                out_shape=None, out_dtype=None, timeline: Timeline | None = None,
-               devices: list[Device] | None = None) -> StreamMap:
+               devices: list | None = None, processes=False) -> StreamMap | ProcessMap:
     """Run ``work`` on every batch of ``batches``; yields each batch's result as a numpy
     array, in input order, while later batches upload and earlier ones download.
 
@@ -299,6 +327,13 @@ def stream_map(work, batches, depth: int = 3, *, params: dict | None = None,
     it, unless the error came from ``batches`` itself. A ``timeline`` keeps a span per stage
     and batch: give one to finite runs only.
 
+    ``processes=True`` runs one worker process per device instead of threads in this one
+    (``devices``: adapter indices in wgc.devices() or opened wgc.Devices, by default every
+    GPU): the interpreter's own copies no longer limit several GPUs. Batches travel through
+    shared memory, or are loaded by the worker itself from a ``wgc.load_each(fn, items)``;
+    ``work`` must pickle. ``processes=pool`` runs on a wgc.device_processes pool (started
+    once, for many maps). A worker that ends mid-map has its batches run again by the others.
+
     A result of 1 MB or more is, when free staging can take its place, an array over the
     mapped readback staging itself (no copy; ``flags.owndata`` is False): it keeps that staging
     until it and all its views are dropped. Results used and dropped as they come circulate a
@@ -322,6 +357,12 @@ def stream_map(work, batches, depth: int = 3, *, params: dict | None = None,
     if out_shape is not None:
         out_shape = normalize_shape(out_shape, "out_shape")
     work_ = _Work(work, params, out_shape, out_dtype)
+    if processes is not False:
+        return _process_map(work, work_, batches, depth, timeline, devices, processes)
+    notes = None
+    if isinstance(batches, LoadEach):
+        notes = collections.deque()
+        batches = _multiproc.local_batches(batches, notes)
     if devices is None:
         devs = [work_.pipeline.device if work_.pipeline is not None else current_device()]
     else:
@@ -334,4 +375,86 @@ def stream_map(work, batches, depth: int = 3, *, params: dict | None = None,
     state = _MapState(work_, batches, depth, devs, timeline)
     if state.threaded:
         state.start()
+    return StreamMap(state, notes)
+
+
+# -- one worker process per device ----------------------------------------------------------------
+def device_processes(devices=None, *, start_timeout: float = 300.0) -> DeviceProcesses:
+    """Start one worker process per device and open each one's device there: ``devices`` are
+    adapter indices in wgc.devices() (or opened wgc.Devices, by their adapter), by default
+    every GPU (lavapipe or another CPU adapter where there is none); an index given twice
+    starts two processes on that adapter. Pass the pool to ``stream_map(...,
+    processes=pool)`` for as many maps as you like (one at a time); close it when done."""
+    if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) or \
+            not start_timeout > 0:
+        raise ArgumentError(f"start_timeout: expected seconds > 0, got {start_timeout!r}")
+    return DeviceProcesses(_adapter_list(devices), _process_entry,
+                           start_timeout=float(start_timeout))
+
+
+def _adapter_list(devices) -> list[int]:
+    if devices is None:
+        found = _multiproc.usable_adapters()
+        if not found:
+            raise DeviceError("devices: no WebGPU adapter found on this machine")
+        return found
+    if isinstance(devices, (Device, int)) or not isinstance(devices, (list, tuple)) or \
+            not devices:
+        raise ArgumentError(f"devices: expected a non-empty list of adapter indices (in "
+                            f"wgc.devices()) or wgc.Devices, got {devices!r}")
+    count = len(_adapters.devices())
+    out = []
+    for i, d in enumerate(devices):
+        if isinstance(d, Device):
+            out.append(_multiproc.adapter_index(check_device(d, f"devices[{i}]"),
+                                                f"devices[{i}]"))
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and 0 <= d < count:
+            out.append(int(d))
+        else:
+            raise ArgumentError(f"devices[{i}]: expected an adapter index in 0..{count - 1} "
+                                f"(wgc.devices()) or a wgc.Device, got {d!r}")
+    return out
+
+
+def _process_map(work, work_: _Work, batches, depth, timeline, devices, processes):
+    if timeline is not None:
+        raise ArgumentError("timeline: a timeline records this process's threads; it is not "
+                            "kept with processes")
+    if isinstance(processes, DeviceProcesses):
+        if devices is not None:
+            raise ArgumentError("devices: the wgc.DeviceProcesses given as processes chose "
+                                "them; leave devices out")
+        pool, owns = processes, False
+    elif processes is True:
+        pool, owns = None, True
+    else:
+        raise ArgumentError(f"processes: expected True, False or a wgc.DeviceProcesses, got "
+                            f"{processes!r}")
+    if isinstance(work, str):
+        work = work_.kernel  # by name, or by its registration for a user's kernel
+    payload = _multiproc.dumps((work, work_.params, work_.out_shape, work_.out_dtype), "work")
+    if pool is None:
+        pool = device_processes(devices)
+    try:
+        return pool.start_map(payload, batches, depth, owns_pool=owns)
+    except BaseException:
+        if owns:
+            pool.close()
+        raise
+
+
+def _process_entry(conn, adapter: int, prefix: str, number: int) -> None:
+    """What a worker process of device_processes runs (spawned: this module by name)."""
+    _multiproc_worker.worker_main(conn, adapter, prefix, number, _local_map)
+
+
+def _local_map(payload, source, depth: int, dev: Device, index_of) -> StreamMap:
+    """A worker's map of the batches it is given; ``index_of(j)``: the j-th one's index in
+    the user's batches (for messages)."""
+    work, params, out_shape, out_dtype = payload
+    state = _MapState(_Work(work, params, out_shape, out_dtype), source, depth, [dev], None,
+                      index_of)
+    if state.threaded:
+        state.start()
     return StreamMap(state)
+

@@ -1,10 +1,11 @@
 """`wgcompute infer`: classify image files with an ONNX model: decode and crop on threads
 (PIL, the GIL released while it decodes and resizes), batches decoded ahead while the GPU runs
-preprocess -> model -> softmax as one submit per batch (stream_map), or the batches spread
-over a Dask cluster's workers, each with its own stream_map."""
+preprocess -> model -> softmax as one submit per batch (stream_map), spread over one worker
+process per GPU (--devices), or over a Dask cluster's workers, each with its own stream_map."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -31,6 +32,11 @@ probabilities already and gets no second one (--softmax yes|no decides otherwise
 --batch larger than the number of images is cut to it. Labels come from a text file of one
 class name per line, as many as the model has classes; --json prints the results as JSON,
 and -o FILE writes them to FILE (a temporary file, then a rename: never half-written).
+
+With --devices all (or 0,1: adapter indices, counted from 0 in the list of adapters
+`wgcompute info` prints) one worker process per GPU decodes its own batches of files and
+classifies them on its GPU; only the file names travel to it and the probabilities back
+(through shared memory). The results are the same, in the same order.
 
 With --workers N (a local Dask cluster of N worker processes, one per GPU) or --scheduler
 ADDRESS (a running Dask cluster whose workers see the same files), the batches are spread
@@ -69,6 +75,9 @@ def add_arguments(p) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="run on a local Dask cluster of N worker processes, each on its own "
                         "GPU (in turn if there are fewer GPUs)")
+    p.add_argument("--devices", default=None, metavar="all|I,J",
+                   help="one worker process per GPU: all of them, or these adapter indices "
+                        "(each reads and decodes its own files)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run on the Dask cluster at ADDRESS (e.g. tcp://host:8786)")
     p.add_argument("--f16", action="store_true",
@@ -279,6 +288,52 @@ class ClusterClassifier:
         return self.classifier(inp, out)
 
 
+class DecodeBatch:
+    """One batch of files decoded in a worker process, laid out as decode_batches lays it out
+    (failed and missing slots blank): returns (batch, ([(slot, path) decoded], [(path, error)
+    failed])), the second part travelling back with the batch's probabilities."""
+
+    def __init__(self, size: int, batch: int):
+        self.size = size
+        self.batch = batch
+
+    def __call__(self, names):
+        arr = np.empty((self.batch, self.size, self.size, 4), np.uint8)
+        arr[len(names):] = 0
+        ok, failed = _split(names, [_decode_into(p, self.size, arr, i)
+                                    for i, p in enumerate(names)])
+        return arr, (ok, failed)
+
+
+class ProcessClassifier:
+    """The Classifier as work of a worker process: the model travels as its file's path (and
+    how to load it) and is loaded once in the process, on its device."""
+
+    def __init__(self, model_path: str, dtype: str, precision: str, size: int, mean, std,
+                 softmax: bool = True):
+        self.model_path = model_path
+        self.dtype = dtype
+        self.precision = precision
+        self.size = size
+        self.mean = tuple(mean)
+        self.std = tuple(std)
+        self.softmax = softmax
+        self.classifier = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["classifier"] = None  # built in the worker
+        return state
+
+    def __call__(self, inp, out):
+        if self.classifier is None:  # stream_map calls it on one thread, in batch order
+            model = wgc.ml.load_onnx(self.model_path, dtype=self.dtype,
+                                     precision=self.precision)
+            self.classifier = Classifier(model.kernel, self.size, self.mean, self.std,
+                                         self.softmax)
+        return self.classifier(inp, out)
+
+
 def top_classes(row: np.ndarray, top: int) -> list[tuple[int, float]]:
     """(class, probability) of the ``top`` most probable classes of one image, ties in
     class order."""
@@ -384,6 +439,54 @@ def classify_on_cluster(files, model, size: int, classes: int, *, mean, std, bat
     return ([r for ok, _ in done for r in ok], [x for _, failed in done for x in failed])
 
 
+def classify_on_devices(files, model, size: int, classes: int, *, mean, std, batch: int,
+                        top: int, progress: bool, devices, threads: int, softmax: bool = True):
+    """The files spread over one worker process per device (adapter indices, None: every
+    GPU; or a wgc.DeviceProcesses already started) in batches of ``batch`` file names: each
+    process decodes its batches on ``threads`` threads and classifies them through its own
+    stream_map. Returns (results, failures) as classify() does, in the order of ``files``."""
+    fn = ProcessClassifier(os.path.abspath(model.source), model.dtype, model.precision, size,
+                           mean, std, softmax)
+    chunks = [files[i:i + batch] for i in range(0, len(files), batch)]
+    results: list = []
+    failures: list = []
+    bar = _progress_bar(len(files), progress)
+    try:
+        given = isinstance(devices, wgc.DeviceProcesses)
+        loads = wgc.load_each(DecodeBatch(size, batch), chunks, threads)
+        with (contextlib.nullcontext(devices) if given else wgc.device_processes(devices)) \
+                as pool, wgc.stream_map(fn, loads, depth=3, out_shape=(batch, classes),
+                                        out_dtype="f32", processes=pool) as stream:
+            for i, got in enumerate(stream):
+                probs, (ok, failed) = got
+                failures.extend(failed)
+                results.extend((path, top_classes(probs[slot], top)) for slot, path in ok)
+                if bar is not None:
+                    bar.update(len(chunks[i]))
+    finally:
+        if bar is not None:
+            bar.close()
+    return results, failures
+
+
+def parse_devices(text: str | None):
+    """--devices: None (not given), "all" (every GPU: None for device_processes) or adapter
+    indices "0,1"."""
+    if text is None:
+        return None
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        found = [int(t) for t in text.split(",")]
+    except ValueError:
+        found = []
+    count = len(wgc.devices())
+    if not found or any(not 0 <= i < count for i in found):
+        raise UsageError(f"--devices: expected all or adapter indices in 0..{count - 1} "
+                         f"separated by commas (their order in `wgcompute info`), got {text!r}")
+    return found
+
+
 def _check_out(path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -401,6 +504,10 @@ def _prepare(args):
         if value < 1:
             raise UsageError(f"{flag}: expected a positive int, got {value}")
     check_parallel_args(args)
+    args.devices = parse_devices(args.devices)
+    if args.devices is not None and (args.workers is not None or args.scheduler is not None):
+        raise UsageError("--devices: give --devices (worker processes here) or --workers / "
+                         "--scheduler (a Dask cluster), not both")
     if args.out is not None:
         _check_out(args.out)
     if not os.path.isfile(args.model):
@@ -442,7 +549,11 @@ def run(args) -> int:
     common = {"mean": args.mean, "std": args.std, "batch": batch, "top": args.top,
               "progress": not args.no_progress and sys.stderr.isatty(), "softmax": softmax}
     t0 = time.perf_counter()
-    if args.workers is not None or args.scheduler is not None:
+    if args.devices is not None:
+        found, failures = classify_on_devices(
+            files, model, size, classes, **common, threads=args.threads or 4,
+            devices=None if args.devices == "all" else args.devices)
+    elif args.workers is not None or args.scheduler is not None:
         found, failures = classify_on_cluster(files, model, size, classes, **common,
                                               workers=args.workers, scheduler=args.scheduler,
                                               threads=args.threads)

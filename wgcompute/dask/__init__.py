@@ -16,6 +16,7 @@ except ImportError as _e:
 
 from ._arrays import map_blocks, map_overlap, reduce_max, reduce_mean, reduce_min, reduce_sum
 from ._model import ModelKind, ModelRecipe  # noqa: F401 - registers the model kind
+from ._sources import from_files, from_function
 from ._work import Work, WorkKind, register_work_kind, work, work_kinds
 from ._worker import (
     WorkerSetup,
@@ -37,7 +38,7 @@ __all__ = ["LocalCluster", "worker_setup", "WorkerSetup", "usable_adapters", "pi
            "pinned_adapter", "map_blocks", "map_overlap", "sum", "max", "min", "mean",
            "reduce_sum", "reduce_max", "reduce_min", "reduce_mean", "Work", "WorkKind", "work",
            "register_work_kind", "work_kinds", "map_files", "connect", "close_lanes", "stats",
-           "run_chunk"]
+           "run_chunk", "from_function", "from_files"]
 
 
 def __getattr__(name: str):

@@ -23,10 +23,13 @@ def _file_task(w: Work, load, save, src, dest):
 
 
 @contextlib.contextmanager
-def connect(workers: int | None = None, scheduler: str | None = None, **cluster_kwargs):
+def connect(workers: int | None = None, scheduler: str | None = None, *, setup: bool = True,
+            **cluster_kwargs):
     """A distributed.Client: to the scheduler at ``scheduler`` (tcp://host:8786), or to a
     new wgc.dask.LocalCluster of ``workers`` worker processes (None: one per usable
-    adapter), closed on leaving the block."""
+    adapter), closed on leaving the block. On a scheduler's cluster, ``setup`` registers
+    wgc.dask.worker_setup() first: every worker (and every one that joins later) is pinned to
+    one adapter, opens it at once and gets the GPU=1 resource, as a LocalCluster's are."""
     import distributed
 
     from ._cluster import LocalCluster
@@ -45,6 +48,10 @@ def connect(workers: int | None = None, scheduler: str | None = None, **cluster_
             raise wgc.DeviceError(f"scheduler: cannot reach a Dask scheduler at {scheduler!r} "
                                   f"({e})") from e
         with client:
+            if setup:
+                from ._worker import WorkerSetup
+
+                client.register_plugin(WorkerSetup())
             yield client
         return
     with LocalCluster(workers, **cluster_kwargs) as cluster, cluster.get_client() as client:

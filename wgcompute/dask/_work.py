@@ -207,6 +207,9 @@ class KernelKind(WorkKind):
         params = k.resolve_params(thaw(w.params), DTYPES[dtype])
         out_shape, out_dtype = k.output_spec([meta], params)
         out = Meta(tuple(out_shape), resolve_dtype(out_dtype).name)
+        if out.dtype not in k.dtypes:  # what binding would refuse on every worker
+            raise wgc.DtypeError(f"{k.name}: dtype {out.dtype} is not supported (the chunks "
+                                 f"are {dtype}); expected one of {', '.join(k.dtypes)}")
         check(k, [meta], out, params)
         return out.shape, out.dtype
 

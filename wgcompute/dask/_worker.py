@@ -14,36 +14,16 @@ import numpy as np
 
 import wgcompute as wgc
 
+from .._multiproc import usable_adapters
 from ._work import Work
+
+__all__ = ["usable_adapters", "pin_device", "pinned_adapter", "WorkerSetup", "worker_setup",
+           "run_chunk", "close_lanes", "stats", "ADAPTER_ENV"]
 
 ADAPTER_ENV = "WGCOMPUTE_DASK_ADAPTER"  # a worker's adapter: its index in wgc.adapters()
 
 _pinned: int | None = None
 _pin_lock = threading.Lock()
-
-
-def usable_adapters() -> list[int]:
-    """Indices (in wgc.adapters()) of the adapters to put a worker on: every GPU, or the
-    CPU adapters when there is none. An OpenGL adapter is left out when another backend is
-    there (wgpu lists most GPUs twice: Vulkan and OpenGL). WGCOMPUTE_BACKEND and
-    WGCOMPUTE_ADAPTER, when set, choose among them as they choose the default device."""
-    found = wgc.adapters()
-    backend = os.environ.get("WGCOMPUTE_BACKEND", "").strip().lower()
-    name = os.environ.get("WGCOMPUTE_ADAPTER", "").strip().lower()
-    if backend or name:
-        want = wgc.runtime.BACKENDS.get(backend)
-        if backend and want is None:
-            raise wgc.ArgumentError(f"WGCOMPUTE_BACKEND: expected one of "
-                                    f"{', '.join(wgc.runtime.BACKENDS)}, got {backend!r}")
-        found = [a if (want is None or a["backend"] == want) and name in a["name"].lower()
-                 else None for a in found]
-        chosen = [i for i, a in enumerate(found) if a is not None]
-        gpus = [i for i in chosen if found[i]["gpu"]]
-        return gpus or chosen
-    native = [i for i, a in enumerate(found) if a["backend"] != "OpenGL"] or \
-        list(range(len(found)))
-    gpus = [i for i in native if found[i]["gpu"]]
-    return gpus or native
 
 
 def pin_device(index: int) -> dict:

@@ -12,7 +12,7 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 STAMP := $(VENV)/.dev-stamp
 export XDG_RUNTIME_DIR ?= /tmp
 
-.PHONY: setup setup-demo system demo test test-fast test-gl test-portable docs bench view lint clean
+.PHONY: setup setup-demo system demo test test-fast test-gl test-portable test-array-api docs bench view lint clean
 
 setup: $(STAMP) system
 
@@ -77,6 +77,11 @@ PORTABLE_TESTS := $(addprefix tests/,test_buffers.py test_dtypes.py test_transfe
 # test_pipeline counts the GPU objects a thousand submits create.
 test-portable: setup
 	WGCOMPUTE_NATIVE=portable $(PYTEST) -n 0 $(PORTABLE_TESTS)
+
+# The array API standard's own conformance suite against wgcompute.array_api (CI runs it):
+# scripts/array_api_suite.sh says where the suite comes from and what it runs.
+test-array-api: setup
+	bash scripts/array_api_suite.sh $(BIN)/python -q -n $(TEST_WORKERS)
 
 docs: setup
 	$(BIN)/mkdocs build --strict

@@ -117,7 +117,7 @@ BAD: dict[str, list] = {
                 [FREED], [np.ones(4, np.float32)], [], Make("3 Buffers", lambda: [f32()] * 3)],
     "shape": [None, "3", -1, (-1,), (2.5,), (True,), 2**64, (2**40,), [[2]], {2: 3}, NAN,
               (NAN,), ()],
-    "dtype": [None, "f8", "", "F32", 3, np.int16, np.complex64, ["f32"]],
+    "dtype": [None, "f8", "", "F32", 3, np.int16, np.complex128, ["f32"]],
     "label": [None, 5, b"x", ["x"]],
     "number": [None, "1", [1.0], True, NAN, INF, -INF, 2**200, 1j, np.array([1.0, 2.0])],
     "timeout": [-1, NAN, INF, True, "1", [1], 1e300],
@@ -133,6 +133,9 @@ BAD: dict[str, list] = {
                     np.zeros(4, np.uint8), np.zeros((4, 4, 4), np.int32), Make("a Buffer", img)],
     "bool": [None, "yes", 2, 1.5, [True]],
     "callable": [None, 1, "f"],
+    "processes": ["yes", 2.5, [True]],
+    "process_devices": ["gpu", [None], 5.5, [], [99]],
+    "items": [3, None],
     "path": [None, 3, b"x.png", "", ["x.png"], "\0.png"],
     "cmd": [None, "1", -1, 10**12, 1.5, True],
     "pipeline": [None, 1, "p", Make("freed Pipeline", freed_pipeline)],
@@ -364,10 +367,15 @@ def _targets() -> list[Target]:
     add("wgc.stream_map", consume,
         lambda: {"work": "relu", "batches": [np.ones(4, np.float32)], "depth": 1,
                  "params": None, "out_shape": None, "out_dtype": None, "timeline": None,
-                 "devices": None},
+                 "devices": None, "processes": False},
         {"work": "work", "batches": "batches", "depth": "depth", "params": "params",
          "out_shape": "shape", "out_dtype": "dtype", "timeline": "timeline",
-         "devices": "devices"}, wgc.stream_map)
+         "devices": "devices", "processes": "processes"}, wgc.stream_map)
+    # worker processes: refused before any process starts
+    add("wgc.device_processes", lambda kw: wgc.device_processes(**kw).close(),
+        lambda: {"devices": [0]}, {"devices": "process_devices"})
+    add("wgc.load_each", fn(wgc.load_each), lambda: {"fn": np.ones, "items": [1]},
+        {"fn": "callable", "items": "items"})
     # surfaces (offscreen canvases)
     add("wgc.create_surface", lambda kw: wgc.create_surface(**kw).close(),
         lambda: {"width": 8, "height": 8, "title": "t", "offscreen": True, "device": None},
@@ -814,6 +822,9 @@ NOT_CALLABLE_BY_USERS = {
     "Buffer": "made by wgc.buffer/empty/from_numpy, never constructed directly",
     "Command": "made by submit/run_kernel_async/..., never constructed directly",
     "Event": "made by Stream.record_event()",
+    "DeviceProcesses": "made by wgc.device_processes() (its arguments are in the matrix)",
+    "ProcessMap": "made by wgc.stream_map(processes=...) (in the matrix)",
+    "LoadEach": "made by wgc.load_each() (its arguments are in the matrix)",
     "Kernel": "a base class for kernels (register_kernel is the user's way in)",
     "Param": "a frozen description of a kernel parameter",
     "Status": "an enum",

@@ -16,6 +16,10 @@ def sample(dt, n, rng):
     npd = wgc.DTYPES[dt].numpy
     if npd.kind == "f":
         return rng.standard_normal(n).astype(npd)
+    if npd.kind == "c":
+        return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(npd)
+    if npd.kind == "b":
+        return rng.random(n) < 0.5
     info = np.iinfo(npd)
     return rng.integers(info.min, info.max, n, dtype=npd, endpoint=True)
 
@@ -74,6 +78,13 @@ def test_buffer_with_explicit_shape_reshapes_flat_data():
 
 @pytest.mark.parametrize("dt", ALL)
 def test_buffer_from_list_every_dtype(dt):
+    if dt == "bool":
+        assert wgc.buffer([0, 1, True, False], dtype=dt).tolist() == [False, True, True, False]
+        return
+    if dt == "c64":
+        values = [0, 1, 2.5 - 1j, -(2.0**100) * 1j]
+        assert wgc.buffer(values, dtype=dt).tolist() == values
+        return
     info = np.finfo if dt.startswith("f") else np.iinfo
     lim = info(wgc.DTYPES[dt].numpy)
     values = [0, 1, int(lim.max) if dt[0] != "f" else 2.5, int(lim.min) if dt[0] != "f" else -2.5]
@@ -187,7 +198,11 @@ def test_array_protocol():
     a = np.asarray(buf)
     assert a.dtype == np.float32 and a.tolist() == [[1.0, 2.0], [3.0, 4.0]]
     assert np.asarray(buf, dtype=np.float64).dtype == np.float64
-    assert float(np.sum(buf)) == 10.0
+    assert float(np.sum(np.asarray(buf))) == 10.0
+    for f in (np.sum, np.mean, np.reshape, np.clip, np.concatenate):  # all refuse alike,
+        with pytest.raises(wgc.DtypeError, match="stay on the GPU"):  # never a silent read
+            f([buf, buf]) if f is np.concatenate else (
+                f(buf, (4,)) if f is np.reshape else f(buf, 0, 1) if f is np.clip else f(buf))
     with pytest.raises(ValueError, match="copy"):  # numpy 2: copy=False cannot be honoured
         np.asarray(buf, copy=False)
 

@@ -16,6 +16,8 @@ TABLE = {  # name: (numpy, WGSL compute type, item size, feature kernels need)
     "s64": (np.int64, "i64", 8, "shader-int64"),
     "u32": (np.uint32, "u32", 4, None),
     "u8": (np.uint8, "u32", 1, None),  # packed four to a u32 word
+    "bool": (np.bool_, "u32", 1, None),  # the bytes 0 and 1, packed as u8
+    "c64": (np.complex64, "vec2<f32>", 8, None),  # (real, imaginary) f32 pairs
 }
 
 
@@ -29,7 +31,7 @@ def test_table_matches_the_seed_names():
         assert d.itemsize == np.dtype(npt).itemsize
         assert str(d) == name
         assert d.is_float == (np.dtype(npt).kind == "f")
-    assert DTYPES["u8"].packed and not DTYPES["u32"].packed
+    assert DTYPES["u8"].packed and DTYPES["bool"].packed and not DTYPES["u32"].packed
 
 
 @pytest.mark.parametrize("spec,name", [
@@ -43,7 +45,7 @@ def test_spellings_resolve_to_one_name(spec, name):
     assert dtypes.dtype(spec).name == name
 
 
-@pytest.mark.parametrize("spec", ["f8", "int16", "complex64", np.int16, np.complex64, 3, None,
+@pytest.mark.parametrize("spec", ["f8", "int16", "complex128", np.int16, np.complex128, 3, None,
                                   np.dtype("U4")])
 def test_unknown_dtypes(spec):
     with pytest.raises(wgc.DtypeError, match="my_arg"):
@@ -163,9 +165,13 @@ def test_u8_buffer_bytes_are_the_elements():
 @pytest.mark.parametrize("dt", list(TABLE))
 def test_extremes_round_trip_through_the_gpu(dt):
     npd = DTYPES[dt].numpy
-    info = np.finfo(npd) if npd.kind == "f" else np.iinfo(npd)
+    if npd.kind == "b":
+        vals = np.array([False, True, False, True, True])
+        np.testing.assert_array_equal(wgc.from_numpy(vals).to_numpy(), vals)
+        return
+    info = np.finfo(npd) if npd.kind in "fc" else np.iinfo(npd)  # c64: its f32 parts
     vals = np.array([info.min, info.max, 0], dtype=npd)
-    if npd.kind == "f":
+    if npd.kind in "fc":
         vals = np.append(vals, [info.tiny, np.inf, -np.inf]).astype(npd)
     got = wgc.from_numpy(vals).to_numpy()
     np.testing.assert_array_equal(got, vals)

@@ -175,7 +175,8 @@ def test_the_checkout_is_its_own_package_and_ships_every_template():
         package = f.parent.relative_to(ROOT).as_posix().replace("/", ".")
         found = (package in listed if listed is not None
                  else any(fnmatch.fnmatch(package, p) for p in find.get("include", ["*"])))
-        shipped = any(fnmatch.fnmatch(f.name, p) for p in patterns.get(package, ()))
+        shipped = any(fnmatch.fnmatch(f.name, p)  # "*": every package's files of that kind
+                      for p in (*patterns.get(package, ()), *patterns.get("*", ())))
         if not ((f.parent / "__init__.py").exists() and found and shipped):
             missing.append(f.relative_to(ROOT).as_posix())
     assert not missing, f"not shipped in the wheel: {missing}"

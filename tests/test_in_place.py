@@ -164,6 +164,7 @@ REFUSED = {
     "matmul": "matmul reads whole rows",
     "sum": "a reduction combines many elements", "max": "a reduction",
     "min": "a reduction", "mean": "a reduction", "argmax": "a reduction",
+    "prod": "a reduction", "any": "a reduction", "all": "a reduction",
     "softmax": "softmax reads its whole row",
     "sobel": "it reads neighbouring pixels", "convolve2d": "it reads neighbouring pixels",
     "resize": "it reads neighbouring pixels", "preprocess": "it reads neighbouring pixels",
@@ -216,6 +217,8 @@ def test_refused_in_place(name):
     inputs = {"matmul": [sq, sq], "convolve2d": [img, wgc.from_numpy(np.ones((3, 3),
                                                                            np.float32))]}
     inputs["argmax"] = [wgc.from_numpy(np.ones((8, 8), np.uint32))]  # argmax gives u32
+    for truth in ("any", "all"):  # they give bool
+        inputs[truth] = [wgc.from_numpy(np.ones((8, 8), np.bool_))]
     ins = inputs.get(name, [img if name in ("sobel", "resize", "preprocess") else sq])
     if name not in inputs and name in EXTRA_INPUTS:
         ins = ins + [wgc.from_numpy(np.ones(8, np.float32))] * EXTRA_INPUTS[name]

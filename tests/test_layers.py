@@ -37,6 +37,8 @@ LAYERS = {
     "wgcompute.surface": 10, "wgcompute.image": 10,
     "wgcompute.image_files": 10, "wgcompute.image_stages": 10,  # parts of image's wgc.image
     "wgcompute.stream_lanes": 10, "wgcompute.surface_programs": 10,  # stream_map's, surface's
+    "wgcompute._multiproc": 10, "wgcompute._multiproc_worker": 10,  # a process per device
+    "wgcompute._multiproc_common": 10,  # what the parent and its workers share
     "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
     "wgcompute.array": 10,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute._gather": 10, "wgcompute._setitem": 10,  # array's advanced indexing, assignment

@@ -155,3 +155,44 @@ def ops():
 def test_no_growth_per_1000_operations(ops, kind):
     g = growth(getattr(ops, kind), warmup=WARMUPS.get(kind, WARMUP))
     assert g.ok(), f"{kind}: {g}"
+
+
+def test_a_buffer_freed_inside_another_buffers_creation_does_not_deadlock():
+    """A buffer's __del__ can run while another buffer's creation holds the live-count lock on
+    the same thread (a collection, or a trace hook such as hypothesis's, between two of its
+    bytecodes). It used to wait for that lock forever; its decrement is now left for the
+    holder, and the count stays exact."""
+    import sys
+    import threading
+
+    from wgcompute import _buffer_memory
+
+    victims = [wgc.buffer([1.0]) for _ in range(3)]
+    before = wgc.live_buffers()
+    dropped = []
+
+    def local(frame, event, arg):
+        if event == "line" and victims and _buffer_memory._live_lock.locked():
+            victims.pop()  # the last reference: its __del__ frees it here, lock held
+            dropped.append(1)
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code is _buffer_memory._new_id.__code__ else None
+
+    made = {}
+
+    def create():
+        sys.settrace(tracer)
+        try:
+            made["b"] = wgc.buffer([2.0])
+        finally:
+            sys.settrace(None)
+
+    t = threading.Thread(target=create, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "creating a buffer deadlocked on the live-count lock"
+    assert dropped, "the trace hook never ran inside the locked section"
+    assert wgc.live_buffers() == before + 1 - len(dropped)
+    assert made["b"].to_numpy().tolist() == [2.0]

@@ -146,3 +146,60 @@ def test_no_rendered_wgsl_is_edited():
     used = {(f, fn, call) for f, fn, call, _ in calls}
     stale = [entry for entry in _NOT_WGSL_EDITS if entry not in used]
     assert not stale, f"allow-list entries that match no call any more (remove them): {stale}"
+
+
+# -- #include: one file of WGSL shared by several templates ------------------------------------
+_FILES = {"fam/inc.wgsl": "fn get(w: ${T}) -> ${T} {\n#if PACKED\n    return w & ${T}(0xffu);\n"
+                          "#else\n    return w;\n#endif\n}",
+          "fam/a.wgsl": "a\n#include \"fam/b.wgsl\"",
+          "fam/b.wgsl": "b\n#include \"fam/a.wgsl\"",
+          "fam/self.wgsl": "#include \"fam/self.wgsl\"",
+          "fam/bad.wgsl": "x = ${missing};"}
+
+
+def test_include_renders_the_file_with_the_same_names():
+    text = "// top\n#include \"fam/inc.wgsl\"\n#if PACKED\n#include \"fam/inc.wgsl\"\n#endif\nend"
+    out = render(text, {"T": "u32", "PACKED": True}, name="t", load=_FILES.__getitem__)
+    fn = "fn get(w: u32) -> u32 {\n    return w & u32(0xffu);\n}"
+    assert out == f"// top\n{fn}\n{fn}\nend"
+    assert render(text, {"T": "f32", "PACKED": False}, name="t", load=_FILES.__getitem__) == (
+        "// top\nfn get(w: f32) -> f32 {\n    return w;\n}\nend")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("#include \"fam/a.wgsl\"", r"'fam/a.wgsl' includes itself \(fam/a.wgsl -> fam/b.wgsl "
+                               r"-> fam/a.wgsl\)"),
+    ("#include \"fam/self.wgsl\"", r"template fam/self.wgsl, line 1: #include 'fam/self.wgsl' "
+                                  r"includes itself"),
+    ("#include fam/inc.wgsl", r"template t, line 1: expected '#include \"family/file.wgsl\"'"),
+    ("#include \"fam/bad.wgsl\"", r"template fam/bad.wgsl, line 1: no value for 'missing'"),
+])
+def test_include_errors_name_the_file(text, message):
+    with pytest.raises(TemplateError, match=message):
+        render(text, {}, name="t", load=_FILES.__getitem__)
+
+
+def test_include_of_a_missing_file_is_a_template_error():
+    with pytest.raises(TemplateError, match=r"template t, line 2: #include 'elementwise/nope.wgsl"
+                                            r"'.*not in wgcompute.kernels"):
+        render("x\n#include \"elementwise/nope.wgsl\"", {}, name="t")
+
+
+def test_the_u8_lanes_are_written_once():
+    """Packed elements (u8, bool: four a u32 word) are read and written by the functions of
+    elementwise/packed.wgsl, which the elementwise, broadcast, astype and where templates
+    include: none of them, nor the Python that fills them, spells the byte shifts itself."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(wgc.__file__).parent / "kernels" / "elementwise"
+    shift = re.compile(r"<< \(?l \* 8u|>> \(\(.* % 4u\) \* 8u\)|0xffu\)? << |& m\) << s")
+    files = ("elementwise.wgsl", "elementwise_broadcast.wgsl", "astype.wgsl", "where.wgsl",
+             "elementwise.py", "arrayops.py", "cast.py", "where.py")
+    found = [f"{f}:{n}" for f in files
+             for n, line in enumerate((root / f).read_text(encoding="utf-8").splitlines(), 1)
+             if shift.search(line)]
+    assert not found, found
+    from wgcompute.kernels.core import shaders
+
+    assert "fn lane8(" in shaders.load("elementwise/packed.wgsl")

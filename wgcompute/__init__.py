@@ -10,7 +10,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import array as _array
-from . import image  # wgc.image: image files, numpy conversions, --pipeline text
+from . import (
+    array_api,  # the array API standard's namespace: wgc.array_api
+    image,  # wgc.image: image files, numpy conversions, --pipeline text
+)
 from . import recipes as _recipes  # noqa: F401 - installs Pipeline.recipe() and pickling
 from ._version import __version__
 from .array import astype
@@ -67,12 +70,21 @@ from .runtime import (
     use_device,
     version,
 )
-from .stream_map import StreamMap, stream_map
+from .stream_map import (
+    DeviceProcesses,
+    LoadEach,
+    ProcessMap,
+    StreamMap,
+    device_processes,
+    load_each,
+    stream_map,
+)
 from .streams import Event, Stream, create_stream, release_staging, upload
 from .timeline import Timeline
 
 __all__ = [
-    "__version__", "image", "ml", "Buffer", "Command", "Status", "Kernel", "Param", "DTYPES",
+    "__version__", "array_api", "image", "ml", "Buffer", "Command", "Status", "Kernel", "Param",
+    "DTYPES",
     # errors
     "WgComputeError", "ArgumentError", "ShapeError", "DtypeError", "UnsupportedDtypeError",
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "IndexingError",
@@ -100,7 +112,8 @@ __all__ = [
     "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
     # streams and transfers
     "Stream", "Event", "Timeline", "StreamMap", "create_stream", "stream_map", "upload",
-    "release_staging",
+    "release_staging", "device_processes", "DeviceProcesses", "ProcessMap", "load_each",
+    "LoadEach",
     # surfaces
     "create_surface", "set_pixels", "present", "run_to_surface",
 ]

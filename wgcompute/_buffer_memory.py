@@ -3,6 +3,7 @@ flight, freeing (deferred while held; pooled memory given back) and the count of
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from typing import TYPE_CHECKING
@@ -23,6 +24,20 @@ _live_count = 0
 _next_id = 0
 
 
+# Frees that found _live_lock taken. A buffer's __del__ can run inside the `with _live_lock`
+# of another buffer's creation on the same thread (a garbage collection, or a trace hook's
+# Python code, between two of its bytecodes): waiting there would deadlock, so it leaves its
+# decrement here, and the next holder of the lock applies it (deque appends are atomic).
+_uncounted: collections.deque = collections.deque()
+
+
+def _apply_uncounted() -> None:  # with _live_lock held
+    global _live_count
+    while _uncounted:
+        _uncounted.popleft()
+        _live_count -= 1
+
+
 def _new_id(live: bool) -> int:
     """A new buffer's id; ``live``: it owns memory, and counts in live_buffers()."""
     global _live_count, _next_id
@@ -30,7 +45,29 @@ def _new_id(live: bool) -> int:
         if live:
             _live_count += 1
         _next_id += 1
-        return _next_id
+        number = _next_id
+        _apply_uncounted()
+    return number
+
+
+def _uncount() -> None:
+    """One live buffer fewer; never waits for the lock (see _uncounted)."""
+    global _live_count
+    if _live_lock.acquire(blocking=False):
+        try:
+            _live_count -= 1
+            _apply_uncounted()
+        finally:
+            _live_lock.release()
+    else:
+        _uncounted.append(1)
+
+
+def live_count() -> int:
+    """Buffers that own GPU memory now (what live_buffers() reports)."""
+    with _live_lock:
+        _apply_uncounted()
+        return _live_count
 
 
 def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "shape"):
@@ -107,7 +144,6 @@ class BufferMemory:
     def free(self) -> None:
         """Release the GPU memory (deferred while a submitted command still uses it).
         Freeing twice is harmless."""
-        global _live_count
         with self._lock:
             if self._freed:
                 return
@@ -116,22 +152,19 @@ class BufferMemory:
             gpu = self._gpu
             if destroy:
                 self._gpu = None
-        with _live_lock:
-            _live_count -= 1
+        _uncount()
         if destroy and gpu is not None:
             self._discard(gpu)
 
     def _device_closed(self) -> None:
         """The device closed: the memory goes with it, whatever still refers to the buffer."""
-        global _live_count
         with self._lock:
             if self._freed:
                 return
             self._freed = True
             gpu, self._gpu = self._gpu, None
             # _holds stays: uses in flight in other threads release what they pinned
-        with _live_lock:
-            _live_count -= 1
+        _uncount()
         if gpu is not None:
             try:
                 gpu.destroy()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .errors import ArgumentError, ShapeError, WgComputeError
+from .errors import ArgumentError, DtypeError, ShapeError, WgComputeError
 
 if TYPE_CHECKING:  # the class these methods are part of
     from .buffer import Buffer
@@ -29,6 +29,7 @@ class ArrayOps(Protocol):
     def reshape(self, x: Buffer, shape: Any) -> Buffer: ...
     def view(self, x: Buffer, dtype: Any = None) -> Buffer: ...
     def getitem(self, x: Buffer, key: Any) -> Buffer: ...
+    def setitem(self, x: Buffer, key: Any, value: Any) -> None: ...
     def copy(self, x: Buffer) -> Buffer: ...
     def item(self, x: Buffer) -> Any: ...
     def transpose(self, a: Buffer, out: Buffer | None = None, *, axes: Any = None
@@ -61,6 +62,15 @@ def install_array_ops(ops: ArrayOps) -> None:
     """Called by wgcompute.array as it is imported."""
     global _array
     _array = ops
+
+
+_namespace: Any = NotInstalled("wgcompute.array_api", "__array_namespace__")
+
+
+def install_namespace(module) -> None:
+    """Called by wgcompute.array_api as it is imported (which `import wgcompute` does)."""
+    global _namespace
+    _namespace = module
 
 
 class NumpyMethods:
@@ -153,6 +163,56 @@ class NumpyMethods:
     def __abs__(self) -> Buffer:
         return _array.unary("abs", self)
 
+    # & | ^ ~: the logical ops of bool buffers
+    def __and__(self, other) -> Buffer:
+        return _array.binary("and", self, other)
+
+    def __rand__(self, other) -> Buffer:
+        return _array.binary("and", self, other, reflected=True)
+
+    def __or__(self, other) -> Buffer:
+        return _array.binary("or", self, other)
+
+    def __ror__(self, other) -> Buffer:
+        return _array.binary("or", self, other, reflected=True)
+
+    def __xor__(self, other) -> Buffer:
+        return _array.binary("xor", self, other)
+
+    def __rxor__(self, other) -> Buffer:
+        return _array.binary("xor", self, other, reflected=True)
+
+    def __invert__(self) -> Buffer:
+        return _array.unary("invert", self)
+
+    # (& | ^ ~ are the bitwise ops of integer buffers; << and >> shift them as numpy does)
+    def __lshift__(self, other) -> Buffer:
+        return _array.binary("lshift", self, other)
+
+    def __rlshift__(self, other) -> Buffer:
+        return _array.binary("lshift", self, other, reflected=True)
+
+    def __rshift__(self, other) -> Buffer:
+        return _array.binary("rshift", self, other)
+
+    def __rrshift__(self, other) -> Buffer:
+        return _array.binary("rshift", self, other, reflected=True)
+
+    def __iand__(self, other) -> Buffer:
+        return _array.inplace("and", self, other)
+
+    def __ior__(self, other) -> Buffer:
+        return _array.inplace("or", self, other)
+
+    def __ixor__(self, other) -> Buffer:
+        return _array.inplace("xor", self, other)
+
+    def __ilshift__(self, other) -> Buffer:
+        return _array.inplace("lshift", self, other)
+
+    def __irshift__(self, other) -> Buffer:
+        return _array.inplace("rshift", self, other)
+
     def __lt__(self, other) -> Buffer:
         return _array.binary("lt", self, other)
 
@@ -173,10 +233,53 @@ class NumpyMethods:
 
     __hash__ = object.__hash__  # buffers stay usable as dict keys (by identity)
 
-    def __bool__(self):
-        raise ArgumentError(
-            f"bool() of {self!r} would read the GPU behind an `if`; read explicitly: "
-            f"buf.item() (one element), or buf.to_numpy() and numpy's any()/all()")
+    def __bool__(self) -> bool:
+        """The element of a 0-d buffer as a bool (nan is True): a read (blocks until ready).
+        Other shapes are refused: bool() would read the GPU behind an `if`."""
+        if self._shape:
+            raise ArgumentError(
+                f"bool() of {self!r} would read the GPU behind an `if`; only a 0-d buffer "
+                f"converts (a read); read explicitly: buf.item() (one element), or "
+                f"buf.to_numpy() and numpy's any()/all()")
+        return bool(_array.item(self))
+
+    def __index__(self) -> int:
+        """The element of a 0-d integer buffer as an int (operator.index): a read."""
+        from .dtypes import DTYPES
+
+        if DTYPES[self.dtype].kind not in "iu":
+            raise DtypeError(f"__index__: {self!r} is {self.dtype}; only an integer buffer "
+                             f"is an index")
+        if self._shape:
+            raise ShapeError(f"__index__: {self!r} is not 0-d; only a 0-d buffer is an index")
+        return int(_array.item(self))
+
+    def __complex__(self) -> complex:
+        """The one element as a complex: a read (blocks until ready)."""
+        return complex(_array.item(self))
+
+    def __array_namespace__(self, /, *, api_version: str | None = None):
+        """wgcompute.array_api, the array API standard's namespace of these arrays (2023.12;
+        api_version may name it or an earlier version it contains)."""
+        if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12"):
+            raise ArgumentError(f"__array_namespace__: api_version {api_version!r} is not "
+                                f"available; wgcompute.array_api follows 2023.12 (and "
+                                f"2021.12, 2022.12, which it contains)")
+        if isinstance(_namespace, NotInstalled):
+            _namespace.__array_namespace__  # noqa: B018 - raises: says what to import
+        return _namespace
+
+    def to_device(self, device, /, *, stream=None) -> Buffer:
+        """This buffer on ``device`` (a Device, or None for the default one): itself when it
+        is there already, else a copy (see Buffer.to). ``stream`` must be None: wgcompute
+        copies on the devices' own queues."""
+        if stream is not None:
+            raise ArgumentError(f"to_device: stream={stream!r}; wgcompute copies on the "
+                                f"devices' own queues (pass stream=None)")
+        from .runtime import resolve
+
+        target = resolve(device)
+        return self if target is self.device else self.to(target)
 
     def __contains__(self, value):
         raise ArgumentError("`in` on a buffer would read the GPU; compare with == and read "
@@ -226,13 +329,15 @@ class NumpyMethods:
     def __getitem__(self, key) -> Buffer:
         """numpy's basic indexing (ints, slices, ..., None): a view without a copy when the
         result is contiguous in memory (rows, leading-axis slices), else a copy made on the
-        GPU. Index arrays and masks are not supported."""
+        GPU. As the sole index, a boolean mask of the leading dimensions or an integer
+        array (indices along the first axis) gathers on the GPU; a mask reads back its count."""
         return _array.getitem(self, key)
 
-    def __setitem__(self, key, value):
-        raise ArgumentError(
-            "buffers take no item assignment; compute the result with kernels or operators "
-            "into a buffer of its own (or write() a contiguous view: buf[2:5].write([...]))")
+    def __setitem__(self, key, value) -> None:
+        """``x[key] = value`` on the GPU, for basic keys (ints, slices, ..., None) and, as
+        the sole index, a boolean mask or integer indices along the first axis; value a
+        Python number or an array that broadcasts to the selection."""
+        _array.setitem(self, key, value)
 
     def __iter__(self) -> Iterator[Buffer]:
         if not self._shape:
@@ -268,9 +373,13 @@ class NumpyMethods:
 
     @property
     def T(self) -> Buffer:
-        """The axes reversed (a 2-D buffer transposed): a new buffer, copied on the GPU."""
-        if self.ndim < 2:
-            return self
+        """A 2-D buffer transposed: a new buffer, copied on the GPU. Other shapes are refused,
+        as the array API standard says (x.transpose() reverses any number of axes, x.mT
+        transposes a stack of matrices)."""
+        if self.ndim != 2:
+            raise ShapeError(f"T: {self!r} is {self.ndim}-d; T transposes a 2-D buffer (use "
+                             f"x.transpose() to reverse every axis, x.mT for a stack of "
+                             f"matrices)")
         return self.transpose()
 
     @property
@@ -279,7 +388,7 @@ class NumpyMethods:
         transposed one by one): a new buffer, copied on the GPU."""
         if self.ndim < 2:
             raise ShapeError(f"mT: {self!r} is {self.ndim}-d; the matrix transpose needs "
-                             f"at least 2 axes (x.T reverses any number of axes)")
+                             f"at least 2 axes (x.transpose() reverses any number of axes)")
         n = self.ndim
         return self.transpose(tuple(range(n - 2)) + (n - 1, n - 2))
 

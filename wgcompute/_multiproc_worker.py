@@ -17,7 +17,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from ._multiproc import NO_NOTE, STOP, create_shm, loaded, map_shm, pack_error, shm_view
+from ._multiproc_common import NO_NOTE, STOP, create_shm, loaded, map_shm, pack_error, shm_view
 
 __all__ = ["worker_main"]
 

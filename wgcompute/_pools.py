@@ -484,11 +484,17 @@ class MemoryPool:
     def give(self, gpu, serial: int) -> None:
         """Keep a freed result's memory for reuse, or destroy it past the bound."""
         size = gpu.size
-        with self._lock:
-            keep = not self.closed and not _collecting and self.held + size <= self.limit
-            if keep:
-                self._free.setdefault(size, []).append((gpu, serial))
-                self.held += size
+        # Never wait here: a result's __del__ calls this, and may run inside this pool's own
+        # locked section on the same thread (a collection there); taken, the memory goes.
+        keep = False
+        if self._lock.acquire(blocking=False):
+            try:
+                keep = not self.closed and not _collecting and self.held + size <= self.limit
+                if keep:
+                    self._free.setdefault(size, []).append((gpu, serial))
+                    self.held += size
+            finally:
+                self._lock.release()
         if not keep:
             gpu.destroy()
 

@@ -3,11 +3,14 @@ by an explicit casting), and the numpy-style operators, views and indexing of Bu
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
 
 from . import transfers
+from ._gather import array_getitem
+from ._setitem import basic_layout, setitem  # noqa: F401 - Buffer.__setitem__ calls it
 from .buffer import Buffer, check_buffer, empty, install_array_ops, result_buffer
 from .commands import run_kernel
 from .dtypes import DTYPES
@@ -15,7 +18,7 @@ from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError
 from .kernels.core.layout import contiguous_strides
 from .kernels.core.registry import get as kernel
-from .kernels.elementwise.arrayops import COMPARISONS, array_op
+from .kernels.elementwise.arrayops import ARRAY_OPS, COMPARISONS, array_op
 from .kernels.elementwise.cast import ASTYPE_CHECK, check_options, exact_by_type
 from .pipeline import Pipeline
 
@@ -30,10 +33,10 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
     fit, floats going to integers must be whole (or ``rounding`` given: 'trunc', 'round'
     (half to even), 'floor', 'ceil') and in range, integers going to floats must be
     representable, floats may narrow (f64 to f32 rounds) but not overflow to inf. Pairs that
-    hold every value of the source (u8 to anything, s32/u32 to s64 or f64, a float to a wider
-    float, the same dtype) need no check; the others are checked on the GPU, and astype
-    waits for that check and reads its one-word result back: a DtypeError names the first
-    value that would change.
+    hold every value of the source (u8 and bool to anything, s32/u32 to s64 or f64, a float to
+    a wider float, the same dtype) and conversions to bool (x != 0, nan giving True) need no
+    check; the others are checked on the GPU, and astype waits for that check and reads its
+    one-word result back: a DtypeError names the first value that would change.
 
     casting="unsafe": no check and nothing read back, numpy's unsafe conversion made
     definite: integers wrap (keep their low bits), floats round to nearest and overflow to
@@ -43,6 +46,8 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
     target = resolve_dtype(dtype, "dtype")
     src = DTYPES[x.dtype].name
     where = f"astype({target.name!r})"
+    if target.kind == "c" or DTYPES[src].kind == "c":
+        return _astype_complex(x, target, where, rounding, casting, out)
     check_options(src, target.name, rounding, casting, where)
     if out is None:
         out = empty(x.shape, target, label="astype-out", device=x.device)
@@ -75,6 +80,42 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
         value = read_element(x, bad)
         raise DtypeError(_refusal(where, value, bad, src, target.name, rounding))
     return out
+
+
+def _astype_complex(x: Buffer, target, where: str, rounding, casting: str, out):
+    """astype to or from c64: a real value becomes (value, 0); complex to real is refused
+    (the imaginary part would be lost, as the array API standard says)."""
+    from .kernels.fft.complex import COMPLEX_AXIS
+
+    src = DTYPES[x.dtype]
+    if target.kind != "c":
+        raise DtypeError(f"{where}: {src.name} to {target.name} would drop the imaginary "
+                         f"part; take the real or imaginary part first")
+    if rounding is not None:
+        raise ArgumentError(f"{where}: rounding applies to float -> integer conversions")
+    if src.name in ("f64", "s32", "u32") and casting == "exact":
+        raise DtypeError(f"{where}: {src.name} to c64 is not exact (its parts are f32); pass "
+                         f"casting='unsafe' to round")
+    if src.name not in ("f32", "c64", "f64", "s32", "u32"):
+        raise DtypeError(f"{where}: {src.name} to c64 is not available; convert to f32 first")
+    if out is None:
+        out = empty(x.shape, target, label="astype-out", device=x.device)
+    elif out.dtype != target.name or out.shape != x.shape or out is x:
+        raise ArgumentError(f"{where}: out is {out.shape} {out.dtype}; expected a new "
+                            f"{x.shape} {target.name} buffer")
+    return run_kernel(COMPLEX_AXIS, [x], out, {"mode": "pad"}) if x.size else out
+
+
+def _strided_copy(a: Buffer, out: Buffer, params: dict) -> Buffer:
+    """strided_copy; c64 moves through roll (whole 8-byte elements, no shift): the elementwise
+    copy has no complex type."""
+    if DTYPES[out.dtype].kind == "c":
+        from .kernels.fft.shift import ROLL
+
+        return run_kernel(ROLL, [a], out, {"shifts": (0,) * out.ndim,
+                                           "strides": tuple(params["strides"]),
+                                           "offset": params["offset"]})
+    return run_kernel("strided_copy", [a], out, params)
 
 
 def read_element(buf: Buffer, index: int):
@@ -120,15 +161,14 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     shape = tuple(a.shape[d] for d in perm)
     if out is None:
         out = result_buffer(shape, DTYPES[a.dtype], a.device, label="transpose-out")
-    if a.ndim == 2 and perm == (1, 0) and a.dtype != "u8":
+    if a.ndim == 2 and perm == (1, 0) and not DTYPES[a.dtype].packed and a.dtype != "c64":
         return run_kernel("transpose", [a], out)
     check_buffer(out, "out")
     if out.shape != shape:
         raise ShapeError(f"transpose: out is {out.shape}, expected {shape} for a {a.shape} "
                          f"with axes {perm}")
     strides = contiguous_strides(a.shape)
-    return run_kernel("strided_copy", [a], out,
-                      {"strides": tuple(strides[d] for d in perm), "offset": 0})
+    return _strided_copy(a, out, {"strides": tuple(strides[d] for d in perm), "offset": 0})
 
 
 def normalize_permutation(axes, ndim: int, where: str) -> tuple[int, ...]:
@@ -160,7 +200,62 @@ _BUILTIN = {"add": "elementwise_add", "sub": "elementwise_sub", "mul": "elementw
             "div": "elementwise_divide"}
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
            "pow": "**", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
-           "matmul": "@"}
+           "matmul": "@", "and": "&", "or": "|", "xor": "^", "invert": "~", "lshift": "<<",
+           "rshift": ">>", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+           "bitwise_invert": "~", "bitwise_left_shift": "<<", "bitwise_right_shift": ">>",
+           "logical_and": "&", "logical_or": "|", "logical_xor": "^", "logical_not": "~"}
+# & | ^ ~ of bool buffers: the op table's logical rows
+_LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor",
+            "invert": "logical_not"}
+# & | ^ ~ << >> of integer buffers: the op table's bitwise rows
+_BITWISE = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+            "invert": "bitwise_invert", "lshift": "bitwise_left_shift",
+            "rshift": "bitwise_right_shift"}
+_COMMUTE = ("add", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+            "bitwise_xor")  # s op a is a op s
+
+
+def _logical(where: str, op: str, dt) -> str:
+    """The row an operator & | ^ ~ << >> runs: the logical ops of bool buffers, the bitwise
+    ops of integer buffers; other dtypes are refused."""
+    if dt.kind == "b" and op in _LOGICAL:
+        return _LOGICAL[op]
+    if dt.kind in "iu":
+        return _BITWISE[op]
+    raise DtypeError(f"{where}: {dt.name} buffers; & | ^ ~ << and >> take integer buffers "
+                     f"(and & | ^ ~ the logical ops of bool buffers: compare first, e.g. "
+                     f"x != 0)")
+
+
+_SIGNED_BY_SIZE = {4: "s32", 8: "s64"}
+
+
+def promote(where: str, a, b):
+    """The dtype of an operator between buffers of dtypes ``a`` and ``b``: the array API
+    standard's promotion table (float16 with a wider float too). Mixing kinds it leaves
+    undefined (an integer with a float, bool with a number) is refused."""
+    a, b = DTYPES[a], DTYPES[b]
+    if a == b:
+        return a
+    if a.kind == b.kind and a.kind in "iuf":
+        return a if a.itemsize >= b.itemsize else b
+    if {a.kind, b.kind} == {"i", "u"}:  # a signed type twice the unsigned one's size
+        u, i = (a, b) if a.kind == "u" else (b, a)
+        name = _SIGNED_BY_SIZE.get(max(i.itemsize, 2 * u.itemsize, 4))
+        if name is not None:
+            return DTYPES[name]
+    raise DtypeError(f"{where}: {a.name} and {b.name} buffers have no common dtype in the "
+                     f"array API standard's promotion table; wgcompute does not guess: make "
+                     f"them one dtype with .astype()")
+
+
+def _promoted(where: str, x: Buffer, y: Buffer) -> tuple[Buffer, Buffer]:
+    """``x`` and ``y`` in their promoted dtype (the narrower one converted on the GPU; every
+    promotion holds every value, so nothing is checked or read back)."""
+    if x.dtype == y.dtype:
+        return x, y
+    dt = promote(where, x.dtype, y.dtype)
+    return (x if x.dtype == dt else astype(x, dt)), (y if y.dtype == dt else astype(y, dt))
 
 
 def _is_scalar(v) -> bool:
@@ -174,12 +269,20 @@ def _scalar(value, dt, where: str):
 
     if isinstance(value, (bool, np.bool_)):
         value = int(value)
+    elif dt.kind in "iub" and isinstance(value, (float, np.floating)):
+        raise DtypeError(f"{where}: {value!r} is not an {dt.name} integer: a float scalar does "
+                         f"not combine with an integer buffer (the array API standard's rule); "
+                         f"convert the buffer first, e.g. buf.astype('f32')")
     try:
-        return convert_exact(np.atleast_1d(np.asarray(value)), dt, where)[0].item()
+        v = convert_exact(np.atleast_1d(np.asarray(value)), dt, where)[0].item()
     except DtypeError:
+        if dt.kind == "b":
+            raise DtypeError(f"{where}: {value!r} is not a bool (True or False); a buffer "
+                             f"keeps its dtype") from None
         kind = "integer" if not dt.is_float else "value"
         raise DtypeError(f"{where}: {value!r} is not an {dt.name} {kind}; a buffer keeps its "
                          f"dtype (convert it first, e.g. buf.astype('f32'))") from None
+    return int(v) if dt.kind == "b" else v  # a bool lane's 0 or 1
 
 
 def _other(value, where: str):
@@ -189,9 +292,8 @@ def _other(value, where: str):
                             f"(wgc.from_numpy)")
 
 
-def _check_pair(where: str, op: str, x: Buffer, y: Buffer, div_hint: str, pow_hint: str):
-    """What an operator between two buffers refuses: two dtypes, true division of integers,
-    f64 to an f64 power (no 64-bit pow on the GPU)."""
+def _check_pair(where: str, op: str, x: Buffer, y: Buffer, div_hint: str):
+    """What an operator between two buffers refuses: two dtypes, true division of integers."""
     if x.dtype != y.dtype:
         raise DtypeError(f"{where}: {x.dtype} and {y.dtype} buffers; wgcompute does not "
                          f"convert implicitly: make them one dtype with .astype()")
@@ -199,9 +301,52 @@ def _check_pair(where: str, op: str, x: Buffer, y: Buffer, div_hint: str, pow_hi
     if op == "div" and not dt.is_float:
         raise DtypeError(f"{where}: true division of {dt.name} buffers gives floats; "
                          f"{div_hint}")
-    if op == "pow" and dt.name == "f64":
-        raise DtypeError(f"{where}: f64 to the power of an f64 buffer; the GPU has no 64-bit "
-                         f"pow ({pow_hint})")
+
+
+# complex64 buffers' operators: the array namespace's functions (complex64 has its own kernels)
+_COMPLEX_OPS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide",
+                "eq": "equal", "ne": "not_equal", "abs": "abs", "neg": "negative",
+                "pow": "pow"}
+
+
+def install_complex_ops(unary, binary) -> None:
+    """Called by wgcompute.array_api as it is imported: its elementwise functions, which run
+    complex64's own kernels, become complex64 buffers' operators."""
+    _COMPLEX_FNS[:] = [unary, binary]
+
+
+_COMPLEX_FNS: list = []
+
+
+def _complex_op(where: str, op: str, a: Buffer, b=None, reflected: bool = False):
+    if not _COMPLEX_FNS:
+        raise ArgumentError(f"{where}: complex64 operators need wgcompute.array_api, which is "
+                            f"not imported yet (import wgcompute does it)")
+    unary, binary = _COMPLEX_FNS
+    if op not in _COMPLEX_OPS:
+        raise DtypeError(f"{where}: complex64 buffers take + - * / ** == != -x and abs()")
+    if b is None:
+        return unary(_COMPLEX_OPS[op], a)
+    if not isinstance(b, (Buffer, int, float, complex, np.number)):
+        _other(b, where)
+        return NotImplemented
+    x1, x2 = (b, a) if reflected else (a, b)
+    return binary(_COMPLEX_OPS[op], x1, x2)
+
+
+def _complex_inplace(where: str, op: str, a: Buffer, b) -> Buffer:
+    """``a op= b`` for a complex64 ``a``: the result computed into a new buffer, then copied
+    into ``a`` (complex64's kernels write no operand in place)."""
+    if DTYPES[a.dtype].kind != "c":
+        raise DtypeError(f"{where}: {a.dtype} and c64 promote to c64, and an in-place operator "
+                         f"keeps the left buffer's dtype ({a.dtype})")
+    out = _complex_op(where, op, a, b)
+    if out is NotImplemented:
+        return out
+    if out.shape != a.shape:
+        raise ShapeError(f"{where}: the result is {out.shape} and {a.shape} cannot hold it "
+                         f"(an in-place operator keeps the left buffer's shape)")
+    return _strided_copy(out, a, {"strides": contiguous_strides(a.shape), "offset": 0})
 
 
 def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
@@ -209,12 +354,18 @@ def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
     ``b``; NotImplemented for other operand types, as Python's protocol expects."""
     where = f"operator {_SYMBOL[op]}"
     check_buffer(a, where)
-    dt = DTYPES[a.dtype]
-    if isinstance(b, Buffer):
+    if DTYPES[a.dtype].kind == "c" or isinstance(b, Buffer) and DTYPES[b.dtype].kind == "c":
+        return _complex_op(where, op, a, b, reflected)
+    if isinstance(b, Buffer):  # two dtypes: the standard's promotion
         check_buffer(b, where)
+        a, b = _promoted(where, a, b)
+    dt = DTYPES[a.dtype]
+    if op in _BITWISE:
+        op = _logical(where, op, dt)
+    if isinstance(b, Buffer):
         x, y = (b, a) if reflected else (a, b)
         _check_pair(where, op, x, y, "convert first (.astype('f32')), or use // (floor "
-                    "division)", "f64 takes integer scalar exponents, f32 any")
+                    "division)")
         if op in _BUILTIN:  # same shapes (the common case) need no broadcasting rules
             k = kernel(_BUILTIN[op])
             if x.shape == y.shape:
@@ -230,18 +381,15 @@ def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
     if op == "div" and not dt.is_float:
         raise DtypeError(f"{where}: true division of a {dt.name} buffer gives floats; "
                          f"convert first (.astype('f32')), or use // (floor division)")
-    if op == "pow" and dt.name == "f64" and (reflected or float(b) != int(b)):
-        raise DtypeError(f"{where}: f64 to a non-integer power; the GPU has no 64-bit pow "
-                         f"(f64 takes integer scalar exponents, f32 any)")
     if op == "pow" and not dt.is_float and not reflected and b < 0:
         raise DtypeError(f"{where}: a {dt.name} buffer to the negative power {b!r}; integers "
                          f"to negative powers are not integers (convert to a float dtype)")
     s = _scalar(b, dt, where)
-    out_dt = DTYPES["u8"] if op in COMPARISONS else dt
+    out_dt = DTYPES[ARRAY_OPS[op].out_dtype(dt.name)] if op in ARRAY_OPS else dt
     out = result_buffer(a.shape, out_dt, a.device, label=_SYMBOL[op])
     if op == "mul":
         return run_kernel("scale", [a], out, {"scalar": s})
-    if op == "add" and reflected:
+    if op in _COMMUTE and reflected:
         reflected = False  # s + a is a + s
     if reflected and op in COMPARISONS:  # s < a is a > s
         op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(op, op)
@@ -251,8 +399,12 @@ def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
 
 
 def unary(op: str, a: Buffer) -> Buffer:
-
-    check_buffer(a, f"operator {'-' if op == 'neg' else op}")
+    where = f"operator {_SYMBOL.get(op, op)}"
+    check_buffer(a, where)
+    if DTYPES[a.dtype].kind == "c":
+        return _complex_op(where, op, a)
+    if op in _BITWISE:
+        op = _logical(where, op, DTYPES[a.dtype])
     out = result_buffer(a.shape, DTYPES[a.dtype], a.device, label=op)
     return run_kernel(array_op(op, 1), [a], out)
 
@@ -342,48 +494,28 @@ def view(x: Buffer, dtype=None) -> Buffer:
     return BufferView(x, shape, 0, dt)
 
 
-_ALLOWED_KEYS = (int, np.integer, slice, type(Ellipsis), type(None))
-
-
 def getitem(x: Buffer, key) -> Buffer:
     """numpy's basic indexing (ints, slices, ..., None): a view when the result is contiguous
-    in memory, else a copy made on the GPU. Advanced indexing (index arrays, masks) is
-    refused."""
+    in memory, else a copy made on the GPU. A sole array index is a boolean mask of the
+    leading dimensions or integer indices along the first axis (gathered on the GPU:
+    wgcompute._gather)."""
     from .buffer import BufferView, result_buffer
-    from .errors import IndexingError
 
     check_buffer(x, "self")
-    items = key if isinstance(key, tuple) else (key,)
-    for k in items:
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, _ALLOWED_KEYS):
-            raise IndexingError(
-                f"index {k!r} of type {type(k).__name__}: buffers take ints, slices, ... and "
-                f"None (numpy's basic indexing); index arrays and masks are not supported")
+    if isinstance(key, Buffer) or (isinstance(key, tuple)
+                                   and any(isinstance(k, Buffer) for k in key)):
+        return array_getitem(x, key)
+    offset, shape, strides = basic_layout(x, key)
     item = DTYPES[x.dtype].itemsize
-    # numpy computes the view's layout from a stand-in with these strides (one byte per
-    # element); basic indexing never touches the stand-in's memory
-    stand_in = np.lib.stride_tricks.as_strided(
-        np.zeros(1, np.uint8), shape=x.shape, strides=contiguous_strides(x.shape),
-        writeable=False)
-    if not any(k is Ellipsis for k in items):
-        items = items + (Ellipsis,)  # an array even when every axis takes an int
-    try:
-        v = stand_in[items]
-    except IndexError as e:
-        raise IndexingError(f"index {key!r} for shape {x.shape}: {e}") from None
-    offset = v.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
-    shape = tuple(v.shape)
-    strides = tuple(v.strides)
     contiguous = all(s == c for s, c, n in zip(strides, contiguous_strides(shape), shape)
                      if n > 1)
-    if contiguous or v.size == 0:
+    if contiguous or math.prod(shape) == 0:
         return BufferView(x, shape, offset * item)
     out = result_buffer(shape, DTYPES[x.dtype], x.device, label="slice")
     root = x._base if x._base is not None else x
     base_elems = x._offset // item if x._base is not None else 0
     alias = BufferView(root, (root.nbytes // item,), 0, DTYPES[x.dtype])
-    return run_kernel("strided_copy", [alias], out,
-                      {"strides": strides, "offset": base_elems + offset})
+    return _strided_copy(alias, out, {"strides": tuple(strides), "offset": base_elems + offset})
 
 
 def copy(x: Buffer) -> Buffer:
@@ -397,9 +529,8 @@ def copy(x: Buffer) -> Buffer:
     item = DTYPES[x.dtype].itemsize
     root = x._base if x._base is not None else x
     alias = BufferView(root, (root.nbytes // item,), 0, DTYPES[x.dtype])
-    return run_kernel("strided_copy", [alias], out,
-                      {"strides": contiguous_strides(x.shape),
-                       "offset": x._offset // item})
+    return _strided_copy(alias, out, {"strides": contiguous_strides(x.shape),
+                                      "offset": x._offset // item})
 
 
 def item(x: Buffer):
@@ -422,10 +553,20 @@ def inplace(op: str, a: Buffer, b) -> Buffer:
                             f"base's memory, which kernels do not do (compute into a buffer "
                             f"of its own)")
     dt = DTYPES[a.dtype]
+    if dt.kind == "c" or isinstance(b, Buffer) and DTYPES[b.dtype].kind == "c":
+        return _complex_inplace(where, op, a, b)
+    if op in _BITWISE:
+        op = _logical(where, op, dt)
     if isinstance(b, Buffer):
         check_buffer(b, where)
-        _check_pair(where, op, a, b, "use //= (floor division)",
-                    "f64 takes integer scalar exponents")
+        if b.dtype != a.dtype:  # b may be converted; a keeps its dtype
+            if promote(where, a.dtype, b.dtype) != dt:
+                raise DtypeError(f"{where}: {a.dtype} and {b.dtype} buffers promote to "
+                                 f"{promote(where, a.dtype, b.dtype)}, and an in-place "
+                                 f"operator keeps the left buffer's dtype ({a.dtype}); compute "
+                                 f"a new buffer instead (the operator without =)")
+            b = astype(b, dt)
+        _check_pair(where, op, a, b, "use //= (floor division)")
         k = kernel(_BUILTIN[op]) if op in _BUILTIN else array_op(op, 2)
         return run_kernel(k, [a, b], a)
     if not _is_scalar(b):
@@ -433,8 +574,6 @@ def inplace(op: str, a: Buffer, b) -> Buffer:
         return NotImplemented
     if op == "div" and not dt.is_float:
         raise DtypeError(f"{where}: true division of a {dt.name} buffer gives floats; use //=")
-    if op == "pow" and dt.name == "f64" and float(b) != int(b):
-        raise DtypeError(f"{where}: f64 to a non-integer power; the GPU has no 64-bit pow")
     if op == "pow" and not dt.is_float and b < 0:
         raise DtypeError(f"{where}: a {dt.name} buffer to the negative power {b!r}")
     s = _scalar(b, dt, where)

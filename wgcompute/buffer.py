@@ -54,7 +54,7 @@ def install_async_transfers(ops: AsyncTransfers) -> None:
 
 def live_buffers() -> int:
     """How many Buffers exist and are not freed (for leak checks and bounded-memory tests)."""
-    return _buffer_memory._live_count
+    return _buffer_memory.live_count()
 
 
 def normalize_shape(shape, argument: str = "shape") -> tuple[int, ...]:
@@ -85,6 +85,17 @@ class Buffer(BufferMemory, NumpyMethods):
     # numpy's operators defer to Buffer's (ndarray + buf calls buf.__radd__), and numpy's
     # ufuncs refuse a Buffer instead of silently reading it back
     __array_ufunc__ = None
+
+    def __array_function__(self, func, types, args, kwargs):
+        """numpy's functions (np.sum, np.concatenate, np.reshape, ...) refuse a Buffer, all
+        alike, instead of reading it back to the host behind the caller's back: the array
+        namespace has the standard's functions on the GPU, and np.asarray(buf) reads it."""
+        name = getattr(func, "__name__", "function")
+        raise DtypeError(
+            f"numpy.{name}: wgcompute arrays stay on the GPU; use the array namespace's "
+            f"functions (xp = x.__array_namespace__(), i.e. wgcompute.array_api, e.g. "
+            f"xp.{_STANDARD_NAMES.get(name, name)}(...)) or read the array into numpy first "
+            f"(x.to_numpy() or np.asarray(x))")
 
     def __init__(self, gpu_buffer, shape: tuple[int, ...], dt: DType, label: str = "",
                  device: Device | None = None, pool_serial: int = 0):
@@ -396,6 +407,14 @@ class BufferView(Buffer):
         return super().to(device)
 
 
+# numpy's names that the array API standard spells otherwise (for the refusal's hint)
+_STANDARD_NAMES = {"concatenate": "concat", "transpose": "permute_dims", "power": "pow",
+                   "arccos": "acos", "arcsin": "asin", "arctan": "atan", "arctan2": "atan2",
+                   "cumsum": "cumulative_sum", "cumprod": "cumulative_prod", "invert":
+                   "bitwise_invert", "left_shift": "bitwise_left_shift", "right_shift":
+                   "bitwise_right_shift", "absolute": "abs", "unique": "unique_values"}
+
+
 def result_buffer(shape: tuple[int, ...], dt: DType, dev: Device, label: str = "") -> Buffer:
     """A buffer for a result that a kernel overwrites whole (operators' outputs): memory
     from the device's pool when it holds some of the size class, not zeroed; freed, the
@@ -452,6 +471,8 @@ def _to_array(data, dt: DType, argument: str) -> np.ndarray:
         if mv.nbytes % dt.itemsize:
             raise ShapeError(f"{argument}: {mv.nbytes} bytes is not a whole number of "
                              f"{dt.name} items ({dt.itemsize} bytes each)")
+        if dt.kind == "b":  # a bool is the byte 0 or 1: others are refused
+            return convert_exact(np.frombuffer(mv, dtype=np.uint8), dt, argument)
         return np.frombuffer(mv, dtype=dt.numpy)
     if isinstance(data, (list, tuple)):
         return list_to_array(data, dt, argument)

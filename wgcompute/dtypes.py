@@ -22,7 +22,7 @@ class DType:
     wgsl: str  # WGSL scalar type kernels compute in (u8 travels packed in u32 words)
     itemsize: int
     feature: str | None  # adapter feature kernels on this dtype need
-    kind: str  # "f" float, "i" signed int, "u" unsigned int
+    kind: str  # "f" float, "i" signed int, "u" unsigned int, "c" complex, "b" bool
 
     def __repr__(self) -> str:
         return repr(self.name)
@@ -43,6 +43,8 @@ class DType:
                 return False
         elif other is None or isinstance(other, (bool, int, float)):
             return False  # np.dtype(None) would be float64
+        if not isinstance(other, (np.dtype, type, str)) and not hasattr(type(other), "dtype"):
+            return NotImplemented  # not a dtype spelling (another library's dtype object)
         try:
             return np.dtype(other) == self.numpy
         except (TypeError, ValueError):
@@ -65,8 +67,9 @@ class DType:
 
     @property
     def packed(self) -> bool:
-        """True for u8: four elements share one u32 word on the GPU."""
-        return self.name == "u8"
+        """True for u8 and bool: four elements share one u32 word on the GPU (bool as the
+        bytes 0 and 1)."""
+        return self.name in ("u8", "bool")
 
 
 _TABLE = [
@@ -77,12 +80,17 @@ _TABLE = [
     DType("s64", np.dtype(np.int64), "i64", 8, "shader-int64", "i"),
     DType("u32", np.dtype(np.uint32), "u32", 4, None, "u"),
     DType("u8", np.dtype(np.uint8), "u32", 1, None, "u"),
+    # bool: the bytes 0 and 1, stored as u8 is (four to a u32 word)
+    DType("bool", np.dtype(np.bool_), "u32", 1, None, "b"),
+    # complex64: (real, imaginary) f32 pairs; kernels compute it as vec2<f32>
+    DType("c64", np.dtype(np.complex64), "vec2<f32>", 8, None, "c"),
 ]
 DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in _TABLE}
 # Other spellings people type; each maps to one wgcompute name.
 _ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "s32",
-            "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64"}
+            "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64",
+            "complex64": "c64"}
 
 
 def dtype(spec, argument: str = "dtype") -> DType:
@@ -133,6 +141,10 @@ def convert_exact(arr: np.ndarray, target: DType, argument: str = "data") -> np.
     if src.kind == "b":
         arr = arr.astype(np.uint8)
         src = arr.dtype
+    if dst.kind == "b":
+        return _to_bool_exact(arr, target, argument)
+    if src.kind == "c" or dst.kind == "c":
+        return _to_complex_exact(arr, target, argument)
     if src.kind not in "iuf":
         raise DtypeError(f"{argument}: cannot store {src} data as {target.name}; expected numbers")
     if dst.kind == "f":
@@ -186,11 +198,48 @@ def _to_float_exact(arr: np.ndarray, target: DType, argument: str) -> np.ndarray
             lo, hi = (0.0, 2.0**64) if src.kind == "u" else (-(2.0**63), 2.0**63)
             ok = np.isfinite(back) & (back >= lo) & (back < hi)
             inexact = ~ok
-            inexact[ok] = back[ok].astype(src) != arr[ok]
+            if ok.ndim == 0:  # a 0-d array: boolean masks index it only through [()]
+                inexact = ~ok | (ok & (back.astype(src) != arr))
+            else:
+                inexact[ok] = back[ok].astype(src) != arr[ok]
         if inexact.any():
             raise DtypeError(f"{argument}: {_describe(arr, inexact)} cannot be stored "
                              f"exactly as {target.name}")
     return out
+
+
+def _to_bool_exact(arr: np.ndarray, target: DType, argument: str) -> np.ndarray:
+    """convert_exact to bool: numbers that are 0 or 1 (compare with != 0 to make truth values
+    of others)."""
+    if arr.dtype.kind not in "iuf":
+        raise DtypeError(f"{argument}: cannot store {arr.dtype} data as {target.name}; "
+                         f"expected True/False or 0/1")
+    with np.errstate(invalid="ignore"):
+        bad = (arr != 0) & (arr != 1)
+    if bad.any():
+        raise DtypeError(f"{argument}: {_describe(arr, bad)} are not 0 or 1; {target.name} "
+                         f"holds True and False only (compare first, e.g. x != 0)")
+    return arr.astype(np.bool_)
+
+
+def _to_complex_exact(arr: np.ndarray, target: DType, argument: str) -> np.ndarray:
+    """convert_exact to or from a complex dtype: complex data is stored as complex only (its
+    imaginary part would be lost), each part converted as a float of the part's width."""
+    if target.kind != "c":
+        raise DtypeError(f"{argument}: cannot store {arr.dtype} data as {target.name}: the "
+                         f"imaginary part would be lost (take .real or .imag first)")
+    if arr.dtype.kind not in "iufc":
+        raise DtypeError(f"{argument}: cannot store {arr.dtype} data as {target.name}; "
+                         f"expected numbers")
+    part = DTYPES["f32"]  # c64's parts
+    re = _to_float_exact(np.real(arr), part, argument)
+    im = _to_float_exact(np.imag(arr), part, argument) if arr.dtype.kind == "c" else 0
+    out = np.empty(arr.shape, target.numpy)
+    out.real, out.imag = re, im
+    return out
+
+
+_CPLX = (complex, np.complexfloating)
 
 
 def list_to_array(data, target: DType, argument: str = "data") -> np.ndarray:
@@ -204,7 +253,8 @@ def list_to_array(data, target: DType, argument: str = "data") -> np.ndarray:
         for v in flat:
             if isinstance(v, (list, tuple)):
                 raise ShapeError(f"{argument}: nested lists are ragged")
-            if not isinstance(v, (int, float, np.integer, np.floating, bool, np.bool_)):
+            if not isinstance(v, (int, float, np.integer, np.floating, bool, np.bool_)) and \
+                    not (target.kind == "c" and isinstance(v, _CPLX)):
                 raise DtypeError(f"{argument}: element {v!r} of type {type(v).__name__} "
                                  f"is not a number")
         arr = _exact_from_python(flat.tolist(), target, argument)
@@ -218,6 +268,17 @@ def _exact_from_python(values: list, target: DType, argument: str) -> np.ndarray
     """Python numbers to a 1-D array for convert_exact, checking each int exactly: Python
     ints may exceed int64, and an int must not be rounded by a float on its way in."""
     _int = (int, np.integer, np.bool_)  # bool is an int
+    if target.kind == "b":  # through the exact float64 / int64 path, then 0 or 1 only
+        is_int = all(isinstance(v, _int) for v in values)
+        wide = DTYPES["s64"] if is_int else DTYPES["f64"]
+        return _to_bool_exact(_exact_from_python(values, wide, argument), target, argument)
+    if target.kind == "c":  # each part exactly as a float of the parts' dtype
+        part = DTYPES["f32"]
+        re = _exact_from_python([v.real if isinstance(v, _CPLX) else v for v in values],
+                                part, argument)
+        im = _exact_from_python([v.imag if isinstance(v, _CPLX) else 0 for v in values],
+                                part, argument)
+        return re + 1j * im
     if target.is_float:
         exact_below = 2 ** (np.finfo(target.numpy).nmant + 1)  # every int up to it is exact
         out, bad = [], []

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import _native, _queue
-from ._multiproc import LoadFailed
+from ._multiproc_common import LoadFailed
 from ._pools import Fresh
 from .buffer import Buffer, _to_array, empty
 from .commands import Command, bound, prepare_output

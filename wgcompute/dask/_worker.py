@@ -14,7 +14,7 @@ import numpy as np
 
 import wgcompute as wgc
 
-from .._multiproc import usable_adapters
+from .._multiproc_common import usable_adapters
 from ._work import Work
 
 __all__ = ["usable_adapters", "pin_device", "pinned_adapter", "WorkerSetup", "worker_setup",

@@ -162,6 +162,12 @@ class Kernel:
             target = dt if p.type == "T" else DTYPES[_WGSL_TO_DTYPE[p.type]]
             if p.type == "T" and dt.packed:
                 target = DTYPES["u8"]
+                if dt.kind == "b" and isinstance(value, (bool, np.bool_)):
+                    value = int(value)  # a bool lane: True and False are its 1 and 0
+                if dt.kind == "b" and not (isinstance(value, (int, float, np.number))
+                                           and value in (0, 1)):
+                    raise ArgumentError(f"{self.name}: param {p.name!r} of a bool buffer must "
+                                        f"be True or False (or 1 or 0), got {value!r}")
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
                 raise ArgumentError(f"{self.name}: param {p.name!r} must be a number, got "
                                     f"{type(value).__name__} {value!r}")

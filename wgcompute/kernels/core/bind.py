@@ -57,8 +57,8 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
                          device=device, parts=parts, temps=temps, keep=keep)
 
 
-# The strided_copy kernel that gathers unaligned views (builtin.py puts it here when it makes
-# the built-in kernels: the registry sits above this module).
+# The strided_copy and region_copy kernels that gather unaligned views (builtin.py puts them
+# here when it makes the built-in kernels: the registry sits above this module).
 GATHER: list = []
 
 
@@ -69,7 +69,7 @@ def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, 
     a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
     from .layout import contiguous_strides
 
-    copy = GATHER[0]
+    copy, bits = GATHER  # strided_copy, and region_copy for dtypes it does not compute in
     temps, steps, refs = [], [], []
     for i, b in enumerate(inputs):
         if b._bindable():
@@ -79,8 +79,14 @@ def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, 
         alias = _alias(b._base, b)
         t = len(temps)
         temps.append(empty(b.shape, b._dt, label=f"{kernel.name}-view{i}", device=device))
-        steps.append((copy, [alias], temps[t], {"strides": contiguous_strides(b.shape),
-                                               "offset": b._offset // item}))
+        strides = contiguous_strides(b.shape)
+        if b._dt.name in copy.dtypes:
+            steps.append((copy, [alias], temps[t], {"strides": strides,
+                                                   "offset": b._offset // item}))
+        else:  # complex64: its bits moved
+            steps.append((bits, [alias], temps[t], {
+                "shape": b.shape, "a_strides": strides, "a_offset": b._offset // item,
+                "out_strides": strides, "out_offset": 0}))
         refs.append(temps[t])
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     args = [env[r] if isinstance(r, str) else r for r in refs]

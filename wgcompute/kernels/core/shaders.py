@@ -1,34 +1,14 @@
 """Loads the .wgsl templates each kernel family keeps beside its code (shipped in the wheel)
-and renders them with ``template.render`` (``${expr}`` placeholders, ``#if``/``#for`` lines),
-which fails loudly on a missing name; creates shader modules on a device, with or without
-naga's runtime checks."""
+and renders them with ``template.render`` (``${expr}`` placeholders, ``#if``/``#for`` lines,
+``#include`` of another of these files, read by ``load``), which fails loudly on a missing
+name; creates shader modules on a device, with or without naga's runtime checks."""
 
 from __future__ import annotations
 
-import functools
 import os
-from importlib import resources
 
-from ...errors import KernelNotFoundError
 from . import template
-
-_KERNELS = "wgcompute.kernels"
-
-
-@functools.cache
-def load(path: str) -> str:
-    """The text of a .wgsl template, named by its family folder under wgcompute/kernels and
-    its file name: ``load("reduce/reduce.wgsl")``."""
-    family, _, filename = path.rpartition("/")
-    try:
-        if not family or not filename:
-            raise FileNotFoundError(path)
-        return (resources.files(_KERNELS).joinpath(*family.split("/"), filename)
-                .read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError):
-        raise KernelNotFoundError(f"shader file {path!r} is not in {_KERNELS} (give a family "
-                                  f"folder and a file name, e.g. 'reduce/reduce.wgsl')") \
-            from None
+from .template import load  # noqa: F401 - the families load their .wgsl files from here
 
 
 def render(source: str, substitutions: dict, name: str = "<template>") -> str:

@@ -1,5 +1,7 @@
 """The one way wgcompute makes WGSL: a whole ``.wgsl`` file with named parameters (``${expr}``)
-and ``#if`` / ``#elif`` / ``#else`` / ``#endif`` and ``#for NAME in expr`` / ``#endfor`` lines.
+and ``#if`` / ``#elif`` / ``#else`` / ``#endif``, ``#for NAME in expr`` / ``#endfor`` and
+``#include "family/file.wgsl"`` lines (the file's text, read by the shaders loader, rendered in
+place with the same names; a file that includes itself, directly or not, is an error).
 
 Expressions are a small, safe subset of Python read with ``ast`` (names, literals, arithmetic,
 comparisons, ``and``/``or``/``not``, ``x if c else y``, indexing, attribute reads, and the
@@ -19,8 +21,9 @@ import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 
-from ...errors import WgComputeError
+from ...errors import KernelNotFoundError, WgComputeError
 
 
 class TemplateError(WgComputeError):
@@ -144,7 +147,8 @@ def _parse(expr: str, where: str) -> ast.Expression:
                             f"{e.msg}") from None
 
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(if|elif|else|endif|for|endfor)\b(.*)$")
+_DIRECTIVE = re.compile(r"^\s*#\s*(if|elif|else|endif|for|endfor|include)\b(.*)$")
+_INCLUDE = re.compile(r'^"([^"]+)"$')
 _FOR = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+in\s+(.+)$")
 _PLACEHOLDER = re.compile(r"\$\{([^{}]*)\}")
 
@@ -162,6 +166,13 @@ class _If:
 
 
 @dataclass(frozen=True)
+class _Include:
+    path: str
+    body: tuple
+    number: int
+
+
+@dataclass(frozen=True)
 class _For:
     targets: tuple[str, ...]
     iterable: str
@@ -170,9 +181,11 @@ class _For:
 
 
 class _Parser:
-    def __init__(self, text: str, name: str):
+    def __init__(self, text: str, name: str, load, chain: tuple[str, ...] = ()):
         self.lines = text.split("\n")
         self.name = name
+        self.load = load
+        self.chain = chain + (name,)  # the templates being parsed, outermost first
         self.i = 0
 
     def where(self, number: int) -> str:
@@ -196,6 +209,8 @@ class _Parser:
                 nodes.append(self.if_block(rest, number))
             elif word == "for":
                 nodes.append(self.for_block(rest, number))
+            elif word == "include":
+                nodes.append(self.include(rest, number))
             else:
                 raise TemplateError(f"{self.where(number)}: #{word} without its #if/#for")
         if closers:
@@ -223,6 +238,26 @@ class _Parser:
             else:
                 cond = None
 
+    def include(self, spec: str, number: int) -> _Include:
+        m = _INCLUDE.match(spec)
+        if not m:
+            raise TemplateError(f"{self.where(number)}: expected '#include \"family/file.wgsl\"'"
+                                f", got {spec!r}")
+        path = m.group(1)
+        if path in self.chain:
+            cycle = " -> ".join(self.chain[self.chain.index(path):] + (path,))
+            raise TemplateError(f"{self.where(number)}: #include {path!r} includes itself "
+                                f"({cycle})")
+        if self.load is None:
+            raise TemplateError(f"{self.where(number)}: #include {path!r}, but no loader was "
+                                f"given to read it")
+        try:
+            text = self.load(path)
+        except WgComputeError as e:
+            raise TemplateError(f"{self.where(number)}: #include {path!r}: {e}") from e
+        body, _w, _r, _n = _Parser(text, path, self.load, self.chain).block(())
+        return _Include(path, body, number)
+
     def for_block(self, spec: str, number: int) -> _For:
         m = _FOR.match(spec)
         if not m:
@@ -235,15 +270,39 @@ class _Parser:
 
 
 @functools.lru_cache(maxsize=256)
-def _compile(text: str, name: str) -> tuple:
-    nodes, _w, _r, _n = _Parser(text, name).block(())
+def _compile(text: str, name: str, load) -> tuple:
+    nodes, _w, _r, _n = _Parser(text, name, load).block(())
     return nodes
+
+
+_KERNELS = "wgcompute.kernels"
+
+
+@functools.cache
+def load(path: str) -> str:
+    """The text of a .wgsl template, named by its family folder under wgcompute/kernels and
+    its file name: ``load("reduce/reduce.wgsl")`` (what ``#include`` reads too)."""
+    family, _, filename = path.rpartition("/")
+    try:
+        if not family or not filename:
+            raise FileNotFoundError(path)
+        return (resources.files(_KERNELS).joinpath(*family.split("/"), filename)
+                .read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        raise KernelNotFoundError(f"shader file {path!r} is not in {_KERNELS} (give a family "
+                                  f"folder and a file name, e.g. 'reduce/reduce.wgsl')") \
+            from None
+
+
+_load = load
 
 
 def _emit(nodes, names: dict, name: str, out: list[str]) -> None:
     for node in nodes:
         if isinstance(node, _Line):
             out.append(_substitute(node, names, name))
+        elif isinstance(node, _Include):
+            _emit(node.body, names, node.path, out)
         elif isinstance(node, _If):
             where = f"template {name}, line {node.number}"
             for cond, body in node.branches:
@@ -273,9 +332,12 @@ def _substitute(line: _Line, names: dict, name: str) -> str:
         lambda m: wgsl_literal(_Eval(names, where)(_parse(m.group(1), where))), line.text)
 
 
-def render(text: str, params: Mapping | None = None, *, name: str = "<template>") -> str:
-    """The WGSL ``text`` renders to with ``params``; a template is parsed once and cached."""
-    nodes = _compile(text, name)
+def render(text: str, params: Mapping | None = None, *, name: str = "<template>",
+           load=_load) -> str:
+    """The WGSL ``text`` renders to with ``params``; a template is parsed once and cached.
+    ``load(path)`` gives the text of a file named by ``#include`` (default: the kernel
+    families' .wgsl files, ``shaders.load``)."""
+    nodes = _compile(text, name, load)
     out: list[str] = []
     _emit(nodes, dict(params or {}), name, out)
     rendered = "\n".join(out)

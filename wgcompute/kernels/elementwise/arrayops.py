@@ -1,7 +1,8 @@
 """The elementwise kernels behind Buffer's operators beyond the four arithmetic ones: a buffer
-with a scalar (either side), floor division, remainder, power, negation, abs and comparisons
-(u8 results), all broadcasting as numpy does, with numpy's integer semantics and its float
-values for nan, ±inf and ±0 (float // and % bit for bit)."""
+with a scalar (either side), floor division, remainder, power, negation, abs, comparisons
+(bool results) and the logical ops of bools (& | ^ ~), all broadcasting as numpy does, with
+numpy's integer semantics and its float values for nan, ±inf and ±0 (float // and % bit for
+bit)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ from ...errors import DtypeError, ShapeError, UnsupportedDtypeError
 from ..core import shaders
 from ..core.base import Launch, Param, PipelineKey, fold_grid
 from ..core.layout import index_wgsl, uniform_fields, uniform_values
-from .builtin import ALL, Elementwise, split_launches
+from .builtin import Elementwise, split_launches
 from .elementwise import broadcast_source
 from .optable import OPS
 
 # Buffer's operators: the op table rows they run (name -> row)
 ARRAY_OPS = {n: OPS[n] for n in ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "neg",
-                                 "abs", "lt", "le", "gt", "ge", "eq", "ne")}
-COMPARISONS = {n: row.wgsl for n, row in ARRAY_OPS.items() if row.dtypes == "compare"}
+                                 "abs", "lt", "le", "gt", "ge", "eq", "ne", "logical_and",
+                                 "logical_or", "logical_xor", "logical_not")}
+COMPARISONS = {n: row.wgsl for n, row in ARRAY_OPS.items()
+               if row.dtypes in ("compare", "equality")}
 
 
 # Bit layouts of the float work types: (unsigned type, literal suffix, mantissa bits, the
@@ -63,27 +66,30 @@ def _float_divmod(w: str) -> str:
 
 def _arith(op: str, dt: DType) -> str:
     """WGSL of fn op(x, y) -> W for one operator, from its op table row, in the work type W
-    (f32 for f16, u32 for u8 lanes, which the caller masks); comparisons give u32 0 or 1."""
+    (f32 for f16, u32 for u8 and bool lanes, which the caller masks); comparisons give u32
+    0 or 1."""
     w = "f32" if dt.name == "f16" else dt.wgsl
-    row = ARRAY_OPS[op]
+    row = OPS[op]  # (the array namespace runs every row through ArrayOp)
     if row.body is not None:
         return row.body(dt, w)
     expr = row.expr(dt, w, w, where=f"array_{op}")
-    if row.dtypes == "compare":
+    if row.truth:
         return f"return select(0u, 1u, {expr});"
     return f"return {expr};"
 
 
 class ArrayOp(Elementwise):
     """out = op(a, b), op(a, scalar) or op(scalar, a) (``reflected``), or op(a), elementwise
-    with numpy broadcasting; comparisons give u8 (0 or 1). One element per item (a u32 word
-    of four for u8 outputs), each operand read through its strides from its own offset."""
+    with numpy broadcasting, for the dtypes its op table row accepts; comparisons and the
+    logical ops give bool. One element per item (a u32 word of four for u8 and bool outputs),
+    each operand read through its strides from its own offset."""
 
     def __init__(self, op: str, arity: int, scalar: bool = False, reflected: bool = False):
         name = f"array_{op}" + ("_scalar" if scalar else "") + ("_reflected" if reflected
                                                                  else "")
-        dtypes = ("u8",) if op in COMPARISONS else ALL
-        super().__init__(name, ARRAY_OPS[op], dtypes, description=(
+        row = OPS[op]
+        dtypes = tuple(dict.fromkeys(row.out_dtype(d) for d in row.accepts()))  # outputs
+        super().__init__(name, row, dtypes, description=(
             f"numpy's {op} of " + ("a buffer and a scalar" if scalar else
                                    "two buffers" if arity == 2 else "a buffer")
             + (", the scalar on the left" if reflected else "")))
@@ -91,17 +97,26 @@ class ArrayOp(Elementwise):
         self.op = op
         self.scalar = scalar
         self.reflected = reflected
-        self.compare = op in COMPARISONS
-        self.dtypes = ALL if not self.compare else ("u8",)
+        self.compare = row.truth
         if scalar:
             self.params = (Param("scalar", "S", doc="the scalar, in the input's dtype"),)
 
-    # the scalar is in the INPUT's dtype (a comparison's output is u8)
+    # the scalar is in the INPUT's dtype (a comparison's output is bool)
     def resolve_params(self, params, dt):
         return dict(params or {})
 
     def in_dtype(self, inputs, output) -> str:
         return inputs[0].dtype
+
+    def _out_dtype(self, inputs) -> str:
+        """The output's dtype for these inputs' (the row's rule), or a DtypeError naming
+        an input dtype the row does not take."""
+        dt = inputs[0].dtype
+        accepts = self.row.accepts()
+        if dt not in accepts:
+            raise DtypeError(f"{self.name}: input 'a' is {dt}; {self.op} takes "
+                             f"{', '.join(accepts)}")
+        return self.row.out_dtype(str(dt))
 
     def check(self, inputs, output, params) -> None:
         dt = self.in_dtype(inputs, output)
@@ -109,7 +124,7 @@ class ArrayOp(Elementwise):
             if b.dtype != dt:
                 raise DtypeError(f"{self.name}: input {name!r} is {b.dtype} and input 'a' is "
                                  f"{dt}; dtypes must match")
-        want = "u8" if self.compare else dt
+        want = self._out_dtype(inputs)
         if output.dtype != want:
             raise DtypeError(f"{self.name}: out is {output.dtype}, expected {want}")
         shape = self._broadcast(inputs)
@@ -129,7 +144,7 @@ class ArrayOp(Elementwise):
 
     def output_spec(self, inputs, params):
         shape = self._broadcast(inputs)
-        return shape, "u8" if self.compare else inputs[0].dtype
+        return shape, self._out_dtype(inputs)
 
     def key(self, inputs, output, params) -> PipelineKey:
         full, sizes, _ = self._plan(inputs, output, params)
@@ -158,7 +173,7 @@ class ArrayOp(Elementwise):
         for n, f in zip(self.inputs, full):
             at_ = "e" if f else f"i_{n}"
             if src.packed:
-                loads.append(f"(({n}[{at_} / 4u] >> (({at_} % 4u) * 8u)) & 0xffu)")
+                loads.append(f"lane8({n}[{at_} / 4u], {at_})")
             else:
                 loads.append(f"{w}({n}[{at_}])")
         if self.scalar:
@@ -168,7 +183,6 @@ class ArrayOp(Elementwise):
         rt = "u32" if self.compare else w  # op's result type
         index = index_wgsl(ndim, strided) if ndim else ""
         if dst.packed:
-            mask = " & 0xffu" if not self.compare else ""
             item = [
                 "var word = 0u;",
                 "for (var l = 0u; l < 4u; l = l + 1u) {",
@@ -176,7 +190,7 @@ class ArrayOp(Elementwise):
                 "    let g = p.start + e;",
                 "    if (g < p.total) {",
                 *("        " + x for x in index.splitlines()),
-                f"        word = word | (((op({args})){mask}) << (l * 8u));",
+                f"        word = word | put8(op({args}), l);",
                 "    }",
                 "}",
                 "out[i] = word;"]
@@ -186,10 +200,13 @@ class ArrayOp(Elementwise):
                     f"out[i] = {conv};"]
         params = [f"x: {w}", f"y: {w}"][:2 if (self.scalar or len(self.inputs) == 2) else 1]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
-                  ("s", "u32" if src.packed else src.wgsl), *uniform_fields(ndim, strided))
+                  # (complex64 takes no scalar: the uniform has no complex field type)
+                  ("s", "u32" if src.packed or src.kind == "c" else src.wgsl),
+                  *uniform_fields(ndim, strided))
         helpers = _float_divmod(w) if src.is_float and self.row.helpers == "divmod" else ""
         text = broadcast_source(self, [src.wgsl, dst.wgsl], rt, fields, lines,
-                                ", ".join(params), _arith(self.op, src), item, helpers)
+                                ", ".join(params), _arith(self.op, src), item, helpers,
+                                packed=src.packed or dst.packed)
         return text, fields
 
     def launches(self, inputs, output, params, device):

@@ -4,7 +4,8 @@
 // Templates: ENABLE, XT (x's array element: its WGSL type, u32 words for u8), OT (out's
 //   array element: its WGSL type, u32 words for u8, atomic<u32> for the check), W (the work
 //   type values are loaded as: f32 for f16, u32 for u8), LOAD (element i of x as W), FN
-//   (conv or bad), ITEM (one item: an element, or a word of four u8 results), WG, U.
+//   (conv or bad), ITEM (one item: an element, or a word of four u8 results), WG, U,
+//   PACKED (x or out is packed: packed.wgsl's lane8 and put8 read and write its bytes).
 // An item is one element (a word of four for a u8 output, so no two invocations write
 // one word); invocation lid of a workgroup handles items base + lid + j*WG (j < U).
 ${ENABLE}
@@ -17,6 +18,10 @@ struct Params {
 @group(0) @binding(0) var<storage, read> x: array<${XT}>;
 @group(0) @binding(1) var<storage, read_write> out: array<${OT}>;
 @group(0) @binding(2) var<uniform> p: Params;
+#if PACKED
+
+#include "elementwise/packed.wgsl"
+#endif
 
 fn load(i: u32) -> ${W} {
     ${LOAD}

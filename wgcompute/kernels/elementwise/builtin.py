@@ -19,6 +19,7 @@ from .elementwise import (  # noqa: F401 - imported from here by arrayops and us
     split_launches,
 )
 from .optable import ALL, OPS, OpDef  # noqa: F401
+from .regions import REGION_COPY
 
 # the built-in binary kernels: registered name -> op table row
 BUILTIN_OPS = {"elementwise_add": "add", "elementwise_sub": "sub",
@@ -28,12 +29,13 @@ BUILTIN_OPS = {"elementwise_add": "add", "elementwise_sub": "sub",
 def builtin_kernels() -> list[Kernel]:
     scalar = Param("scalar", "T", doc="the factor")
     strided_copy = StridedCopy()
-    GATHER[:] = [strided_copy]  # bind.bind gathers unaligned views with it
+    GATHER[:] = [strided_copy, REGION_COPY]  # bind.bind gathers unaligned views with them
     return [
         *(Elementwise(name, OPS[op]) for name, op in BUILTIN_OPS.items()),
         Elementwise("scale", OPS["scale"], param=scalar, description="out = input * scalar"),
         Relu(),
-        Elementwise("fill", OPS["fill"], param=Param("value", "T", doc="the value"),
+        Elementwise("fill", OPS["fill"], ALL + ("bool",),  # bool: lanes of 0 or 1
+                    param=Param("value", "T", doc="the value"),
                     description="out[...] = value"),
         Transpose(),
         Copy(),

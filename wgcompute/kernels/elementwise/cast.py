@@ -1,7 +1,8 @@
 """Conversions between every pair of the dtype table: the "astype" kernel (defined results
 for every value: integers wrap, floats round to nearest or overflow to inf, floats become
-integers by a rounding mode and saturate) and the check that finds the first value a
-conversion would change (wgc.astype runs both and reads the check back)."""
+integers by a rounding mode and saturate; to bool x != 0, nan giving True; from bool 0 or
+1) and the check that finds the first value a conversion would change (wgc.astype runs both
+and reads the check back)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from ...errors import ArgumentError, DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 
-ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
+ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8", "bool")
 ROUNDINGS = ("trunc", "round", "floor", "ceil")
 CASTINGS = ("exact", "unsafe")
-_NO_CHECK = {  # (from, to) pairs that hold every value of the source exactly
-    ("u8", t) for t in ALL} | {("s32", "s64"), ("s32", "f64"), ("u32", "s64"), ("u32", "f64"),
-                               ("f16", "f32"), ("f16", "f64"), ("f32", "f64")}
+# (from, to) pairs that hold every value of the source exactly, and the truth value of
+# anything (x != 0: converting to bool means that, as numpy's and the array API's astype)
+_NO_CHECK = {(s, t) for s in ("u8", "bool") for t in ALL} | {(s, "bool") for s in ALL} | {
+    ("s32", "s64"), ("s32", "f64"), ("u32", "s64"), ("u32", "f64"), ("f16", "f32"),
+    ("f16", "f64"), ("f32", "f64")}
 _WG = 256
 _PER = 4  # items per invocation
 
@@ -37,7 +40,7 @@ def check_options(src: str, dst: str, rounding, casting, where: str) -> None:
     if rounding not in ROUNDINGS:
         raise ArgumentError(f"{where}: rounding must be one of "
                             f"{', '.join(map(repr, ROUNDINGS))} or None, got {rounding!r}")
-    if not (DTYPES[src].is_float and not DTYPES[dst].is_float):
+    if not (DTYPES[src].is_float and DTYPES[dst].kind in "iu"):
         raise ArgumentError(f"{where}: rounding={rounding!r} applies to float -> integer "
                             f"conversions; {src} -> {dst} is not one")
 
@@ -86,11 +89,23 @@ def _not_finite(v: str, w: str) -> str:
     return f"!(abs({v}) <= {_lit(_MAXF[w], w)})"
 
 
+def _truth(v: str, w: str) -> str:
+    """WGSL: whether ``v`` (of work type ``w``) is not zero; a nan is (f32 by its bits, as
+    _is_nan: -0.0 is zero, and no comparison of a nan is trusted)."""
+    if w == "f32":
+        return f"(bitcast<u32>({v}) & 0x7fffffffu) != 0u"
+    if w == "f64":
+        return f"!({v} == 0.0)"
+    return f"{v} != {w}(0)"
+
+
 def convert_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
     """Body of ``fn conv(v: W) -> D``: v in the source's work type, D the target's WGSL type
-    (u32 for u8, masked by the caller)."""
+    (u32 for u8 and bool, masked by the caller)."""
     w = _work_type(src)
     d = dst.wgsl
+    if dst.kind == "b":  # the truth value: 1 where v != 0 (nan too), else 0
+        return f"return select(0u, 1u, {_truth('v', w)});"
     if src.is_float and dst.is_float:
         if dst.itemsize >= src.itemsize or dst.name == src.name:
             return f"return {d}(v);"
@@ -181,7 +196,7 @@ def check_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
 def _load(src: DType) -> str:
     w = _work_type(src)
     if src.packed:
-        return "return (x[i / 4u] >> ((i % 4u) * 8u)) & 0xffu;"
+        return "return lane8(x[i / 4u], i);"
     return f"return {w}(x[i]);"
 
 
@@ -232,7 +247,7 @@ class AsType(BuiltinKernel):
                     "        for (var l = 0u; l < 4u; l = l + 1u) {\n"
                     "            let e = i * 4u + l;\n"
                     "            if (e < p.total) {\n"
-                    "                word = word | ((conv(load(e)) & 0xffu) << (l * 8u));\n"
+                    "                word = word | put8(conv(load(e)), l);\n"
                     "            }\n"
                     "        }\n"
                     "        out[i] = word;")
@@ -246,7 +261,7 @@ class AsType(BuiltinKernel):
 
     def launches(self, inputs, output, params, device):
         total = output.size
-        items = -(-total // 4) if output.dtype == "u8" else total
+        items = -(-total // 4) if DTYPES[output.dtype].packed else total
         if items == 0:
             return []
         groups = -(-items // (_WG * _PER))
@@ -296,7 +311,7 @@ def _render(src: DType, dst: DType, fn: str, item: str, out_type: str) -> str:
     return shaders.render(shaders.load("elementwise/astype.wgsl"), {
         "ENABLE": shaders.enable_directives(types),
         "XT": x_type, "OT": out_type, "W": _work_type(src), "LOAD": _load(src), "FN": fn,
-        "ITEM": item, "WG": _WG, "U": _PER})
+        "ITEM": item, "WG": _WG, "U": _PER, "PACKED": src.packed or dst.packed})
 
 
 ASTYPE_CHECK = AsTypeCheck()

@@ -67,7 +67,7 @@ class Copy(BuiltinKernel):
 
     name = "copy"
     inputs = ("a",)
-    dtypes = ALL
+    dtypes = ALL + ("bool",)  # bool is stored as u8 is
     workgroup_size = 256
     description = "out = a, bit for bit (same dtype and element count)"
     not_in_place = None
@@ -114,7 +114,7 @@ class StridedCopy(Elementwise):
     not_in_place = "strided_copy reads other elements than the one it writes"
 
     def __init__(self):
-        super().__init__("strided_copy", OPS["identity"], description=(
+        super().__init__("strided_copy", OPS["identity"], ALL + ("bool",), description=(
             "out = a read through element strides from an element offset (a transposed, "
             "sliced or broadcast copy)"))
         self.params = (

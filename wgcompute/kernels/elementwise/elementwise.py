@@ -204,10 +204,12 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
 
 
 def broadcast_source(kernel, types, item_type: str, fields, bindings: list[str], args: str,
-                     body: str, item: list[str], helpers: str = "") -> str:
+                     body: str, item: list[str], helpers: str = "", packed: bool = False
+                     ) -> str:
     """elementwise_broadcast.wgsl for one kernel: its bindings, the op ``fn op(args)`` whose
     ``body`` maps one item of ``item_type``, the per-item code and the uniform ``fields``
-    after the first three (n, start, total are the template's own)."""
+    after the first three (n, start, total are the template's own); ``packed``: an operand
+    or the output is packed (u8, bool), read and written by packed.wgsl's functions."""
     return shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
         "ENABLE": shaders.enable_directives(types),
         "T": item_type,
@@ -220,6 +222,7 @@ def broadcast_source(kernel, types, item_type: str, fields, bindings: list[str],
         "BODY": body,
         "ITEM": item,
         "HELPERS": helpers,
+        "PACKED": packed,
     })
 
 
@@ -322,7 +325,7 @@ class Elementwise(BuiltinKernel):
             args = []
             for n, f in zip(self.inputs, full):
                 at = "e" if f else f"i_{n}"
-                args.append(f"({n}[{at} / 4u] >> (({at} % 4u) * 8u)) & 0xffu")
+                args.append(f"lane8({n}[{at} / 4u], {at})")
             item = [
                 "var w = 0u;",
                 "for (var l = 0u; l < 4u; l = l + 1u) {",
@@ -330,7 +333,7 @@ class Elementwise(BuiltinKernel):
                 "    let g = p.start + e;",
                 "    if (g < p.total) {",
                 *("        " + x for x in index.splitlines()),
-                f"        w = w | ((op({', '.join(args)}) & 0xffu) << (l * 8u));",
+                f"        w = w | put8(op({', '.join(args)}), l);",
                 "    }",
                 "}",
                 "out[i] = w;"]
@@ -342,7 +345,8 @@ class Elementwise(BuiltinKernel):
                   ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
         args = ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)])
         body = f"return {op_expr(self.name, self.row, dt, t, t)};"
-        return broadcast_source(self, [t], t, fields, lines, args, body, item), fields
+        return broadcast_source(self, [t], t, fields, lines, args, body, item,
+                                packed=dt.packed), fields
 
     def _render_vec4(self, key, dt, ndim, full, strided, inner):
         """Four elements of one row per item (the innermost coalesced size is a multiple
@@ -419,7 +423,7 @@ class Elementwise(BuiltinKernel):
             "EXPR": op_expr(self.name, self.row, dt, v, t),
             "PACKED": dt.packed,
             "OPERANDS": ", ".join(operands),
-            "LANES": ", ".join(f"({n} >> s) & m" for n in operands),
+            "LANES": ", ".join(f"lane8x4({n}, l)" for n in operands),
         })
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
 

@@ -5,8 +5,8 @@
 //            ones; u8 items are u32 words of four lanes, or vec4<u32> of sixteen), ENABLE,
 //            WG (workgroup size), U (items per invocation), EXPR (op on x, y, p.p0),
 //            ARGS / CALL (op's signature and apply's arguments), OPERANDS (x, y as op
-//            takes them), PACKED (u8: apply unpacks each byte of a word, runs op on it
-//            with LANES as its arguments, and repacks).
+//            takes them), PACKED (u8, bool: apply unpacks each byte of a word with
+//            packed.wgsl's lane8x4, runs op on it with LANES as its arguments, and repacks).
 // An item is a vector where the type allows: buffers are allocated in 16-byte multiples, so
 // the last vector may run into padding, which is computed and never read back. Invocation
 // lid of a workgroup handles items base + lid + j*WG (j < U): each load stays coalesced.
@@ -20,6 +20,10 @@ struct Params {
 
 ${BINDINGS}
 @group(0) @binding(${UB}) var<uniform> p: Params;
+#if PACKED
+
+#include "elementwise/packed.wgsl"
+#endif
 
 fn op(${ARGS}) -> ${V} {
     return ${EXPR};
@@ -28,10 +32,8 @@ fn op(${ARGS}) -> ${V} {
 fn apply(${ARGS}) -> ${V} {
 #if PACKED
     var r = ${V}(0u);
-    let m = ${V}(0xffu);
-    for (var k = 0u; k < 32u; k = k + 8u) {
-        let s = ${V}(k);
-        r = r | ((op(${LANES}) & m) << s);
+    for (var l = 0u; l < 4u; l = l + 1u) {
+        r = r | put8x4(op(${LANES}), l);
     }
     return r;
 #else

@@ -9,7 +9,8 @@
 //   element: T, or u32 words of four u8), DIMS (the size and stride fields), BINDINGS, UB,
 //   WG, U (items per invocation), ARGS (op's signature), BODY (op's statements on x, y),
 //   ITEM (the lines of one item: one element, or one u32 word of four u8 elements), HELPERS
-//   (functions op calls).
+//   (functions op calls), PACKED (an operand or the output is packed: packed.wgsl's lane8 and
+//   put8 read and write its bytes).
 // The output (and every full operand) is bound per launch at the same element range; the
 // broadcast operands are bound whole, or, larger than a binding, at a window around the
 // elements the launch reads (their offset o<name> then counts from the window). An item is one element (one word of four for u8, so
@@ -26,6 +27,10 @@ ${DIMS}
 
 ${BINDINGS}
 @group(0) @binding(${UB}) var<uniform> p: Params;
+#if PACKED
+
+#include "elementwise/packed.wgsl"
+#endif
 
 ${HELPERS}
 fn op(${ARGS}) -> ${T} {

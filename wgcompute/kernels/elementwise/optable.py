@@ -21,6 +21,10 @@ import numpy as np
 from ...dtypes import DType
 from ..core import shaders
 from ..core.base import wgsl_is_nan
+from . import mathcomplex as mc
+from . import mathcomplex_inv as mi
+from . import mathfuncs as m
+from . import mathkernels as mk
 
 ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 FLOATS = ("f32", "f64", "f16")
@@ -31,7 +35,12 @@ DTYPE_RULES = {
     "any": (ALL, "same"),  # every dtype, the result in the operands' dtype
     "signed": (SIGNED, "same"),  # floats and signed integers
     "float": (FLOATS, "same"),
-    "compare": (ALL, "u8"),  # a truth value: 0 or 1 (u8)
+    "integer": (("s32", "s64", "u32", "u8"), "same"),  # bitwise ops
+    "float_test": (FLOATS, "bool"),  # a truth value of a float (signbit)
+    "complex": (("c64",), "same"),  # complex64's own rows (vec2<f32>: real, imaginary)
+    "compare": (ALL, "bool"),  # a truth value (bool: the bytes 0 and 1)
+    "equality": (ALL + ("bool",), "bool"),  # == and !=, of bools too
+    "logical": (("bool",), "bool"),  # bool operands only (their lanes are 0 or 1)
 }
 
 
@@ -50,6 +59,7 @@ class OpDef:
     reference: Callable
     wgsl_int: str | None = None
     wgsl_uint: str | None = None
+    wgsl_f64: str | None = None
     body: Callable[[DType, str], str] | None = None
     params: tuple[str, ...] = ()
     keeps_nan: bool = False
@@ -60,6 +70,11 @@ class OpDef:
     def accepts(self) -> tuple[str, ...]:
         return DTYPE_RULES[self.dtypes][0]
 
+    @property
+    def truth(self) -> bool:
+        """Whether the op gives truth values (its WGSL is a WGSL bool)."""
+        return DTYPE_RULES[self.dtypes][1] == DTYPE_RULES["compare"][1]
+
     def out_dtype(self, dtype: str) -> str:
         rule = DTYPE_RULES[self.dtypes][1]
         return dtype if rule == "same" else rule
@@ -67,7 +82,7 @@ class OpDef:
     def template(self, dt: DType) -> str:
         """The expression template for operands of dtype ``dt``."""
         if dt.is_float:
-            return self.wgsl
+            return self.wgsl_f64 if dt.name == "f64" and self.wgsl_f64 else self.wgsl
         if dt.kind == "u" and self.wgsl_uint is not None:
             return self.wgsl_uint
         return self.wgsl_int if self.wgsl_int is not None else self.wgsl
@@ -122,18 +137,25 @@ def _float_pow(w: str) -> str:
     """Body of op(x, y) = x ** y in float work type ``w``, as numpy's (C's pow).
 
     C's special values first (x ** ±0 and 1 ** y are 1 even for nan; any other nan gives nan;
-    ±inf exponents and ±0 / ±inf bases by their sizes), nan read from its bits: WGSL's pow is
-    exp2(y·log2(x)), undefined for x <= 0. Then an integer exponent multiplies (exact for
-    small ones, any sign of x); a larger one (an even integer in f32) takes pow of |x|; any
-    other takes WGSL's pow, and a negative base gives nan. f64 has no pow on Vulkan: the
-    operators refuse non-integer f64 exponents, and those from 2**32 on give nan. (nan and
-    inf from their bits: NVIDIA's compiler folds a run-time 0 / 0 to 1, H100.)"""
+    ±inf exponents and ±0 / ±inf bases by their sizes: integer exponents multiply them,
+    exactly, keeping the sign of -0 and -inf), nan read from its bits: WGSL's pow is
+    exp2(y·log2(x)), undefined for x <= 0. Then an integer exponent up to 16 multiplies
+    (exact for small ones, any sign of x: repeated squaring's error doubles with each square,
+    so larger ones take the general path); any other takes exp(y·log|x|) from mathkernels'
+    exp and log (WGSL's pow, exp2(y·log2(x)), was 37 ulp off at 0.9999 ** 64 on lavapipe;
+    Vulkan has no f64 pow), its sign by the exponent's parity (nan for a negative base and a
+    non-integer exponent): off by about |y·log x| ulp, the rounding of that product. (nan
+    and inf from their bits: NVIDIA's compiler folds a run-time 0 / 0 to 1, H100.)"""
     nan = f"{w}(bitcast<f32>(0x7fc00000u))"
     inf = f"{w}(bitcast<f32>(0x7f800000u))"
-    limit = "4294967296.0" if w == "f64" else "16777216.0"  # whole exponents multiply below
-    general = (f"return {nan};" if w == "f64" else
-               "if (x < 0.0) {\n        return select(nan, pow(-x, y), y == floor(y));\n"
-               "    }\n    return pow(x, y);")
+    k = mk.K[w]
+    general = "\n    ".join([
+        f"var lg = {w}(0);", *mk.log_of("ax", "lg", w),
+        "let t = y * lg;",
+        f"var r = {w}(0);",
+        f"if (t > {k['exp_max']}) {{", "    r = inf;",
+        f"}} else if (t >= {k['exp_min']}) {{", *mk.indent(mk.exp_of("t", "r", w)),
+        "}"])
     return f"""let nan = {nan};
     let inf = {inf};
     if (y == {w}(0) && !({wgsl_is_nan("y", w)})) {{
@@ -149,11 +171,10 @@ def _float_pow(w: str) -> str:
     if (abs(y) == inf) {{  // |x| = 1: 1; else 0 or inf by whether |x|^y grows
         return select(select({w}(0), inf, (ax > {w}(1)) == (y > {w}(0))), {w}(1), ax == {w}(1));
     }}
-    let whole = y == floor(y) && abs(y) < {w}({limit});
-    if (!whole && (ax == inf || ax == {w}(0))) {{  // (whole ones multiply, with their signs)
-        return select({w}(0), inf, (ax == inf) == (y > {w}(0)));
-    }}
-    if (whole) {{
+    let whole = y == floor(y);
+    let odd = whole && fract(y * 0.5) != {w}(0);  // (past 2^mantissa every whole y is even)
+    let exact = ax == inf || ax == {w}(0);  // multiplied exactly, -0 and -inf keep their sign
+    if (whole && (abs(y) <= {w}(16) || (exact && abs(y) < {w}(4294967296.0)))) {{
         var e = u32(abs(y));
         var b = x;
         var r = {w}(1);
@@ -165,7 +186,15 @@ def _float_pow(w: str) -> str:
         }}
         return select(r, {w}(1) / r, y < {w}(0));
     }}
-    {general}"""
+    if (exact) {{  // (a whole y here is past 2^32: f64's, which may be odd)
+        let big = select({w}(0), inf, (ax == inf) == (y > {w}(0)));
+        return select(big, -big, odd && (x < {w}(0) || {w}(1) / x < {w}(0)));
+    }}
+    if (x < {w}(0) && !whole) {{
+        return nan;
+    }}
+    {general}
+    return select(r, -r, x < {w}(0) && odd);"""
 
 
 def _pow_body(dt: DType, w: str) -> str:
@@ -241,8 +270,16 @@ _ROWS = (
     OpDef("le", 2, "compare", "x <= y", np.less_equal),
     OpDef("gt", 2, "compare", "x > y", np.greater),
     OpDef("ge", 2, "compare", "x >= y", np.greater_equal),
-    OpDef("eq", 2, "compare", "x == y", np.equal),
-    OpDef("ne", 2, "compare", "!(x == y)", np.not_equal),
+    OpDef("eq", 2, "equality", "x == y", np.equal),
+    OpDef("ne", 2, "equality", "!(x == y)", np.not_equal),
+    # logical ops of bools (their lanes are 0 or 1), as WGSL bools
+    OpDef("logical_and", 2, "logical", "(x != ${V}(0)) & (y != ${V}(0))", np.logical_and,
+          description="a and b"),
+    OpDef("logical_or", 2, "logical", "(x != ${V}(0)) | (y != ${V}(0))", np.logical_or,
+          description="a or b"),
+    OpDef("logical_xor", 2, "logical", "(x != ${V}(0)) != (y != ${V}(0))", np.logical_xor,
+          description="a xor b"),
+    OpDef("logical_not", 1, "logical", "x == ${V}(0)", np.logical_not, description="not a"),
     # the built-in one-operand kernels (a nan stays nan: tested by its bits)
     OpDef("scale", 1, "any", "x * ${a}", lambda x, s: x * x.dtype.type(s), params=("scalar",),
           description="a * scalar"),
@@ -255,10 +292,10 @@ _ROWS = (
     OpDef("identity", 1, "any", "x", lambda x, *_: x, description="a"),
     # nn: f32 arithmetic (f16 stored), alpha and beta from the launch. max, min and clamp of a
     # nan are undefined in WGSL (0 or a bound on lavapipe): those select x where it is nan
-    OpDef("maximum", 2, "float", f"select(max(x, y), x + y, {_EITHER_NAN})", np.maximum,
-          description="numpy's maximum (nan if either is)"),
-    OpDef("minimum", 2, "float", f"select(min(x, y), x + y, {_EITHER_NAN})", np.minimum,
-          description="numpy's minimum (nan if either is)"),
+    OpDef("maximum", 2, "any", f"select(max(x, y), x + y, {_EITHER_NAN})", np.maximum,
+          body=m.maxmin_body("max"), description="numpy's maximum (nan if either is)"),
+    OpDef("minimum", 2, "any", f"select(min(x, y), x + y, {_EITHER_NAN})", np.minimum,
+          body=m.maxmin_body("min"), description="numpy's minimum (nan if either is)"),
     OpDef("pow_f32", 2, "float", "pow(x, y)", np.power, domain="positive",
           description="WGSL's pow, for x > 0"),
     OpDef("nn_relu", 1, "float", "select(max(x, 0.0), x, ${nan_x})",
@@ -279,7 +316,65 @@ _ROWS = (
           lambda v, a, b: v * _hard_sigmoid(v, a, b), params=("alpha", "beta"),
           description="x * clamp(alpha * x + beta, 0, 1)"),
     OpDef("tanh", 1, "float", "select(tanh(clamp(x, -20.0, 20.0)), x, ${nan_x})",
-          lambda v, a=0.0, b=0.0: np.tanh(v), keeps_nan=True, description="tanh(x)"),
+          lambda v, a=0.0, b=0.0: np.tanh(v), body=m.tanh_body, keeps_nan=True,
+          description="tanh(x)"),
 )
 
-OPS: dict[str, OpDef] = {row.name: row for row in _ROWS}
+
+def _math_row(name: str, reference, arity: int = 1) -> OpDef:
+    """A transcendental function, computed by its body in mathfuncs.py (f16 in f32; f64 reads
+    bits as u64: shader-int64)."""
+    return OpDef(name, arity, "float", name, reference, body=getattr(m, f"{name}_body"),
+                 description=f"numpy's {reference.__name__}")
+
+
+# The array API standard's math functions beyond the operators (see mathfuncs.py)
+_MATH_ROWS = (
+    *(_math_row(n, getattr(np, ref)) for n, ref in (
+        ("exp", "exp"), ("expm1", "expm1"), ("log", "log"), ("log1p", "log1p"),
+        ("log2", "log2"), ("log10", "log10"), ("sin", "sin"), ("cos", "cos"), ("tan", "tan"),
+        ("asin", "arcsin"), ("acos", "arccos"), ("atan", "arctan"), ("sinh", "sinh"),
+        ("cosh", "cosh"), ("asinh", "arcsinh"), ("acosh", "arccosh"), ("atanh", "arctanh"))),
+    _math_row("atan2", np.arctan2, 2),
+    _math_row("logaddexp", np.logaddexp, 2),
+    # exact in every float dtype (f64's bits need shader-int64: copysign, signbit, nextafter)
+    OpDef("sqrt", 1, "float", "sqrt(x)", np.sqrt, body=m.sqrt_body),
+    OpDef("hypot", 2, "float", "hypot", np.hypot, body=m.hypot_body),
+    OpDef("copysign", 2, "float", "copysign", np.copysign, body=m.copysign_body),
+    OpDef("nextafter", 2, "float", "nextafter", np.nextafter, body=m.nextafter_body),
+    OpDef("reciprocal", 1, "float", "select(${V}(1) / x, ${V}(0.25) / (x * 0.25), "
+          "abs(x) > ${V}(${big}))", np.reciprocal, description="1 / a"),
+    # every dtype: integers are their own floor, ceil, trunc and round
+    *(OpDef(n, 1, "any", n, getattr(np, ref), body=getattr(m, f"{n}_body"))
+      for n, ref in (("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"),
+                     ("round", "round"), ("sign", "sign"))),
+    OpDef("square", 1, "any", "x * x", np.square, description="a * a"),
+    OpDef("isnan", 1, "compare", "${nan_x}", np.isnan, wgsl_int="false"),
+    OpDef("isinf", 1, "compare", m.is_inf("x", "f32"), np.isinf,
+          wgsl_f64=m.is_inf("x", "f64"), wgsl_int="false"),
+    OpDef("isfinite", 1, "compare", "(bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u",
+          np.isfinite, wgsl_f64=f"!({m.is_inf('x', 'f64')}) && !(${{nan_x}})",
+          wgsl_int="true"),
+    OpDef("signbit", 1, "float_test", m.signbit_expr("f32"), np.signbit,
+          wgsl_f64=m.signbit_expr("f64")),
+    # integers' bits (u8 lanes computed in u32 and masked)
+    OpDef("bitwise_and", 2, "integer", "x & y", np.bitwise_and, description="a & b"),
+    OpDef("bitwise_or", 2, "integer", "x | y", np.bitwise_or, description="a | b"),
+    OpDef("bitwise_xor", 2, "integer", "x ^ y", np.bitwise_xor, description="a ^ b"),
+    OpDef("bitwise_invert", 1, "integer", "~x", np.invert, description="~a"),
+    OpDef("bitwise_left_shift", 2, "integer", "x << y", np.left_shift,
+          body=m.left_shift_body, description="a << b (0 once b reaches the width)"),
+    OpDef("bitwise_right_shift", 2, "integer", "x >> y", np.right_shift,
+          body=m.right_shift_body, description="a >> b (arithmetic for signed integers)"),
+    # complex64 (see mathcomplex.py)
+    *(OpDef(f"{n}_c64", 1, "complex", n, getattr(np, n), body=getattr(mc, f"c{n}_body"),
+            description=f"numpy's {n} of complex64") for n in (
+                "exp", "log", "log2", "log10", "sqrt", "sinh", "cosh", "tanh", "sin", "cos",
+                "tan", "expm1", "log1p", "sign")),
+    *(OpDef(f"{n}_c64", 1, "complex", n, getattr(np, ref), body=getattr(mi, f"c{n}_body"),
+            description=f"numpy's {ref} of complex64") for n, ref in (
+                ("asinh", "arcsinh"), ("asin", "arcsin"), ("acosh", "arccosh"),
+                ("acos", "arccos"), ("atanh", "arctanh"), ("atan", "arctan"))),
+)
+
+OPS: dict[str, OpDef] = {row.name: row for row in _ROWS + _MATH_ROWS}

@@ -1,14 +1,16 @@
-"""Reduction kernels sum, max, min, mean, argmax (over any axis, any tuple of axes, or
-everything; keepdims) and softmax (last axis or everything); subgroups where the adapter has them.
+"""Reduction kernels sum, prod, max, min, mean, argmax, any, all (over any axis, any tuple of
+axes, or everything; keepdims) and softmax (last axis or everything); subgroups where the
+adapter has them.
 
 Output shapes follow numpy: the reduced axes go (or stay as 1 with ``keepdims``); a full
-reduction is 0-d (shape ()). Output dtypes: sum keeps the dtype (integers wrap around, like
-``np.sum(x, dtype=x.dtype)``) except u8, which sums into u32; max and min keep the dtype;
-mean is f32 for f32 and every integer dtype (accumulated in f32), f16 for f16 (accumulated
-in f32), f64 for f64; argmax is u32 (first index of the maximum); softmax (f32, f16; computed
-in f32) keeps shape and dtype. As in numpy, max, min and argmax of an empty axis are errors,
-a sum over one is 0 and a mean nan; a nan makes max, min, sum and mean nan, argmax gives the
-first nan, and softmax's whole row is nan.
+reduction is 0-d (shape ()). Output dtypes: sum and prod keep the dtype (integers wrap around,
+like ``np.sum(x, dtype=x.dtype)``) except u8 and bool, which sum (multiply) into u32; max and
+min keep the dtype; mean is f32 for f32 and every integer dtype (accumulated in f32), f16 for
+f16 (accumulated in f32), f64 for f64; argmax is u32 (first index of the maximum); any and
+all give bool (whether any, every, element is not zero: a nan is not); softmax (f32, f16;
+computed in f32) keeps shape and dtype. As in numpy, max, min and argmax of an empty axis are
+errors, a sum over one is 0, a prod 1, a mean nan, any False and all True; a nan makes max,
+min, sum and mean nan, argmax gives the first nan, and softmax's whole row is nan.
 
 How (``reduce_plan``): reduced axes that are the last ones run as rows (one workgroup per
 output); one block of reduced axes with kept axes after it runs as columns (64 outputs per
@@ -53,6 +55,7 @@ from .wgsl import (
     _PARTIAL_GROUPS,
     _VEC_OK,
     ALL,
+    TRUTH,
     _merge,
     render_reduce,
 )
@@ -137,13 +140,19 @@ class Reduce(BuiltinKernel):
     def out_dtype(self, dt: str) -> str:
         if self.op == "argmax":
             return "u32"
-        if self.op == "sum" and dt == "u8":
+        if self.op in TRUTH:
+            return "bool"
+        if self.op in ("sum", "prod") and dt == "bool":
+            return "u32"
+        if self.op in ("sum", "prod") and dt == "u8":
             return "u32"
         if self.op == "mean":
             return dt if dt in ("f64", "f16") else "f32"
         return dt
 
     def acc(self, dt: str) -> str:
+        if self.op in TRUTH:
+            return "u32"
         if self.op == "mean":
             return "f64" if dt == "f64" else "f32"
         return _ACC[dt]
@@ -153,6 +162,10 @@ class Reduce(BuiltinKernel):
             return _LOWEST[acc]
         if self.op == "min":
             return _HIGHEST[acc]
+        if self.op == "prod":
+            return 1.0 if acc.startswith("f") else 1
+        if self.op == "all":
+            return 1
         return 0.0 if acc.startswith("f") else 0
 
     def plan(self, x, params) -> ReducePlan:
@@ -222,7 +235,8 @@ class Reduce(BuiltinKernel):
             if not output.size:
                 return [], []
             return [], [(kernel("fill"), [], "out",
-                         {"value": float("nan") if self.op == "mean" else 0})]
+                         {"value": {"mean": float("nan"), "prod": 1, "all": 1}.get(self.op,
+                                                                                 0)})]
         if plan.how == "all" and self.op != "argmax":
             items = -(-x.size // 4) if x.dtype in _VEC_OK else x.size
             groups = max(1, min(_PARTIAL_GROUPS, -(-items // (self.workgroup_size * 8))))
@@ -308,7 +322,7 @@ def _rows_launches(name, rows, n, ident, x, output, device) -> list[Launch]:
     outputs from row ``first`` on."""
     if rows == 0:
         return []
-    rpw = 4 if output.dtype == "u8" else 1  # four rows' u8 results share a word
+    rpw = 4 if DTYPES[output.dtype].packed else 1  # four rows' u8 results share a word
     item = DTYPES[x.dtype].itemsize
     limit = device.limit("max-storage-buffer-binding-size")
     if rows * n * item <= limit:
@@ -522,10 +536,15 @@ class Softmax(BuiltinKernel):
 def reduce_kernels() -> list[Kernel]:
     return [
         Reduce("sum", "sum over the last axis (axis=-1) or every element (axis=None)"),
+        Reduce("prod", "product over the last axis (axis=-1) or every element (axis=None)"),
         Reduce("max", "maximum over the last axis (axis=-1) or every element (axis=None)"),
         Reduce("min", "minimum over the last axis (axis=-1) or every element (axis=None)"),
         Reduce("mean", "mean over the last axis (axis=-1) or every element (axis=None)"),
         Reduce("argmax", "index (u32) of the first maximum along the last axis or overall"),
+        Reduce("any", "whether any element is not zero (bool; nan is not zero), over the "
+               "last axis (axis=-1) or every element (axis=None)"),
+        Reduce("all", "whether every element is not zero (bool; nan is not zero), over the "
+               "last axis (axis=-1) or every element (axis=None)"),
         Softmax(),
     ]
 

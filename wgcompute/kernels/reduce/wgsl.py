@@ -9,13 +9,14 @@ from ..core.base import (
     wgsl_is_nan,
 )
 
-ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
+ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8", "bool")
 _ACC = {"f32": "f32", "f16": "f32", "f64": "f64", "s32": "i32", "s64": "i64", "u32": "u32",
-        "u8": "u32"}
+        "u8": "u32", "bool": "u32"}
+TRUTH = ("any", "all")  # reductions of truth values: u32 0 or 1 per element, max or min
 _LOWEST = {"f32": float("-inf"), "f64": float("-inf"), "i32": -2**31, "i64": -2**63, "u32": 0}
 _HIGHEST = {"f32": float("inf"), "f64": float("inf"), "i32": 2**31 - 1, "i64": 2**63 - 1,
             "u32": 2**32 - 1}
-_VEC_OK = ("f32", "s32", "u32", "f16", "u8")  # inputs read four at a time
+_VEC_OK = ("f32", "s32", "u32", "f16", "u8", "bool")  # inputs read four at a time
 _FULL_GROUPS = 512  # workgroups of a full argmax: enough to fill a GPU, few CAS rounds
 _PARTIAL_GROUPS = 1024  # workgroups (partials) of the other full reductions: one wave on a GPU
 _ACC_DTYPE = {"f32": "f32", "f64": "f64", "i32": "s32", "i64": "s64", "u32": "u32"}
@@ -47,10 +48,13 @@ def _merge(op: str, acc: str) -> str:
     if acc not in ("f32", "f64"):
         if op == "argmax":
             return _ARGMAX_MERGE
-        return {"max": "return VI(max(a.v, b.v), 0u);", "min": "return VI(min(a.v, b.v), 0u);"
-                }.get(op, "return VI(a.v + b.v, 0u);")
+        return {"max": "return VI(max(a.v, b.v), 0u);", "min": "return VI(min(a.v, b.v), 0u);",
+                "any": "return VI(max(a.v, b.v), 0u);", "all": "return VI(min(a.v, b.v), 0u);",
+                "prod": "return VI(a.v * b.v, 0u);"}.get(op, "return VI(a.v + b.v, 0u);")
     if op in ("sum", "mean"):
         return "return VI(a.v + b.v, 0u);"
+    if op == "prod":
+        return "return VI(a.v * b.v, 0u);"
     na, nb = wgsl_is_nan("a.v", acc), wgsl_is_nan("b.v", acc)
     if op == "argmax":  # branch-free: b if it is larger or equal and earlier, or the first nan
         return (f"let na = {na};\n    let nb = {nb};\n"
@@ -75,7 +79,25 @@ def _value(op: str, acc: str) -> str:
     return "return r.v;"
 
 
-def _elem(xd: DType, acc: str, vec: bool) -> str:
+def _truth(v: str, t: str) -> str:
+    """WGSL: whether ``v`` (of WGSL type ``t``, a scalar or vec4) is not zero, per lane; a
+    nan is (f32 and f16 by their bits: no comparison of a nan is trusted, see cast._truth)."""
+    vec = t.startswith("vec4")
+    u = "vec4<u32>" if vec else "u32"
+    if "f32" in t or "f16" in t:
+        f = f"vec4<f32>({v})" if vec else f"f32({v})"
+        return f"(bitcast<{u}>({f}) & {u}(0x7fffffffu)) != {u}(0u)"
+    if "f64" in t:  # `!=` is an ordered comparison in SPIR-V (false for nan): not `==`
+        return f"!({v} == {t}(0))"
+    return f"{v} != {t}(0)"
+
+
+def _elem(xd: DType, acc: str, vec: bool, truth: bool = False) -> str:
+    if truth:  # any, all: 1 for an element that is not zero (nan is not), else 0
+        if xd.packed:
+            return "return select(0u, 1u, ((x[i / 4u] >> ((i % 4u) * 8u)) & 0xffu) != 0u);"
+        v, t = ("x[i / 4u][i % 4u]", xd.wgsl) if vec else ("x[i]", xd.wgsl)
+        return f"return select(0u, 1u, {_truth(v, t)});"
     if xd.packed:
         return f"return {acc}((x[i / 4u] >> ((i % 4u) * 8u)) & 0xffu);"
     if vec:
@@ -83,8 +105,14 @@ def _elem(xd: DType, acc: str, vec: bool) -> str:
     return f"return {acc}(x[i]);"
 
 
-def _load4(xd: DType, acc: str) -> str:
-    if xd.packed:
+def _load4(xd: DType, acc: str, truth: bool = False) -> str:
+    if truth:
+        w = ("vec4<u32>(w & 0xffu, (w >> 8u) & 0xffu, (w >> 16u) & 0xffu, w >> 24u)"
+             if xd.packed else "x[q]")
+        t = "vec4<u32>" if xd.packed else f"vec4<{xd.wgsl}>"
+        body = ("let w = x[q];\n    return select(vec4<u32>(0u), vec4<u32>(1u), "
+                f"{_truth(w, t)});")
+    elif xd.packed:
         body = (f"let w = x[q];\n    return vec4<{acc}>(vec4<u32>(w & 0xffu, (w >> 8u) & 0xffu, "
                 "(w >> 16u) & 0xffu, w >> 24u));")
     else:
@@ -154,8 +182,9 @@ def _wgreduce(sub: bool, op: str, wg: int, acc: str = "") -> str:
         first += ("let m = subgroupMax(mine.v);\n"
                   f"    let s = VI({m}, subgroupMin(select(0xffffffffu, mine.i, {hit})));")
     else:
-        fn = {"sum": "subgroupAdd", "mean": "subgroupAdd", "max": "subgroupMax",
-              "min": "subgroupMin"}[op]
+        fn = {"sum": "subgroupAdd", "mean": "subgroupAdd", "prod": "subgroupMul",
+              "max": "subgroupMax", "min": "subgroupMin", "any": "subgroupMax",
+              "all": "subgroupMin"}[op]
         flag = "subgroupMax(mine.i)" if _flagged(op, acc) else "0u"
         first += f"let s = VI({fn}(mine.v), {flag});"
     # each subgroup's leader takes a slot atomically: no assumption on how subgroups are laid
@@ -299,7 +328,7 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
     else:
         ot = "u32" if od.packed else od.wgsl
     scan = _scan(vec, False, acc, op)
-    load4 = _load4(xd, acc) if vec else ""
+    load4 = _load4(xd, acc, op in TRUTH) if vec else ""
     if op == "argmax" and mode == "full":
         body = _scan(vec, True)
         if acc == "f32":  # a nan maximum: the first nan (m is uniform: one branch)
@@ -331,7 +360,8 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
                 "    workgroupBarrier();\n    " + main)
     return shaders.render(shaders.load("reduce/reduce.wgsl"), {
         "ENABLE": shaders.enable_directives([xd.wgsl, od.wgsl]), "ACC": acc, "XT": xt,
-        "OT": ot, "WG": wg, "MERGE": merge, "ELEM": _elem(xd, acc, vec and not xd.packed),
+        "OT": ot, "WG": wg, "MERGE": merge,
+        "ELEM": _elem(xd, acc, vec and not xd.packed, op in TRUTH),
         "ELEMVI": _elem_vi(op, acc), "VALUE": _value(op, acc),
         "NONE": "0u" if _flagged(op, acc) else "0xffffffffu", "FNS": _fns(op, acc),
         "LOAD4": load4, "SCAN": scan, "WGREDUCE": _wgreduce(sub, op, wg, acc), "MAIN": main,

@@ -1,0 +1,247 @@
+"""The fft extension against numpy.fft: complex64 transforms of power-of-two lengths (Stockham
+passes, several of them past a workgroup's memory) and other lengths (Bluestein), along any
+axis, cropped or padded, in the three norms; the real and Hermitian transforms, the
+n-dimensional ones, frequencies and shifts; and what is refused. Errors are measured against
+the largest magnitude of numpy's result: within 1e-4 (f32 arithmetic)."""
+
+import numpy as np
+import pytest
+
+import wgcompute as wgc
+import wgcompute.array_api as xp
+from wgcompute.kernels.fft.fft import (
+    Fft,
+    plan_radices,
+    single_pass_params,
+    storage_elements,
+    workgroup_elements,
+)
+
+RTOL = 1e-4
+rng = np.random.default_rng(7)
+
+
+def cplx(shape):
+    z = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    return np.asarray(z).astype(np.complex64)
+
+
+def real(shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def close(got, ref, dtype):
+    assert isinstance(got, wgc.Buffer)
+    g = got.to_numpy()
+    assert g.dtype == dtype and g.shape == ref.shape, (g.dtype, g.shape, ref.shape)
+    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-30)
+    err = float(np.abs(g - ref).max()) / scale if ref.size else 0.0
+    assert err < RTOL, err
+
+
+@pytest.mark.parametrize("shape,axis", [
+    ((1,), 0), ((2,), 0), ((8,), -1), ((64,), 0), ((4096,), 0), ((8192,), 0),
+    ((2, 1 << 15), 1), ((3,), 0), ((5,), 0), ((12,), 0), ((1000,), 0), ((257,), 0),
+    ((7, 3), 0), ((3, 64, 5), 1), ((4, 6, 5), -3), ((0, 8), 1), ((2, 3, 20), 2),
+    ((2, 2048, 3), 1), ((4096, 4), 0)])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_fft_and_ifft_match_numpy(shape, axis, inverse):
+    a = cplx(shape)
+    f, ref = (xp.fft.ifft, np.fft.ifft) if inverse else (xp.fft.fft, np.fft.fft)
+    close(f(wgc.from_numpy(a), axis=axis), ref(a, axis=axis), np.complex64)
+
+
+@pytest.mark.parametrize("n", [1, 6, 16, 40])
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_fft_crops_pads_and_normalizes(n, norm):
+    a = cplx((3, 16))
+    x = wgc.from_numpy(a)
+    close(xp.fft.fft(x, n=n, norm=norm), np.fft.fft(a, n=n, norm=norm), np.complex64)
+    close(xp.fft.ifft(x, n=n, axis=0, norm=norm), np.fft.ifft(a, n=n, axis=0, norm=norm),
+          np.complex64)
+
+
+def test_numpy_ints_as_lengths():
+    a = cplx((3, 16))
+    close(xp.fft.fft(wgc.from_numpy(a), n=np.int64(12), axis=np.int32(0)),
+          np.fft.fft(a, n=12, axis=0), np.complex64)
+    close(xp.fft.fftn(wgc.from_numpy(a), s=(np.int64(4), 8), axes=(0, 1)),
+          np.fft.fftn(a, s=(4, 8), axes=(0, 1)), np.complex64)
+
+
+def test_ifft_inverts_fft():
+    a = cplx((5, 96))
+    back = xp.fft.ifft(xp.fft.fft(wgc.from_numpy(a), norm="ortho"), norm="ortho")
+    close(back, a, np.complex64)
+
+
+@pytest.mark.parametrize("shape,axis", [((3,), 0), ((6,), 0), ((9, 4), 0), ((7, 100), 1),
+                                        ((1000,), 0), ((4, 360), 1), ((3, 1536), 1),
+                                        ((729,), 0), ((2, 3000), 1), ((100, 3, 5), 0)])
+def test_mixed_radix_lengths_take_one_pass(shape, axis):
+    """Products of 2s, 3s and 5s that fit a workgroup: one pass of radix-2/3/4/5 steps."""
+    dev = wgc.current_device()
+    assert single_pass_params(shape, axis, -1, 1.0, workgroup_elements(dev),
+                              storage_elements(dev)) is not None
+    a = cplx(shape)
+    close(xp.fft.fft(wgc.from_numpy(a), axis=axis), np.fft.fft(a, axis=axis), np.complex64)
+    close(xp.fft.ifft(wgc.from_numpy(a), axis=axis, norm="ortho"),
+          np.fft.ifft(a, axis=axis, norm="ortho"), np.complex64)
+
+
+@pytest.mark.parametrize("n", [7, 11, 1009, 3 * 4096, 14])
+def test_other_lengths_take_bluestein(n):
+    dev = wgc.current_device()
+    assert single_pass_params((n,), 0, -1, 1.0, workgroup_elements(dev),
+                              storage_elements(dev)) is None
+    a = cplx((2, n))
+    close(xp.fft.fft(wgc.from_numpy(a)), np.fft.fft(a), np.complex64)
+
+
+def test_plans():
+    """One pass where a contiguous axis fits a workgroup; a strided one keeps 4 columns side
+    by side in a workgroup, so it splits sooner."""
+    assert plan_radices(4096, 4096) == [4096]
+    assert plan_radices(4096, 4096, contiguous=False) == [64, 64]
+    assert plan_radices(1024, 4096, contiguous=False) == [1024]
+    assert plan_radices(1 << 24, 4096) == [256, 256, 256]
+    assert plan_radices(1 << 11, 2048) == [2048]
+
+
+@pytest.mark.parametrize("capacity,n", [(16, 1024), (64, 4096), (8, 128)])
+def test_multi_pass_plans_match_numpy(capacity, n):
+    """Lengths past a workgroup's capacity run as several passes (3 to 5 here)."""
+    assert len(plan_radices(n, capacity)) >= 3
+    a = cplx((3, n, 2))
+    out = wgc.run_kernel(Fft(), [wgc.from_numpy(a)], None, {"axis": 1, "capacity": capacity})
+    close(out, np.fft.fft(a, axis=1), np.complex64)
+
+
+@pytest.mark.parametrize("shape,axis,n", [((8,), 0, None), ((9,), 0, None), ((4, 6), 0, None),
+                                          ((10,), 0, 7), ((3, 33), 1, 64), ((1,), 0, None),
+                                          ((3, 20), 1, 64), ((3, 20), 1, 16),
+                                          ((5, 4, 3), 1, 8), ((2, 4096), 1, None)])
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_real_and_hermitian_transforms(shape, axis, n, norm):
+    a, b = real(shape), cplx(shape)
+    xa, xb = wgc.from_numpy(a), wgc.from_numpy(b)
+    kw = {"n": n, "axis": axis, "norm": norm}
+    close(xp.fft.rfft(xa, **kw), np.fft.rfft(a, **kw), np.complex64)
+    close(xp.fft.ihfft(xa, **kw), np.fft.ihfft(a, **kw), np.complex64)
+    if shape[axis] > 1 or n is not None:
+        close(xp.fft.irfft(xb, **kw), np.fft.irfft(b, **kw), np.float32)
+        close(xp.fft.hfft(xb, **kw), np.fft.hfft(b, **kw), np.float32)
+
+
+def test_irfft_inverts_rfft_odd_length():
+    a = real((4, 11))
+    close(xp.fft.irfft(xp.fft.rfft(wgc.from_numpy(a)), n=11), a, np.float32)
+
+
+@pytest.mark.parametrize("s,axes", [(None, None), (None, (0, 2)), ((3, 8), (0, 2)),
+                                    ((5, -1), (-1, 0)), (None, (1,))])
+def test_n_dimensional_transforms(s, axes):
+    a, r = cplx((4, 6, 5)), real((4, 6, 5))
+    xa, xr = wgc.from_numpy(a), wgc.from_numpy(r)
+    np_s = None if s is None else [a.shape[ax] if v == -1 else v for v, ax in zip(s, axes)]
+    kw, np_kw = {"s": s, "axes": axes}, {"s": np_s, "axes": axes}
+    close(xp.fft.fftn(xa, **kw), np.fft.fftn(a, **np_kw), np.complex64)
+    close(xp.fft.ifftn(xa, **kw, norm="ortho"), np.fft.ifftn(a, **np_kw, norm="ortho"),
+          np.complex64)
+    close(xp.fft.rfftn(xr, **kw), np.fft.rfftn(r, **np_kw), np.complex64)
+    close(xp.fft.irfftn(xa, **kw), np.fft.irfftn(a, **np_kw), np.float32)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 1001])
+@pytest.mark.parametrize("d", [1.0, 0.25])
+def test_frequencies(n, d):
+    close(xp.fft.fftfreq(n, d=d), np.fft.fftfreq(n, d).astype(np.float32), np.float32)
+    close(xp.fft.rfftfreq(n, d=d), np.fft.rfftfreq(n, d).astype(np.float32), np.float32)
+    if "shader-f64" in wgc.device_info()["features"]:
+        f64 = xp.fft.fftfreq(n, d=d, dtype=xp.float64).to_numpy()
+        np.testing.assert_allclose(f64, np.fft.fftfreq(n, d), rtol=1e-15)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (4, 5), (3, 0), (2, 3, 5)])
+@pytest.mark.parametrize("dt", [np.float32, np.complex64, np.int32, np.float64])
+def test_shifts(shape, dt):
+    a = np.asarray((np.arange(int(np.prod(shape))).reshape(shape) * 3 - 5).astype(dt))
+    x = wgc.from_numpy(a)
+    want = (a, a) if a.ndim == 0 else (np.fft.fftshift(a), np.fft.ifftshift(a))  # no axes
+    np.testing.assert_array_equal(xp.fft.fftshift(x).to_numpy(), want[0])
+    np.testing.assert_array_equal(xp.fft.ifftshift(x).to_numpy(), want[1])
+    if len(shape) >= 2:
+        for axes in (0, (-1,), (1, 0)):
+            np.testing.assert_array_equal(xp.fft.fftshift(x, axes=axes).to_numpy(),
+                                          np.fft.fftshift(a, axes=axes))
+            np.testing.assert_array_equal(xp.fft.ifftshift(x, axes=axes).to_numpy(),
+                                          np.fft.ifftshift(a, axes=axes))
+
+
+def test_refusals_name_the_argument():
+    c = wgc.from_numpy(cplx((4,)))
+    f = wgc.from_numpy(real((4,)))
+    with pytest.raises(wgc.DtypeError, match="fft: x is float32"):
+        xp.fft.fft(f)
+    with pytest.raises(wgc.DtypeError, match="rfft: x is complex64"):
+        xp.fft.rfft(c)
+    with pytest.raises(wgc.DtypeError, match="float64 would need complex128"):
+        xp.fft.rfft(wgc.from_numpy(np.ones(4)))
+    with pytest.raises(wgc.ArgumentError, match="norm: 'none'"):
+        xp.fft.fft(c, norm="none")
+    with pytest.raises(wgc.ArgumentError, match="n: expected a positive int, got 0"):
+        xp.fft.fft(c, n=0)
+    with pytest.raises(wgc.ArgumentError, match="axis: 1 is out of range"):
+        xp.fft.fft(c, axis=1)
+    with pytest.raises(wgc.ShapeError, match="0-dimensional"):
+        xp.fft.fft(wgc.from_numpy(np.array(1j, np.complex64)))
+    with pytest.raises(wgc.ShapeError, match="pass a positive n"):
+        xp.fft.irfft(wgc.from_numpy(cplx((1,))))
+    with pytest.raises(wgc.ArgumentError, match="s: expected a sequence of 1 ints"):
+        xp.fft.fftn(c, s=(4, 4), axes=(0,))
+    with pytest.raises(wgc.ArgumentError, match="d: expected a finite non-zero"):
+        xp.fft.fftfreq(4, d=0.0)
+    with pytest.raises(wgc.DtypeError, match="dtype: expected a real floating-point dtype"):
+        xp.fft.rfftfreq(4, dtype=xp.int32)
+    with pytest.raises(wgc.DtypeError, match="fftshift: u8 arrays"):
+        xp.fft.fftshift(wgc.from_numpy(np.zeros(4, np.uint8)))
+    with pytest.raises(wgc.ArgumentError, match="axis: expected an int"):
+        xp.fft.fft(c, axis="a")
+    with pytest.raises(wgc.ShapeError, match="axis 1 of \\(3, 0\\) has no elements"):
+        xp.fft.fft(wgc.from_numpy(cplx((3, 0))))
+
+
+def test_views_as_input():
+    """Views starting inside another buffer's memory (not at a bindable offset) transform."""
+    a = cplx((5, 48))
+    x = wgc.from_numpy(a)
+    close(xp.fft.fft(x[1]), np.fft.fft(a[1]), np.complex64)
+    close(xp.fft.fft(x[1:4], axis=0), np.fft.fft(a[1:4], axis=0), np.complex64)
+    close(xp.fft.ifft(x[:, ::3]), np.fft.ifft(a[:, ::3]), np.complex64)
+    r = real((3, 64))
+    close(xp.fft.rfft(wgc.from_numpy(r)[2]), np.fft.rfft(r[2]), np.complex64)
+
+
+def test_kernel_refusals():
+    from wgcompute.kernels.fft.complex import ComplexAxis
+    from wgcompute.kernels.fft.fft import FftPass
+
+    c6 = wgc.from_numpy(cplx((6,)))
+    with pytest.raises(wgc.ShapeError, match="length 6: expected a power of two"):
+        wgc.run_kernel(Fft(), [c6])
+    with pytest.raises(wgc.DtypeError, match="dtype f32 is not supported"):
+        wgc.run_kernel(Fft(), [wgc.from_numpy(real((8,)))])
+    big = wgc.from_numpy(cplx((1 << 14,)))
+    with pytest.raises(wgc.ArgumentError, match="radix 16384 after 1 with 1 columns"):
+        wgc.run_kernel(FftPass(), [big], None, {"outer": 1, "n": 1 << 14, "inner": 1,
+                                                "radix": 1 << 14})
+    with pytest.raises(wgc.ArgumentError, match="param 'radix': expected a product of 2s"):
+        wgc.run_kernel(FftPass(), [big], None, {"outer": 1, "n": 1 << 14, "inner": 1,
+                                                "radix": 7})
+    with pytest.raises(wgc.ArgumentError, match="radix 3 of n 16384: lengths other than"):
+        wgc.run_kernel(FftPass(), [big], None, {"outer": 1, "n": 1 << 14, "inner": 1,
+                                                "radix": 3})
+    with pytest.raises(wgc.ArgumentError, match="param 'mode': expected one of"):
+        wgc.run_kernel(ComplexAxis(), [c6], None, {"mode": "sideways"})
+    with pytest.raises(wgc.DtypeError, match="mode 'pack' takes x of f32"):
+        wgc.run_kernel(ComplexAxis(), [c6], None, {"mode": "pack"})

@@ -1,0 +1,133 @@
+"""unique_values, unique_counts, unique_inverse and unique_all on the GPU: the flattened x
+sorted (stably), the starts of its groups of equal values flagged and scanned, the results
+compacted; the number of unique values is the one thing read back (it is their shape)."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from ..array import astype, read_element, reshape
+from ..buffer import Buffer
+from ..commands import run_kernel
+from ..dtypes import DTYPES
+from ..kernels.sort.search import GATHER_1D
+from ..kernels.sort.sort import SORT
+from ..kernels.sort.unique import (
+    COMPACT_STARTS,
+    COMPACT_VALUES,
+    COUNTS_OP,
+    EXCLUSIVE_SCAN,
+    GROUP_STARTS,
+    INVERSE_OP,
+)
+from ._helpers import array, new, refuse_dtype
+from ._sorting import sortable
+
+__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+UniqueAllResult = namedtuple("UniqueAllResult",
+                             ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+_INDEX = DTYPES["s32"]
+
+
+class _Groups:
+    """x flattened and sorted, with its groups of equal values found: ``m`` of them."""
+
+    def __init__(self, where: str, x, permutation: bool):
+        x = array(x, "x")
+        if x.dtype.kind not in "fiubc":
+            raise refuse_dtype(where, x.dtype, "a numeric or bool dtype")
+        self.x = x
+        self.n = x.size
+        self.temps: list[Buffer] = []
+        flat = reshape(x, (x.size,))
+        wide = flat if x.dtype.kind == "c" else sortable(where, flat)
+        if wide.dtype != x.dtype:
+            self.temps.append(wide)
+        self.index = None
+        if permutation:
+            self.index = self.keep(run_kernel(SORT, [wide], None, {"indices": True}))
+            self.sorted = self.keep(run_kernel(GATHER_1D, [wide, self.index], None, {}))
+        else:
+            self.sorted = self.keep(run_kernel(SORT, [wide], None, {}))
+        self.flags = self.keep(run_kernel(GROUP_STARTS, [self.sorted], None, {}))
+        self.pos = self.keep(run_kernel(EXCLUSIVE_SCAN, [self.flags], None, {}))
+        self.m = int(read_element(self.pos, self.n))  # the one read: the result's shape
+
+    def keep(self, b: Buffer) -> Buffer:
+        self.temps.append(b)
+        return b
+
+    def new(self, shape, dt, label: str) -> Buffer:
+        return new(shape, DTYPES[str(dt)], self.x.device, label)
+
+    def values(self) -> Buffer:
+        out = run_kernel(COMPACT_VALUES, [self.sorted, self.flags, self.pos],
+                         self.new((self.m,), self.sorted.dtype, "unique-values"), {})
+        if out.dtype == self.x.dtype:
+            return out
+        try:
+            return astype(out, self.x.dtype, casting="unsafe")  # the values came from x
+        finally:
+            out.free()
+
+    def first_indices(self) -> Buffer:
+        return run_kernel(COMPACT_VALUES, [self.index, self.flags, self.pos],
+                          self.new((self.m,), _INDEX, "unique-indices"), {})
+
+    def counts(self) -> Buffer:
+        starts = run_kernel(COMPACT_STARTS, [self.sorted, self.flags, self.pos],
+                            self.new((self.m,), _INDEX, "unique-starts"), {})
+        try:
+            return run_kernel(COUNTS_OP, [starts], self.new((self.m,), _INDEX,
+                                                            "unique-counts"), {"n": self.n})
+        finally:
+            starts.free()
+
+    def inverse(self) -> Buffer:
+        out = self.new((self.n,), _INDEX, "unique-inverse")
+        run_kernel(INVERSE_OP, [self.index, self.flags, self.pos], out, {})
+        return reshape(out, self.x.shape)
+
+    def free(self) -> None:
+        for b in self.temps:
+            b.free()
+
+
+def _unique(where: str, x, permutation: bool, make):
+    g = _Groups(where, x, permutation)
+    try:
+        return make(g)
+    finally:
+        g.free()
+
+
+def unique_values(x, /) -> Buffer:
+    """The unique elements of ``x`` (flattened), sorted (complex numbers by real part, then
+    imaginary part); -0.0 and +0.0 are one value (the first in x's order stands for both),
+    every nan (complex: with a nan part) is a value of its own (nans last)."""
+    return _unique("unique_values", x, False, lambda g: g.values())
+
+
+def unique_counts(x, /) -> UniqueCountsResult:
+    """(values, counts): unique_values and how often each occurs (int32)."""
+    return _unique("unique_counts", x, False,
+                   lambda g: UniqueCountsResult(g.values(), g.counts()))
+
+
+def unique_inverse(x, /) -> UniqueInverseResult:
+    """(values, inverse_indices): unique_values and, in x's shape, each element's position
+    among them (int32)."""
+    return _unique("unique_inverse", x, True,
+                   lambda g: UniqueInverseResult(g.values(), g.inverse()))
+
+
+def unique_all(x, /) -> UniqueAllResult:
+    """(values, indices, inverse_indices, counts): unique_values, the flat index of each
+    value's first occurrence in x, each element's position among the values (x's shape) and
+    the values' counts, all int32."""
+    return _unique("unique_all", x, True, lambda g: UniqueAllResult(
+        g.values(), g.first_indices(), g.inverse(), g.counts()))

@@ -1,0 +1,1 @@
+"""The FFT and complex64 kernels."""

@@ -1,0 +1,186 @@
+"""The complex64 kernels: complex_axis (conversions, parts, padding, hermitian extension and
+Bluestein's chirps along one axis, complex_axis.wgsl) and complex_binary (+ - * / with
+numpy's broadcasting, complex_binary.wgsl)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...dtypes import DTYPES
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ..core import shaders
+from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from .fft import _nonneg
+
+# mode -> the dtype it writes
+AXIS_MODES = {"pad": "c64", "pad_conj": "c64", "hermitian": "c64", "hermitian_conj": "c64",
+              "chirp_in": "c64", "chirp_out": "c64", "chirp_b": "c64", "conj": "c64",
+              "real": "f32", "imag": "f32", "abs": "f32", "pack": "c64", "r2c_post": "c64",
+              "r2c_post_conj": "c64", "c2r_pre": "c64", "c2r_pre_conj": "c64",
+              "unpack": "f32"}
+REAL_INPUTS = ("f32", "f64", "s32", "u32")  # what "pad" converts to complex
+_SAME_LENGTH = ("real", "imag", "abs", "conj")
+WG = 256
+
+
+def _mode(value) -> str | None:
+    return None if value in AXIS_MODES else \
+        f"expected one of {', '.join(AXIS_MODES)}, got {value!r}"
+
+
+class ComplexAxis(BuiltinKernel):
+    """out (outer × n_out × inner) from x (outer × n_in × inner) by ``mode``: see
+    complex_axis.wgsl."""
+
+    name = "complex_axis"
+    inputs = ("x",)
+    dtypes = ("c64", "f32")
+    description = ("complex64 along an axis: convert, pad or crop, parts, abs, conj, "
+                   "hermitian extension, Bluestein chirps")
+    not_in_place = "complex_axis may read other elements than the one it writes"
+    params = (Param("mode", "mode", doc="what to compute", check=_mode),
+              Param("outer", "layout", 1, "elements before the axis", check=_nonneg),
+              Param("inner", "layout", 1, "elements after the axis", check=_nonneg),
+              Param("chirp", "layout", 1, "the length of the chirp (Bluestein)",
+                    check=_nonneg),
+              Param("sign", "layout", -1, "the chirp's sign"),
+              Param("scale", "f32", 1.0, "factor of the results"))
+
+    def _lengths(self, x, output, params):
+        o, q = params["outer"], params["inner"]
+        if o * q == 0:
+            return 0, 0
+        return x.size // (o * q), output.size // (o * q)
+
+    def check(self, inputs, output, params) -> None:
+        (x,) = inputs
+        mode = params["mode"]
+        want = AXIS_MODES[mode]
+        if output.dtype != want:
+            raise DtypeError(f"complex_axis: mode {mode!r} writes {want}, out is "
+                             f"{output.dtype}")
+        ok = ("f32",) if mode == "pack" else ("c64",) + (
+            REAL_INPUTS if mode in ("pad", "chirp_b") else ())
+        if x.dtype not in ok:
+            raise DtypeError(f"complex_axis: mode {mode!r} takes x of {', '.join(ok)}, got "
+                             f"{x.dtype}")
+        o, q = params["outer"], params["inner"]
+        n_in, n_out = self._lengths(x, output, params)
+        if o * n_in * q != x.size or o * n_out * q != output.size or (
+                mode in _SAME_LENGTH and n_in != n_out) or (
+                mode == "unpack" and n_out != 2 * n_in) or (
+                mode.startswith("r2c_post") and n_out != n_in + 1):
+            raise ShapeError(f"complex_axis: x {x.shape} and out {output.shape} are not "
+                             f"outer {o} × n × inner {q}")
+        if mode.startswith("chirp") and not 0 < params["chirp"] < 2**30:
+            raise ArgumentError(f"complex_axis: chirp length {params['chirp']} is not in "
+                                f"1..2^30")
+
+    def output_spec(self, inputs, params):
+        return inputs[0].shape, AXIS_MODES[params["mode"]]
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return PipelineKey(self.name, (inputs[0].dtype, output.dtype),
+                           (("mode", params["mode"]), ("sign", params["sign"])))
+
+    def render(self, key: PipelineKey):
+        c = dict(key.constants)
+        tin, tout = (DTYPES[d].wgsl for d in key.dtypes)
+        src = shaders.render(shaders.load("fft/complex_axis.wgsl"), {
+            "MODE": c["mode"], "SIGN": c["sign"], "TIN": tin, "TOUT": tout, "WG": WG,
+            "ENABLE": ""}, name="fft/complex_axis.wgsl")
+        return src, (("total", "u32"), ("n_out", "u32"), ("n_in", "u32"), ("Q", "u32"),
+                     ("chirp", "u32"), ("scale", "f32"))
+
+    def launches(self, inputs, output, params, device):
+        n_in, n_out = self._lengths(inputs[0], output, params)
+        if output.size == 0:
+            return []
+        return [Launch(fold_grid(-(-output.size // WG), device, self.name), {
+            "total": output.size, "n_out": n_out, "n_in": max(n_in, 1),
+            "Q": params["inner"], "chirp": params["chirp"], "scale": params["scale"]})]
+
+
+COMPLEX_AXIS = ComplexAxis()
+_DIMS = 6
+OPS = ("add", "sub", "mul", "div")
+
+
+def _op(value) -> str | None:
+    return None if value in OPS else f"expected one of {', '.join(OPS)}, got {value!r}"
+
+
+def _strides(shape, out_shape) -> list[int]:
+    """Element strides of a contiguous ``shape`` broadcast to ``out_shape`` (right-aligned
+    into _DIMS dimensions; 0 where it repeats)."""
+    shape = (1,) * (_DIMS - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step if n != 1 else 0)
+        step *= n
+    return strides[::-1]
+
+
+class ComplexBinary(BuiltinKernel):
+    """out = a op b for c64 a and b broadcast to out's shape (numpy's rules)."""
+
+    name = "complex_binary"
+    inputs = ("a", "b")
+    dtypes = ("c64",)
+    description = "complex64 a + - * / b, broadcast"
+    not_in_place = None  # each invocation reads its own a and b elements, then writes
+    params = (Param("op", "op", doc="add, sub, mul or div", check=_op),)
+
+    def output_spec(self, inputs, params):
+        a, b = inputs
+        return self._shape(a, b), "c64"
+
+    def _shape(self, a, b):
+        try:
+            shape = tuple(int(n) for n in np.broadcast_shapes(a.shape, b.shape))
+        except ValueError:
+            raise ShapeError(f"complex_binary: a {a.shape} and b {b.shape} do not "
+                             f"broadcast") from None
+        return shape
+
+    def check(self, inputs, output, params) -> None:
+        a, b = inputs
+        for name, buf in (("a", a), ("b", b)):
+            if buf.dtype != "c64":
+                raise DtypeError(f"complex_binary: {name} is {buf.dtype}; expected c64")
+        shape = self._shape(a, b)
+        if output.shape != shape:
+            raise ShapeError(f"complex_binary: out is {output.shape}, expected {shape}")
+        if output.ndim > _DIMS:
+            raise ShapeError(f"complex_binary: out {output.shape} has more than {_DIMS} "
+                             f"dimensions")
+        if output.size >= 2**32:
+            raise ShapeError(f"complex_binary: out {output.shape} has 2^32 elements or more")
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return PipelineKey(self.name, ("c64",), (("op", params["op"]),))
+
+    def render(self, key: PipelineKey):
+        src = shaders.render(shaders.load("fft/complex_binary.wgsl"), {
+            "OP": dict(key.constants)["op"], "WG": WG, "DIMS": _DIMS},
+            name="fft/complex_binary.wgsl")
+        fields = [("total", "u32")]
+        for k in range(_DIMS):
+            fields += [(f"d{k}", "u32"), (f"sa{k}", "u32"), (f"sb{k}", "u32")]
+        return src, tuple(fields)
+
+    def launches(self, inputs, output, params, device):
+        if output.size == 0:
+            return []
+        a, b = inputs
+        dims = (1,) * (_DIMS - output.ndim) + tuple(output.shape)
+        values = {"total": output.size}
+        for k, (d, sa, sb) in enumerate(zip(dims, _strides(a.shape, output.shape),
+                                            _strides(b.shape, output.shape))):
+            values.update({f"d{k}": d, f"sa{k}": sa, f"sb{k}": sb})
+        return [Launch(fold_grid(math.ceil(output.size / WG), device, self.name), values)]
+
+
+COMPLEX_BINARY = ComplexBinary()

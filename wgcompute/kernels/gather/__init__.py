@@ -1,0 +1,2 @@
+"""Gathers and compactions: take along an axis, index checks, the positions of nonzero
+elements (the compaction behind boolean masks and nonzero)."""

@@ -1,0 +1,1 @@
+"""Prefix scans (cumulative sums and products) along the rows of a batch."""

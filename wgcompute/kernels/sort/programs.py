@@ -1,0 +1,162 @@
+"""The sort family's programs as step kernels (radix count and scatter, scans, extraction,
+group flags, binary search, unique's compaction): each renders its template for constants
+the op chose; the ops in sort.py and unique.py chain them in one compute pass."""
+
+from __future__ import annotations
+
+from ...errors import ShapeError
+from ..core import shaders
+from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+
+WG = 256  # also the radix's number of digits (the programs count on that)
+ITEMS = 4  # elements per invocation of the other programs
+SCAN_ITEMS = 16
+CHUNK = WG * SCAN_ITEMS  # words a scan workgroup covers
+RADIX_BITS = 8
+# Tests set these False to exercise the workgroup-memory scan on adapters with subgroups and
+# the small tiles on adapters with more workgroup memory than WebGPU's default.
+use_subgroups = True
+wide_tiles = True
+# Elements a radix invocation takes at most (the tile: WG times it). Measured on an H200
+# (64M f32): 8 sorted in 4.45 ms, 16 in 5.08 (argsort 6.38 and 9.01 ms).
+max_items = 8
+
+_SORT_FIELDS = (("n", "u32"), ("blocks", "u32"), ("shift", "u32"), ("word", "u32"),
+                ("rowlen", "u32"), ("nv", "u32"), ("per", "u32"))
+# Segments of tiles a radix workgroup runs through, at most: as many as there are tiles (one
+# tile a workgroup) unless there are more. Measured on an H200 (64M f32, 32,768 tiles): 2,048
+# segments of 16 tiles sorted in 4.61 ms, one tile a segment in 4.45.
+SEGMENTS = 1 << 22
+_DEFAULTS = {"STEP": "", "KIND": "u", "W": 1, "DESC": False, "ROW": False, "PAY": False,
+             "FIRST": False, "SR": 1, "DR": 1, "WG": WG, "ITEMS": ITEMS, "SHM": 1,
+             "SIDE": "left", "SUB": False}
+
+
+class Step(BuiltinKernel):
+    """One program of the family. Its params are ``c`` (the template's constants, part of
+    the pipeline key) and ``u`` (the uniform's values) and ``groups`` (workgroups); the op
+    that chains it has checked the buffers."""
+
+    dtypes = ("u32", "s32", "f32", "f64", "s64", "c64")
+    not_in_place = "a sort step reads other elements than the one it writes"
+    params = (Param("c", "constants", {}), Param("u", "uniform", {}),
+              Param("groups", "u32", 1))
+
+    def __init__(self, name: str, template: str, inputs: tuple[str, ...], fields):
+        self.name = name
+        self.template = template
+        self.inputs = inputs
+        self.fields = fields
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return PipelineKey(self.name, (), tuple(sorted(params["c"].items())))
+
+    def render(self, key: PipelineKey):
+        consts = dict(_DEFAULTS, **dict(key.constants))
+        consts["SGARGS"] = (",\n        @builtin(subgroup_invocation_id) sid: u32,\n"
+                            "        @builtin(subgroup_size) ssize: u32") if consts["SUB"] else ""
+        src = shaders.render(shaders.load(self.template), consts, name=self.template)
+        return src, self.fields
+
+    def launches(self, inputs, output, params, device):
+        groups = params["groups"]
+        if groups == 0:
+            return []
+        u = {f: 0 for f, _ in self.fields}
+        u.update(params["u"])
+        return [Launch(fold_grid(groups, device, self.name), u)]
+
+
+COUNT = Step("sort_count", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
+SCATTER = Step("sort_scatter", "sort/sort.wgsl", ("src", "offs"), _SORT_FIELDS)
+EXTRACT = Step("sort_extract", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
+FLAG = Step("sort_flag", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
+SEARCH = Step("sort_search", "sort/sort.wgsl", ("x", "v"), _SORT_FIELDS)
+GATHER = Step("sort_gather", "sort/sort.wgsl", ("x", "v"), _SORT_FIELDS)
+OKEY = Step("sort_okey", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
+NONZERO = Step("sort_nonzero", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
+SCAN_REDUCE = Step("scan_reduce", "sort/scan.wgsl", ("a",), (("n", "u32"),))
+SCAN_TOP = Step("scan_top", "sort/scan.wgsl", ("a",), (("n", "u32"),))
+SCAN_DOWN = Step("scan_down", "sort/scan.wgsl", ("a", "b"), (("n", "u32"),))
+COL_REDUCE = Step("scan_colreduce", "sort/scan.wgsl", ("a",), (("n", "u32"),))
+COL_TOP = Step("scan_coltop", "sort/scan.wgsl", ("a",), (("n", "u32"),))
+COL_DOWN = Step("scan_coldown", "sort/scan.wgsl", ("a", "b"), (("n", "u32"),))
+COL_ITEMS = 64  # tiles a column-scan invocation runs through
+
+
+def radix_config(device, rec: int) -> dict:
+    """The radix programs' tile for records of ``rec`` words: the most elements an invocation
+    (16, 8 or 4; at most max_items) whose tile the workgroup memory holds (4 in WebGPU's
+    default 16 KiB), and subgroup scans where the adapter has them."""
+    def shm(items: int) -> int:  # the staged tile (a word of padding per 8) or the counters
+        return max(WG * items * rec + WG * items // 8, 9 * WG)
+
+    limit = device.limit("max-compute-workgroup-storage-size")
+    items = 4
+    for wide in (8, 16):
+        # the scatter's workgroup memory: the tile, 3 arrays of WG words and one of 16
+        if wide_tiles and wide <= max_items and (shm(wide) + 3 * WG + 16) * 4 <= limit:
+            items = wide
+    return {"ITEMS": items, "SHM": shm(items),
+            "SUB": use_subgroups and device.has("subgroup")}
+
+
+def groups_for(n: int, per: int) -> int:
+    return -(-n // per)
+
+
+def scan_temps(n: int) -> list:
+    """The two temporaries scan_steps needs for ``n`` words (the chunks' sums and their scan)."""
+    parts = max(groups_for(n, CHUNK), 1)
+    return [((parts,), "u32"), ((parts,), "u32")]
+
+
+def scan_steps(src, dst, n: int, sums, scanned) -> list:
+    """Steps writing the exclusive prefix sum of ``n`` u32 words of ``src`` into ``dst``
+    (refs), through ``sums`` and ``scanned``, the temporaries of scan_temps(n)."""
+    parts = groups_for(n, CHUNK)
+    c = {"WG": WG, "ITEMS": SCAN_ITEMS}
+    u = {"n": n}
+    return [(SCAN_REDUCE, [src], sums, {"c": dict(c, STEP="reduce"), "u": u,
+                                        "groups": parts}),
+            (SCAN_TOP, [sums], scanned, {"c": dict(c, STEP="top"), "u": {"n": parts},
+                                         "groups": 1}),
+            (SCAN_DOWN, [src, scanned], dst, {"c": dict(c, STEP="down"), "u": u,
+                                              "groups": parts})]
+
+
+def col_scan_temps(tiles: int) -> list:
+    """The two temporaries col_scan_steps needs for ``tiles`` histograms."""
+    groups = max(groups_for(tiles, COL_ITEMS), 1)
+    return [((groups * WG,), "u32"), (((groups + 1) * WG,), "u32")]
+
+
+def col_scan_steps(src, dst, tiles: int, sums, scanned) -> list:
+    """Steps writing the radix offsets of ``tiles`` histograms of WG digits (``src``, tile-
+    major) into ``dst``: each (tile, digit)'s place in digit-major order."""
+    groups = groups_for(tiles, COL_ITEMS)
+    c = {"WG": WG, "ITEMS": COL_ITEMS}
+    u = {"n": tiles}
+    return [(COL_REDUCE, [src], sums, {"c": dict(c, STEP="colreduce"), "u": u,
+                                       "groups": groups}),
+            (COL_TOP, [sums], scanned, {"c": dict(c, STEP="coltop"), "u": {"n": groups},
+                                        "groups": 1}),
+            (COL_DOWN, [src, scanned], dst, {"c": dict(c, STEP="coldown"), "u": u,
+                                             "groups": groups})]
+
+
+def kind(dtype: str) -> str:
+    """The key's kind of a sortable dtype: "f" (f32, f64), "i" (s32, s64), "u" (u32) or "c"
+    (c64: by the real part, then the imaginary part)."""
+    return {"f32": "f", "f64": "f", "s32": "i", "s64": "i", "u32": "u", "c64": "c"}[str(dtype)]
+
+
+def words(dtype: str) -> int:
+    return 2 if str(dtype) in ("f64", "s64", "c64") else 1
+
+
+def check_size(name: str, n: int) -> None:
+    """Indices and positions are u32 in the shaders, and int32 in results."""
+    if n >= 2**31:
+        raise ShapeError(f"{name}: {n} elements; at most {2**31 - 1} are sorted at once "
+                         f"(positions are int32)")

@@ -12,6 +12,9 @@ import wgcompute.array_api as xp
 from wgcompute.dtypes import DTYPES, dtype
 from wgcompute.kernels.elementwise.where import WHERE
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 NUMERIC = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 3, 4), (1031,)]
 

@@ -11,6 +11,9 @@ import wgcompute.array_api as xp
 from wgcompute.array_api import _complex
 from wgcompute.dtypes import DTYPES, convert_exact, dtype, list_to_array
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 rng = np.random.default_rng(3)
 SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 3, 4), (1031,)]
 

@@ -17,6 +17,9 @@ from wgcompute.kernels.fft.fft import (
     workgroup_elements,
 )
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 RTOL = 1e-4
 rng = np.random.default_rng(7)
 

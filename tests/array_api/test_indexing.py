@@ -10,6 +10,9 @@ import wgcompute as wgc
 import wgcompute.array_api as xp
 from wgcompute.dtypes import DTYPES
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 DTS = tuple(d for d in ("f32", "f64", "f16", "s32", "s64", "u32", "u8", "bool", "c64")
             if d in DTYPES)
 INDEX = ("s32", "s64", "u32", "u8")
@@ -41,6 +44,7 @@ def test_take_dtypes(dt, rng):
         np.testing.assert_array_equal(got.to_numpy(), np.take(a, idx, axis=axis))
 
 
+@pytest.mark.computes("it")
 @pytest.mark.parametrize("it", INDEX)
 def test_take_index_dtypes(it, rng):
     a = rng.standard_normal(3000).astype(np.float32)  # > one workgroup of indices
@@ -50,6 +54,7 @@ def test_take_index_dtypes(it, rng):
     np.testing.assert_array_equal(got.to_numpy(), a[idx.astype(np.int64)])
 
 
+@pytest.mark.needs("s64")  # int64 indices
 def test_take_refusals_and_edges(rng):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     x = up(a)
@@ -77,6 +82,7 @@ def test_take_refusals_and_edges(rng):
         xp.take(up(np.zeros((2, 0), np.float32)), up(np.array([0], np.int32)), axis=1)
 
 
+@pytest.mark.needs("s64")  # int64 indices (numpy argsort)
 @pytest.mark.parametrize("dt", DTS)
 def test_take_along_axis(dt, rng):
     a = values(dt, (4, 6, 5), rng)

@@ -12,6 +12,9 @@ import wgcompute as wgc
 import wgcompute.array_api as xp
 from wgcompute.dtypes import DTYPES
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 la = xp.linalg
 FLOATS = ("f32", "f64")
 INTS = ("s32", "s64", "u32", "u8")
@@ -106,6 +109,7 @@ def test_matmul_integers_wrap_as_numpy(rng):
                                   big @ two)
 
 
+@pytest.mark.needs("s64", "f64")  # promotes to them
 def test_matmul_promotes_and_refuses(rng):
     a32 = xp.asarray(rand(rng, (3, 4), "f32"))
     a64 = xp.asarray(rand(rng, (4, 2), "f64"))
@@ -187,6 +191,7 @@ def test_diagonal_and_trace(shape, offset, rng):
         np.float32), "f32")
 
 
+@pytest.mark.needs("s64", "f64")
 def test_trace_dtypes(rng):
     u = rng.integers(0, 200, (3, 3)).astype(np.uint8)
     t = la.trace(xp.asarray(u))

@@ -9,6 +9,9 @@ import wgcompute as wgc
 import wgcompute.array_api as xp
 from wgcompute.dtypes import DTYPES
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 DTYPES_XP = ("float32", "float64", "int32", "int64", "uint8", "uint32", "bool", "complex64")
 SHAPES = [(), (0,), (7,), (3, 5), (2, 3, 4), (1031,), (4, 0, 3)]
 

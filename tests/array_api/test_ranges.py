@@ -9,6 +9,9 @@ import wgcompute as wgc
 import wgcompute.array_api as xp
 from wgcompute.dtypes import DTYPES
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 ALL_XP = ("float32", "float64", "int32", "int64", "uint8", "uint32", "bool", "complex64")
 
 

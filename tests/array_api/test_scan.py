@@ -12,6 +12,9 @@ from wgcompute.commands import run_kernel
 from wgcompute.dtypes import DTYPES
 from wgcompute.kernels.scan.scan import SCANS, tile
 
+# the dtypes these parameters hold need their adapter features (f64, f16, int64)
+pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
+
 REAL = tuple(d for d in ("f32", "f64", "f16", "s32", "s64", "u32", "u8", "bool")
              if d in DTYPES)
 

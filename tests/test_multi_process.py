@@ -357,6 +357,7 @@ def test_worker_processes_end_when_their_parent_is_killed(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.needs("several-devices")  # its one-process reference opens a device per adapter
 def test_the_multi_gpu_benchmark_runs_and_checks_its_results(tmp_path):
     import json
 

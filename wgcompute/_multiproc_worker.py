@@ -17,7 +17,16 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from ._multiproc_common import NO_NOTE, STOP, create_shm, loaded, map_shm, pack_error, shm_view
+from ._multiproc_common import (
+    NO_NOTE,
+    STOP,
+    adapter_index,
+    create_shm,
+    loaded,
+    map_shm,
+    pack_error,
+    shm_view,
+)
 
 __all__ = ["worker_main"]
 
@@ -222,10 +231,13 @@ def worker_main(conn, adapter: int, prefix: str, number: int, local_map) -> None
     what the parent sends until it says close (or is gone)."""
     # The parent handles Ctrl-C and closes its workers: one here would kill them mid-batch.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from .runtime import device, set_default_device
+    from .runtime import default_device, default_opened, device, set_default_device
 
     try:
-        dev = device(adapter)
+        if default_opened() and adapter_index(default_device(), "device") == adapter:
+            dev = default_device()  # opened already here (GL allows one device a process)
+        else:
+            dev = device(adapter)
         set_default_device(dev)
     except BaseException as e:  # noqa: BLE001 - told to the parent, which raises it
         conn.send(("fatal", pack_error(e)))

@@ -5,17 +5,19 @@
 # a first shader compile takes longer than hypothesis's 800 ms), with the xfails listed (each
 # with its reason) in tests/array_api/xfails.txt.
 #   bash scripts/array_api_suite.sh PYTHON [pytest args]
-# The suite is taken from ARRAY_API_TESTS, else ../shared/array-api-tests, else cloned at the
-# pinned commit into .cache/array-api-tests. It runs from a temporary folder so that
+# The suite is taken from ARRAY_API_TESTS, else ../shared/array-api-tests (beside the checkout,
+# or /work/shared), else cloned at the pinned commit into .cache/array-api-tests. It runs from a temporary folder so that
 # hypothesis keeps its example database out of the suite's folder.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); shift
 commit=55fcc60 spec=5f847a38
 suite=${ARRAY_API_TESTS:-}
-if [ -z "$suite" ] && [ -d "$repo/../shared/array-api-tests/array_api_tests" ]; then
-  suite=$repo/../shared/array-api-tests
-fi
+for candidate in "$repo/../shared/array-api-tests" /work/shared/array-api-tests; do
+  if [ -z "$suite" ] && [ -d "$candidate/array_api_tests" ]; then
+    suite=$candidate
+  fi
+done
 if [ -z "$suite" ]; then
   suite=$repo/.cache/array-api-tests
   if [ ! -d "$suite/array_api_tests" ]; then

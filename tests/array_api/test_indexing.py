@@ -131,7 +131,6 @@ def test_nonzero_shapes(rng):
         xp.nonzero(up(np.int32(3)))
 
 
-@pytest.mark.skipif("bool" not in DTYPES, reason="masks are bool arrays")
 @pytest.mark.parametrize("dt", DTS)
 def test_mask_getitem(dt, rng):
     a = values(dt, (6, 5, 3), rng)
@@ -142,7 +141,6 @@ def test_mask_getitem(dt, rng):
         np.testing.assert_array_equal(got.to_numpy(), a[m])
 
 
-@pytest.mark.skipif("bool" not in DTYPES, reason="masks are bool arrays")
 def test_mask_getitem_edges(rng):
     a = rng.standard_normal((4, 3)).astype(np.float32)
     x = up(a)
@@ -229,7 +227,6 @@ def test_setitem_views_and_values(rng):
         x[4] = 1.0
 
 
-@pytest.mark.skipif("bool" not in DTYPES, reason="masks are bool arrays")
 @pytest.mark.parametrize("dt", DTS)
 def test_setitem_mask(dt, rng):
     a = values(dt, (7, 5), rng)

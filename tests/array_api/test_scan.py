@@ -168,7 +168,6 @@ def test_kernel_checks():
         run_kernel(SCANS["sum"], [wgc.from_numpy(np.ones(3, np.float32))])
 
 
-@pytest.mark.skipif("c64" not in DTYPES, reason="no complex dtype")
 @pytest.mark.parametrize("op", ["sum", "prod"])
 def test_complex(op, rng):
     n = tile("c64") * 2 + 5  # three steps

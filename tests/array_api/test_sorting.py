@@ -238,7 +238,6 @@ def test_sort_other_programs(subgroups, wide, monkeypatch, rng):
     same_bits(xp.sort(g, descending=True).to_numpy(), np.take_along_axis(a, order, -1))
 
 
-@pytest.mark.skipif("c64" not in DTYPES, reason="no complex dtype")
 def test_unique_and_count_nonzero_complex(rng):
     """Complex values group by equality of both parts (±0 equal); one with a nan part is a
     value of its own; values sorted by real part, then imaginary part (numpy's order)."""

@@ -39,10 +39,10 @@ LAYERS = {
     "wgcompute.stream_lanes": 10, "wgcompute.surface_programs": 10,  # stream_map's, surface's
     "wgcompute._multiproc": 10, "wgcompute._multiproc_worker": 10,  # a process per device
     "wgcompute._multiproc_common": 10,  # what the parent and its workers share
-    "wgcompute.ml": 11,  # ONNX models: above pipelines and streams, below the facade
+    "wgcompute.ml": 12,  # ONNX models: above pipelines, streams and the array namespace
     "wgcompute.array": 10,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute._gather": 10, "wgcompute._setitem": 10,  # array's advanced indexing, assignment
-    "wgcompute.array_api": 12,  # the array API standard's namespace, over arrays and kernels
+    "wgcompute.array_api": 11,  # the array API standard's namespace, over arrays and kernels
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
     "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only

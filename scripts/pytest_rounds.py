@@ -7,19 +7,30 @@ thousands of pipelines and grows past 3 GB; a round of a quarter of the files st
 
     python scripts/pytest_rounds.py --rounds 4 -- python -m pytest -q -n 2 [pytest args]
 
-Files are dealt to the rounds largest first, so that each round gets a similar mix. Every
-round runs even after one failed; the exit status is the first failing round's. Arguments
-after ``--`` that name test files or folders restrict the run to them."""
+Files are dealt to the rounds largest first, so that each round gets a similar mix. The files
+whose tests start processes that open devices of their own (worker processes, Dask clusters,
+interpreters per case) run in a last round of their own: beside compile-heavy files their
+children pushed a round past 4.5 GB. A file of thousands of cases (SPLIT) is run in shards,
+one per round (tests/conftest.py keeps every n-th of its tests). Every round runs even after
+one failed; the exit status is the first failing round's. Arguments after ``--`` that name
+test files or folders restrict the run to them."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
+# files whose tests start processes with devices of their own: a round of their own, last
+SOLO = ("test_multi_process.py", "test_dask.py", "test_edges_cli_dask.py", "test_sklearn.py",
+        "test_infer_cli.py")
+# files of thousands of generated cases: one shard in each of the rounds
+SPLIT = ("test_onnx_backend.py",)
+SHARDS_ENV = "WGCOMPUTE_TEST_SHARDS"  # read by tests/conftest.py
 
 
 def test_files(paths: list[str]) -> list[Path]:
@@ -40,26 +51,44 @@ def deal(files: list[Path], rounds: int) -> list[list[Path]]:
     return [sorted(h) for h in hands]
 
 
+def plan(files: list[Path], rounds: int) -> list[tuple[list[Path], str]]:
+    """(files, shards) per round: the usual files dealt, each SPLIT file in every one of
+    those rounds as a shard, then the SOLO files in a round of their own."""
+    solo = [f for f in files if f.name in SOLO]
+    split = [f for f in files if f.name in SPLIT]
+    rest = [f for f in files if f not in solo and f not in split]
+    hands = deal(rest, rounds) if rest else ([[]] if split else [])
+    n = len(hands)
+    out = [(sorted(h + split), ",".join(f"{f.name}={i}/{n}" for f in split))
+           for i, h in enumerate(hands, 1)]
+    if solo:
+        out.append((sorted(solo), ""))
+    return out
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("usage: pytest_rounds.py [--rounds N] -- PYTEST COMMAND [ARGS]", file=sys.stderr)
         return 2
     split = argv.index("--")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4, help="pytest runs in a row (default 4)")
+    parser.add_argument("--rounds", type=int, default=4, help="pytest runs in a row (default 4, "
+                        "and one more for the files that start processes)")
     opts = parser.parse_args(argv[:split])
     command = argv[split + 1:]
     paths = [a for a in command if a.endswith(".py") or Path(a).is_dir()]
     args = [a for a in command if a not in paths]
-    hands = deal(test_files(paths), opts.rounds)
+    rounds = plan(test_files(paths), opts.rounds)
     status, start = 0, time.monotonic()
-    for i, hand in enumerate(hands, 1):
-        print(f"=== round {i} of {len(hands)}: {len(hand)} test files", flush=True)
-        rc = subprocess.call(args + [str(f) for f in hand])
+    for i, (hand, shards) in enumerate(rounds, 1):
+        note = f" (shards {shards})" if shards else ""
+        print(f"=== round {i} of {len(rounds)}: {len(hand)} test files{note}", flush=True)
+        env = dict(os.environ, **{SHARDS_ENV: shards}) if shards else None
+        rc = subprocess.call(args + [str(f) for f in hand], env=env)
         if rc not in (0, 5) and status == 0:  # 5: every test deselected (e.g. -m "not slow")
             status = rc
     verdict = "all passed" if status == 0 else f"FAILED (exit status {status})"
-    print(f"=== {len(hands)} rounds in {time.monotonic() - start:.0f} s: {verdict}")
+    print(f"=== {len(rounds)} rounds in {time.monotonic() - start:.0f} s: {verdict}")
     return status
 
 

@@ -92,11 +92,13 @@ def _several_devices() -> str | None:
     if index is None:
         return f"the default device's adapter ({_where()}) is not among wgc.devices()"
     try:
-        other = wgc.device(index)
+        other = wgc.device(index, new=True)
     except wgc.DeviceError as e:
         return f"a second device on {_where()} is refused: {e}"
-    with other:
+    try:
         ok = wgc.relu(wgc.buffer([-1.0, 2.0], device=other)).tolist() == [0.0, 2.0]
+    finally:
+        other.close()
     return None if ok else f"a second device on {_where()} computes wrongly"
 
 
@@ -246,7 +248,41 @@ def adapter_lacks():
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def pytest_collection_modifyitems(items):
+# scripts/pytest_rounds.py runs a large file in shards, one per round (WGCOMPUTE_TEST_SHARDS=
+# "test_onnx_backend.py=2/3,..."): shard i of n keeps every n-th of that file's tests.
+SHARDS_ENV = "WGCOMPUTE_TEST_SHARDS"
+
+
+def _shards() -> dict[str, tuple[int, int]]:
+    shards = {}
+    for part in filter(None, os.environ.get(SHARDS_ENV, "").split(",")):
+        name, _, frac = part.partition("=")
+        i, _, n = frac.partition("/")
+        shards[name.strip()] = (int(i), int(n))
+    return shards
+
+
+def _keep_shards(items, config) -> None:
+    shards = _shards()
+    if not shards:
+        return
+    seen: dict[str, int] = {}
+    kept, dropped = [], []
+    for item in items:
+        name = item.path.name
+        if name in shards:
+            i, n = shards[name]
+            k = seen[name] = seen.get(name, -1) + 1
+            (kept if k % n == i - 1 else dropped).append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_collection_modifyitems(config, items):
+    _keep_shards(items, config)
     unstable = [item.nodeid for item in items if _ADDRESS.search(item.nodeid)]
     if unstable:
         raise pytest.UsageError(

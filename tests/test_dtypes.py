@@ -16,6 +16,10 @@ TABLE = {  # name: (numpy, WGSL compute type, item size, feature kernels need)
     "s64": (np.int64, "i64", 8, "shader-int64"),
     "u32": (np.uint32, "u32", 4, None),
     "u8": (np.uint8, "u32", 1, None),  # packed four to a u32 word
+    "s8": (np.int8, "i32", 1, None),  # packed four to a u32 word, computed in i32
+    "s16": (np.int16, "i32", 2, None),  # packed two to a u32 word
+    "u16": (np.uint16, "u32", 2, None),
+    "u64": (np.uint64, "u64", 8, "shader-int64"),
     "bool": (np.bool_, "u32", 1, None),  # the bytes 0 and 1, packed as u8
     "c64": (np.complex64, "vec2<f32>", 8, None),  # (real, imaginary) f32 pairs
 }
@@ -45,8 +49,8 @@ def test_spellings_resolve_to_one_name(spec, name):
     assert dtypes.dtype(spec).name == name
 
 
-@pytest.mark.parametrize("spec", ["f8", "int16", "complex128", np.int16, np.complex128, 3, None,
-                                  np.dtype("U4")])
+@pytest.mark.parametrize("spec", ["f8", "bfloat16", "complex128", np.longdouble,
+                                  np.complex128, 3, None, np.dtype("U4")])
 def test_unknown_dtypes(spec):
     with pytest.raises(wgc.DtypeError, match="my_arg"):
         dtypes.dtype(spec, "my_arg")

@@ -186,9 +186,10 @@ def test_include_of_a_missing_file_is_a_template_error():
 
 
 def test_the_u8_lanes_are_written_once():
-    """Packed elements (u8, bool: four a u32 word) are read and written by the functions of
-    elementwise/packed.wgsl, which the elementwise, broadcast, astype and where templates
-    include: none of them, nor the Python that fills them, spells the byte shifts itself."""
+    """Packed elements (u8, s8, bool: four a u32 word; s16, u16: two) are read and written by
+    the functions of elementwise/packed.wgsl, which the elementwise, broadcast, astype and
+    where templates include: none of them, nor the Python that fills them, spells the byte
+    shifts itself."""
     import pathlib
     import re
 
@@ -202,4 +203,7 @@ def test_the_u8_lanes_are_written_once():
     assert not found, found
     from wgcompute.kernels.core import shaders
 
-    assert "fn lane8(" in shaders.load("elementwise/packed.wgsl")
+    packed = shaders.load("elementwise/packed.wgsl")
+    for fn in ("lane_u", "lane_s", "put_u", "put_s", "lane_ux4", "lane_sx4", "put_ux4",
+               "put_sx4"):
+        assert f"fn {fn}(" in packed

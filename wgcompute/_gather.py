@@ -51,14 +51,18 @@ def widen(x: Buffer, dt) -> Buffer:
 
 
 def index_array(indices, argument: str = "indices") -> Buffer:
-    """An integer array of indices as a gather reads it (s32, u32 or s64; u8 widened)."""
+    """An integer array of indices as a gather reads it (s32, u32 or s64; the 1- and 2-byte
+    integers widened, keeping their sign; u64 refused)."""
     check_buffer(indices, argument)
     dt = DTYPES[indices.dtype]
     if dt.kind not in "iu":
         raise IndexingError(f"{argument}: {dt.name} array; indices must be an integer array")
     if dt.name in INDEX_DTYPES:
         return indices
-    return widen(indices, "u32")
+    if dt.itemsize == 8:  # u64: read as s64 its values past 2**63 would be negative indices
+        raise IndexingError(f"{argument}: {dt.name} array; indices must be s32, u32 or s64 "
+                            f"(convert with astype(indices, 's64'))")
+    return widen(indices, "s32" if dt.kind == "i" else "u32")
 
 
 def _same_device(where: str, *named) -> None:

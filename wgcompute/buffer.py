@@ -125,7 +125,8 @@ class Buffer(BufferMemory, NumpyMethods):
 
     @property
     def dtype(self) -> DType:
-        """The dtype, named as wgcompute spells it: f32, f64, f16, s32, s64, u32 or u8.
+        """The dtype, named as wgcompute spells it: f32, f64, f16, s8, s16, s32, s64, u8, u16,
+        u32, u64, bool or c64.
         ``buf.dtype == "f32"`` holds, it prints as f32, and ``np.dtype(buf.dtype)`` is
         numpy's float32."""
         return self._dt

@@ -17,9 +17,10 @@ class DType:
     "float32" and numpy's float32), it hashes, prints and formats as "f32", and
     ``np.dtype(d)`` is its numpy dtype (through the ``dtype`` attribute, numpy's protocol)."""
 
-    name: str  # wgcompute's spelling: f32, f64, s32, s64, u32, u8, f16
+    name: str  # wgcompute's spelling: f32, f64, f16, s8, s16, s32, s64, u8, u16, u32, u64
     numpy: np.dtype
-    wgsl: str  # WGSL scalar type kernels compute in (u8 travels packed in u32 words)
+    wgsl: str  # WGSL scalar type kernels compute in (1- and 2-byte integers travel packed in
+    # u32 words, computed in i32 or u32)
     itemsize: int
     feature: str | None  # adapter feature kernels on this dtype need
     kind: str  # "f" float, "i" signed int, "u" unsigned int, "c" complex, "b" bool
@@ -67,9 +68,18 @@ class DType:
 
     @property
     def packed(self) -> bool:
-        """True for u8 and bool: four elements share one u32 word on the GPU (bool as the
-        bytes 0 and 1)."""
-        return self.name in ("u8", "bool")
+        """True for the 1- and 2-byte integers and bool: several elements share one u32 word
+        on the GPU (``lanes`` of ``bits`` bits each; bool as the bytes 0 and 1)."""
+        return self.itemsize < 4 and self.kind in "iub"
+
+    @property
+    def lanes(self) -> int:
+        """Elements per u32 word on the GPU: 4 for u8, s8 and bool, 2 for s16 and u16, else 1."""
+        return 4 // self.itemsize if self.packed else 1
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.itemsize
 
 
 _TABLE = [
@@ -79,7 +89,13 @@ _TABLE = [
     DType("s32", np.dtype(np.int32), "i32", 4, None, "i"),
     DType("s64", np.dtype(np.int64), "i64", 8, "shader-int64", "i"),
     DType("u32", np.dtype(np.uint32), "u32", 4, None, "u"),
+    # 1- and 2-byte integers: lanes of u32 words (element e in the word's lane e % lanes, the
+    # first in the low bits), computed in i32 (sign-extended when read) or u32
     DType("u8", np.dtype(np.uint8), "u32", 1, None, "u"),
+    DType("s8", np.dtype(np.int8), "i32", 1, None, "i"),
+    DType("s16", np.dtype(np.int16), "i32", 2, None, "i"),
+    DType("u16", np.dtype(np.uint16), "u32", 2, None, "u"),
+    DType("u64", np.dtype(np.uint64), "u64", 8, "shader-int64", "u"),
     # bool: the bytes 0 and 1, stored as u8 is (four to a u32 word)
     DType("bool", np.dtype(np.bool_), "u32", 1, None, "b"),
     # complex64: (real, imaginary) f32 pairs; kernels compute it as vec2<f32>
@@ -90,7 +106,8 @@ _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in _TABLE}
 # Other spellings people type; each maps to one wgcompute name.
 _ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "s32",
             "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64",
-            "complex64": "c64"}
+            "int8": "s8", "int16": "s16", "uint16": "u16", "uint64": "u64", "i8": "s8",
+            "i16": "s16", "complex64": "c64"}
 
 
 def dtype(spec, argument: str = "dtype") -> DType:

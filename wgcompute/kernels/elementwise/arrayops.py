@@ -13,6 +13,7 @@ from ...errors import DtypeError, ShapeError, UnsupportedDtypeError
 from ..core import shaders
 from ..core.base import Launch, Param, PipelineKey, fold_grid
 from ..core.layout import index_wgsl, uniform_fields, uniform_values
+from . import packing
 from .builtin import Elementwise, split_launches
 from .elementwise import broadcast_source
 from .optable import OPS
@@ -173,7 +174,7 @@ class ArrayOp(Elementwise):
         for n, f in zip(self.inputs, full):
             at_ = "e" if f else f"i_{n}"
             if src.packed:
-                loads.append(f"lane8({n}[{at_} / 4u], {at_})")
+                loads.append(packing.load(src, n, at_))
             else:
                 loads.append(f"{w}({n}[{at_}])")
         if self.scalar:
@@ -185,12 +186,12 @@ class ArrayOp(Elementwise):
         if dst.packed:
             item = [
                 "var word = 0u;",
-                "for (var l = 0u; l < 4u; l = l + 1u) {",
-                "    let e = i * 4u + l;",
+                f"for (var l = 0u; l < {dst.lanes}u; l = l + 1u) {{",
+                f"    let e = i * {dst.lanes}u + l;",
                 "    let g = p.start + e;",
                 "    if (g < p.total) {",
                 *("        " + x for x in index.splitlines()),
-                f"        word = word | put8(op({args}), l);",
+                f"        word = word | {packing.put(dst, f'{dst.wgsl}(op({args}))', 'l')};",
                 "    }",
                 "}",
                 "out[i] = word;"]
@@ -201,7 +202,7 @@ class ArrayOp(Elementwise):
         params = [f"x: {w}", f"y: {w}"][:2 if (self.scalar or len(self.inputs) == 2) else 1]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   # (complex64 takes no scalar: the uniform has no complex field type)
-                  ("s", "u32" if src.packed or src.kind == "c" else src.wgsl),
+                  ("s", "u32" if src.kind == "c" else src.wgsl),
                   *uniform_fields(ndim, strided))
         helpers = _float_divmod(w) if src.is_float and self.row.helpers == "divmod" else ""
         text = broadcast_source(self, [src.wgsl, dst.wgsl], rt, fields, lines,
@@ -215,7 +216,7 @@ class ArrayOp(Elementwise):
             return []
         full, sizes, strided = self._plan(inputs, output, params)
         dst = DTYPES[output.dtype]
-        per_item = 4 if dst.packed else 1
+        per_item = dst.lanes
         # the chunk by the wider of the input and output items (a comparison's output is u8)
         item_bytes = max(dst.itemsize, DTYPES[self.in_dtype(inputs, output)].itemsize)
         s = params.get("scalar", 0) if self.scalar else 0

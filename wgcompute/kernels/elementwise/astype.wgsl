@@ -1,12 +1,13 @@
 // astype: out[i] = conv(x[i]) (the conversion), or astype_check: the smallest i whose
 // bad(x[i]) holds, into out[0] by atomicMin. Filled in by wgcompute/kernels/cast.py.
 // Bindings: 0 x (read), 1 out (read_write), 2 params (uniform: n = items, total = elements).
-// Templates: ENABLE, XT (x's array element: its WGSL type, u32 words for u8), OT (out's
-//   array element: its WGSL type, u32 words for u8, atomic<u32> for the check), W (the work
-//   type values are loaded as: f32 for f16, u32 for u8), LOAD (element i of x as W), FN
-//   (conv or bad), ITEM (one item: an element, or a word of four u8 results), WG, U,
-//   PACKED (x or out is packed: packed.wgsl's lane8 and put8 read and write its bytes).
-// An item is one element (a word of four for a u8 output, so no two invocations write
+// Templates: ENABLE, XT (x's array element: its WGSL type, u32 words for packed dtypes), OT
+//   (out's array element: its WGSL type, u32 words for packed dtypes, atomic<u32> for the
+//   check), W (the work type values are loaded as: f32 for f16, i32 or u32 for packed
+//   dtypes), LOAD (element i of x as W), FN (conv or bad), ITEM (one item: an element, or a
+//   word of packed results), WG, U, PACKED (x or out is packed: packed.wgsl's lane_* and
+//   put_* read and write its lanes).
+// An item is one element (a word of lanes for a packed output, so no two invocations write
 // one word); invocation lid of a workgroup handles items base + lid + j*WG (j < U).
 ${ENABLE}
 

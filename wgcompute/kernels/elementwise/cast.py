@@ -14,15 +14,25 @@ from ...dtypes import DTYPES, DType
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from . import packing
 
-ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8", "bool")
+ALL = ("f32", "f64", "f16", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "bool")
 ROUNDINGS = ("trunc", "round", "floor", "ceil")
 CASTINGS = ("exact", "unsafe")
+
+
+def _holds(s: DType, t: DType) -> bool:
+    """Whether every value of ``s`` is a value of ``t`` (bool's 0 and 1 are every dtype's)."""
+    if s.kind == "b":
+        return True
+    if s.kind in "iu" and t.kind == "f":  # the integer's magnitude bits fit the significand
+        return s.bits - (s.kind == "i") <= np.finfo(t.numpy).nmant + 1
+    return t.kind != "b" and bool(np.can_cast(s.numpy, t.numpy, "safe"))
+
+
 # (from, to) pairs that hold every value of the source exactly, and the truth value of
 # anything (x != 0: converting to bool means that, as numpy's and the array API's astype)
-_NO_CHECK = {(s, t) for s in ("u8", "bool") for t in ALL} | {(s, "bool") for s in ALL} | {
-    ("s32", "s64"), ("s32", "f64"), ("u32", "s64"), ("u32", "f64"), ("f16", "f32"),
-    ("f16", "f64"), ("f32", "f64")}
+_NO_CHECK = {(s, t) for s in ALL for t in ALL if t == "bool" or _holds(DTYPES[s], DTYPES[t])}
 _WG = 256
 _PER = 4  # items per invocation
 
@@ -56,6 +66,8 @@ def _lit(value, t: str) -> str:
         return f"{int(value)}li" if value >= 0 else f"(-{-int(value) - 1}li - 1li)"
     if t == "i32":
         return f"{int(value)}i" if value >= 0 else f"(-{-int(value) - 1}i - 1i)"
+    if t == "u64":
+        return f"{int(value)}lu"
     return f"{int(value)}u"
 
 
@@ -117,7 +129,7 @@ def convert_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
         r = {"trunc": "trunc(v)", "round": "round(v)", "floor": "floor(v)",
              "ceil": "ceil(v)", None: "trunc(v)"}[rounding]
         info = np.iinfo(dst.numpy)
-        it = "u32" if dst.packed else d
+        it = d  # (packed dtypes: their work type, i32 or u32, masked by the caller)
         return (f"let r = {r};\n    if ({_is_nan('r', w)}) {{\n"
                 f"        return {d}(0);\n    }}\n"
                 f"    if (r >= {_lit(float(info.max) + 1.0, w)}) {{\n"
@@ -133,11 +145,17 @@ def convert_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
                     f"        return select({inf}, -{inf}, f < 0.0);\n    }}\n"
                     f"    return f16(f);")
         return f"return {d}(v);"
-    # integer -> integer: the low bits, as numpy's unsafe casts (u8 masked by the caller)
-    if src.wgsl == "i64" and d != "i64":  # the low 32 bits, reinterpreted
-        return f"return {d}(u32(v & 4294967295li));"
-    if src.wgsl == "u32" and d == "i64":  # two halves below 2**31: no sign extension either way
-        return "return i64(v >> 1u) * 2li + i64(v & 1u);"
+    # integer -> integer: the low bits, as numpy's unsafe casts (packed ones masked by the
+    # caller)
+    wide = ("i64", "u64")
+    if src.wgsl in wide and d in wide:  # the same 64 bits
+        return f"return bitcast<{d}>(v);"
+    if src.wgsl in wide:  # the low 32 bits, reinterpreted
+        return f"return {d}(u32(v & {_lit(2**32 - 1, src.wgsl)}));"
+    if src.wgsl == "u32" and d in wide:  # two halves below 2**31: no sign extension either way
+        return f"return {d}(v >> 1u) * {_lit(2, d)} + {d}(v & 1u);"
+    if src.wgsl == "i32" and d == "u64":  # sign-extended to 64 bits, then reinterpreted
+        return "return bitcast<u64>(i64(v));"
     return f"return {d}(v);"
 
 
@@ -196,7 +214,7 @@ def check_wgsl(src: DType, dst: DType, rounding: str | None) -> str:
 def _load(src: DType) -> str:
     w = _work_type(src)
     if src.packed:
-        return "return lane8(x[i / 4u], i);"
+        return f"return {packing.load(src, 'x', 'i')};"
     return f"return {w}(x[i]);"
 
 
@@ -242,12 +260,12 @@ class AsType(BuiltinKernel):
         rounding = dict(key.constants)["rounding"]
         w = _work_type(src)
         d = dst.wgsl
-        if dst.packed:  # four u8 results per word: an item is one output word
+        if dst.packed:  # several results per word: an item is one output word
             item = ("var word = 0u;\n"
-                    "        for (var l = 0u; l < 4u; l = l + 1u) {\n"
-                    "            let e = i * 4u + l;\n"
+                    f"        for (var l = 0u; l < {dst.lanes}u; l = l + 1u) {{\n"
+                    f"            let e = i * {dst.lanes}u + l;\n"
                     "            if (e < p.total) {\n"
-                    "                word = word | put8(conv(load(e)), l);\n"
+                    f"                word = word | {packing.put(dst, 'conv(load(e))', 'l')};\n"
                     "            }\n"
                     "        }\n"
                     "        out[i] = word;")
@@ -261,7 +279,7 @@ class AsType(BuiltinKernel):
 
     def launches(self, inputs, output, params, device):
         total = output.size
-        items = -(-total // 4) if DTYPES[output.dtype].packed else total
+        items = -(-total // DTYPES[output.dtype].lanes)
         if items == 0:
             return []
         groups = -(-items // (_WG * _PER))

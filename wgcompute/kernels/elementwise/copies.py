@@ -22,7 +22,7 @@ class Transpose(BuiltinKernel):
 
     name = "transpose"
     inputs = ("a",)
-    dtypes = ("f32", "f64", "f16", "s32", "s64", "u32")  # u8 lanes share words: not here
+    dtypes = ("f32", "f64", "f16", "s32", "s64", "u32", "u64")  # (packed lanes share words)
     description = "out = a.T for a 2-D a"
     not_in_place = "transpose writes each element of a to another place in out"
     tile = 32

@@ -32,17 +32,18 @@ from ..core.layout import (
     uniform_fields,
     uniform_values,
 )
+from . import packing
 from .optable import OPS, OpDef
 
 
 def item_layout(dt) -> tuple[int, int, str]:
     """(elements per item, bytes per item, WGSL item type) of the vectorized elementwise path.
 
-    2- and 4-byte types move as vec4 (16 bytes for f32/s32/u32, 8 for f16); u8 moves as
-    vec4<u32> (sixteen lanes); 8-byte types stay scalar (vec4<f64> gains nothing and s64
-    vectors are not portable)."""
+    2- and 4-byte types move as vec4 (16 bytes for f32/s32/u32, 8 for f16); packed ones as
+    vec4<u32> (sixteen u8 lanes, eight u16); 8-byte types stay scalar (vec4<f64> gains
+    nothing and s64 vectors are not portable)."""
     if dt.packed:
-        return 16, 16, "vec4<u32>"
+        return 4 * dt.lanes, 16, "vec4<u32>"
     if dt.itemsize in (2, 4):
         return 4, 4 * dt.itemsize, f"vec4<{dt.wgsl}>"
     return 1, dt.itemsize, dt.wgsl
@@ -311,29 +312,28 @@ class Elementwise(BuiltinKernel):
         dt = DTYPES[key.dtypes[0]]
         consts = dict(key.constants)
         ndim, full = consts["broadcast"], consts["full"]
-        t = "u32" if dt.packed else dt.wgsl
+        t = dt.wgsl  # the work type (i32 or u32 for packed dtypes, whose words are u32)
+        at = "u32" if dt.packed else t
         strided = tuple(n for n, f in zip(self.inputs, full) if not f)
-        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{t}>;"
+        lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{at}>;"
                  for i, n in enumerate(self.inputs)]
         lines.append(f"@group(0) @binding({len(self.inputs)}) var<storage, read_write> "
-                     f"out: array<{t}>;")
+                     f"out: array<{at}>;")
         vec4 = consts.get("vec4")
         if vec4 is not None:
             return self._render_vec4(key, dt, ndim, full, strided, vec4)
         index = index_wgsl(ndim, strided)
         if dt.packed:
-            args = []
-            for n, f in zip(self.inputs, full):
-                at = "e" if f else f"i_{n}"
-                args.append(f"lane8({n}[{at} / 4u], {at})")
+            args = [packing.load(dt, n, "e" if f else f"i_{n}")
+                    for n, f in zip(self.inputs, full)]
             item = [
                 "var w = 0u;",
-                "for (var l = 0u; l < 4u; l = l + 1u) {",
-                "    let e = i * 4u + l;",
+                f"for (var l = 0u; l < {dt.lanes}u; l = l + 1u) {{",
+                f"    let e = i * {dt.lanes}u + l;",
                 "    let g = p.start + e;",
                 "    if (g < p.total) {",
                 *("        " + x for x in index.splitlines()),
-                f"        w = w | put8(op({', '.join(args)}), l);",
+                f"        w = w | {packing.put(dt, 'op(' + ', '.join(args) + ')', 'l')};",
                 "    }",
                 "}",
                 "out[i] = w;"]
@@ -383,7 +383,7 @@ class Elementwise(BuiltinKernel):
         full, sizes, strided = self._plan(inputs, output, params)
         dt = DTYPES[output.dtype]
         vec4 = self.vec4_rows and _vec4_inner(dt, sizes, strided) is not None
-        per_item = 4 if dt.packed or vec4 else 1
+        per_item = dt.lanes if dt.packed else 4 if vec4 else 1
         p0 = params[self.params[0].name] if self.params and len(self.inputs) > 1 else 0
         dims = uniform_values(sizes, strided)
         out = []
@@ -403,6 +403,7 @@ class Elementwise(BuiltinKernel):
         dt = DTYPES[key.dtypes[0]]
         t = dt.wgsl
         v = item_layout(dt)[2]
+        ov = f"vec4<{t}>" if dt.packed else v  # op's item: the lanes of four words
         arity = len(self.inputs)
         lines = [f"@group(0) @binding({i}) var<storage, read> {n}: array<{v}>;"
                  for i, n in enumerate(self.inputs)]
@@ -418,12 +419,16 @@ class Elementwise(BuiltinKernel):
             "UB": len(self.inputs) + 1,
             "WG": self.workgroup_size,
             "U": self.per_invocation,
+            "OV": ov,
             "ARGS": ("", f"x: {v}", f"x: {v}, y: {v}")[arity],
+            "OP_ARGS": ("", f"x: {ov}", f"x: {ov}, y: {ov}")[arity],
             "CALL": ("", "a[i]", "a[i], b[i]")[arity],
-            "EXPR": op_expr(self.name, self.row, dt, v, t),
+            "EXPR": op_expr(self.name, self.row, dt, ov, t),
             "PACKED": dt.packed,
+            "N_LANES": dt.lanes,
             "OPERANDS": ", ".join(operands),
-            "LANES": ", ".join(f"lane8x4({n}, l)" for n in operands),
+            "PUT": packing.put_x4(dt, "op(" + ", ".join(packing.lane_x4(dt, n, "l")
+                                                        for n in operands) + ")", "l"),
         })
         return src, (("n", "u32"), ("p0", t if self.params else "u32"))
 

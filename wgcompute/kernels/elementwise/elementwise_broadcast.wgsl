@@ -5,17 +5,19 @@
 // Params: n (items in this launch), start (the output element this launch begins at),
 //   total (output elements in all), then the coalesced sizes and each strided operand's
 //   offset and strides (see wgcompute/kernels/layout.py).
-// Templates: ENABLE, T (WGSL scalar type: u32 for u8, whose lanes are unpacked), AT (array
-//   element: T, or u32 words of four u8), DIMS (the size and stride fields), BINDINGS, UB,
-//   WG, U (items per invocation), ARGS (op's signature), BODY (op's statements on x, y),
-//   ITEM (the lines of one item: one element, or one u32 word of four u8 elements), HELPERS
-//   (functions op calls), PACKED (an operand or the output is packed: packed.wgsl's lane8 and
-//   put8 read and write its bytes).
+// Templates: ENABLE, T (WGSL scalar type: i32 or u32 for packed dtypes, whose lanes are
+//   unpacked), AT (array element: T, or u32 words of lanes), DIMS (the size and stride
+//   fields), BINDINGS, UB, WG, U (items per invocation), ARGS (op's signature), BODY (op's
+//   statements on x, y), ITEM (the lines of one item: one element, or one u32 word of
+//   packed elements), HELPERS
+//   (functions op calls), PACKED (an operand or the output is packed: packed.wgsl's lane_*
+//   and put_* read and write its lanes).
 // The output (and every full operand) is bound per launch at the same element range; the
 // broadcast operands are bound whole, or, larger than a binding, at a window around the
-// elements the launch reads (their offset o<name> then counts from the window). An item is one element (one word of four for u8, so
-// that no two invocations write the same word); a launch's first element is a multiple of
-// 1024, so a u8 launch starts on a word.
+// elements the launch reads (their offset o<name> then counts from the window). An item is
+// one element (one word of lanes for packed dtypes, so that no two invocations write the
+// same word); a launch's first element is a multiple of 1024, so a packed launch starts on
+// a word.
 ${ENABLE}
 
 struct Params {

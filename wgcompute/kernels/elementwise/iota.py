@@ -21,7 +21,7 @@ class Iota(BuiltinKernel):
 
     name = "iota"
     inputs = ()
-    dtypes = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
+    dtypes = ("f32", "f64", "f16", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
     workgroup_size = 256
     description = "out[i] = start + i * step (the last element = last, with endpoint)"
     not_in_place = None
@@ -40,10 +40,11 @@ class Iota(BuiltinKernel):
 
     def render(self, key: PipelineKey):
         dt = DTYPES[key.dtypes[0]]
-        t = "u32" if dt.packed else dt.wgsl
+        t = dt.wgsl
         src = shaders.render(shaders.load("elementwise/iota.wgsl"), {
-            "ENABLE": shaders.enable_directives([t]), "T": t, "OT": t,
-            "WG": self.workgroup_size, "PACKED": dt.packed})
+            "ENABLE": shaders.enable_directives([t]), "T": t, "OT": "u32" if dt.packed else t,
+            "WG": self.workgroup_size, "PACKED": dt.packed, "LANES": dt.lanes,
+            "BITS": dt.bits})
         return src, (("n", "u32"), ("endpoint", "u32"), ("start", t), ("step", t),
                      ("last", t))
 
@@ -51,7 +52,7 @@ class Iota(BuiltinKernel):
         n = output.size
         if n == 0:
             return []
-        items = -(-n // 4) if DTYPES[output.dtype].packed else n
+        items = -(-n // DTYPES[output.dtype].lanes)
         return [Launch(fold_grid(-(-items // self.workgroup_size), device, self.name),
                        {"n": n, "endpoint": int(params["endpoint"]), "start": params["start"],
                         "step": params["step"], "last": params["last"]})]

@@ -1,8 +1,9 @@
 // iota: out[i] = start + T(i) * step, computed in the output's dtype as numpy's arange and
 // linspace compute it; with endpoint, the last element is `last` exactly (linspace's stop).
 // Bindings: 0 out (read_write), 1 params (uniform: n elements, endpoint flag, start, step,
-// last). Templates: ENABLE, T (the WGSL type values are computed in: u32 for u8), OT (out's
-// element: T, or u32 words of four u8 lanes), WG (workgroup size), PACKED (u8 lanes).
+// last). Templates: ENABLE, T (the WGSL type values are computed in: i32 or u32 for packed
+// dtypes), OT (out's element: T, or u32 words of LANES lanes of BITS bits), WG (workgroup
+// size), PACKED (1- and 2-byte integers).
 ${ENABLE}
 
 struct Params {
@@ -29,13 +30,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let g = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
 #if PACKED
-    if (g * 4u >= p.n) {
+    if (g * ${LANES}u >= p.n) {
         return;
     }
     var w = 0u;
-    for (var l = 0u; l < 4u; l = l + 1u) {
-        if (g * 4u + l < p.n) {
-            w = w | ((value(g * 4u + l) & 0xffu) << (l * 8u));
+    for (var l = 0u; l < ${LANES}u; l = l + 1u) {
+        if (g * ${LANES}u + l < p.n) {
+            w = insertBits(w, u32(value(g * ${LANES}u + l)), l * ${BITS}u, ${BITS}u);
         }
     }
     out[g] = w;

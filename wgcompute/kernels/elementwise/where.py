@@ -73,7 +73,7 @@ class Where(Elementwise):
         src = shaders.render(shaders.load("elementwise/where.wgsl"), {
             "ENABLE": shaders.enable_directives([dt.wgsl]),
             "AT": "u32" if dt.packed else dt.wgsl,
-            "PACKED": dt.packed,
+            "PACKED": dt.packed, "LANES": dt.lanes, "BITS": dt.bits,
             "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
             "INDEX": index_wgsl(ndim, strided).splitlines() if ndim else [],
             "C": at["condition"], "X1": at["x1"], "X2": at["x2"],
@@ -87,7 +87,7 @@ class Where(Elementwise):
             return []
         full, sizes, strided = self._plan(inputs, output, params)
         dt = DTYPES[output.dtype]
-        per_item = 4 if dt.packed else 1
+        per_item = dt.lanes
         dims = uniform_values(sizes, strided) if sizes else {}
         out = []
         for start, count, ranges, offsets in split_launches(

@@ -8,10 +8,10 @@
 //   (output elements in all), then the coalesced sizes and each strided operand's offset and
 //   strides (see wgcompute/kernels/core/layout.py).
 // Templates: ENABLE, AT (x1's, x2's and out's array element: their WGSL type, or u32 words of
-//   four u8 or bool elements), PACKED (x1, x2 and out are packed), DIMS (the size and stride
+//   LANES elements of BITS bits), PACKED (x1, x2 and out are packed), DIMS (the size and stride
 //   fields), INDEX (the statements setting i_<name> from g), C, X1, X2 (element e's index
 //   into each operand: e for a full one, i_<name> for a strided one), WG, U.
-// An item is one element (one word of four for a packed output, so that no two invocations
+// An item is one element (one word of LANES for a packed output, so that no two invocations
 // write one word); a launch's first element is a multiple of 1024 (whole words), and the
 // full operands are bound from it. Invocation lid of a workgroup handles items
 // base + lid + j*WG (j < U).
@@ -39,10 +39,11 @@ fn pick(e: u32) -> ${AT} {
     ${line}
 #endfor
 #if PACKED
-    return select(lane8(x2[${X2} / 4u], ${X2}), lane8(x1[${X1} / 4u], ${X1}),
-                  lane8(condition[${C} / 4u], ${C}) != 0u);
+    return select(lane_u(x2[${X2} / ${LANES}u], ${X2}, ${BITS}u),
+                  lane_u(x1[${X1} / ${LANES}u], ${X1}, ${BITS}u),
+                  lane_u(condition[${C} / 4u], ${C}, 8u) != 0u);
 #else
-    return select(x2[${X2}], x1[${X1}], lane8(condition[${C} / 4u], ${C}) != 0u);
+    return select(x2[${X2}], x1[${X1}], lane_u(condition[${C} / 4u], ${C}, 8u) != 0u);
 #endif
 }
 
@@ -58,9 +59,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
 #if PACKED
         var word = 0u;
-        for (var l = 0u; l < 4u; l = l + 1u) {
-            if (p.start + i * 4u + l < p.total) {
-                word = word | put8(pick(i * 4u + l), l);
+        for (var l = 0u; l < ${LANES}u; l = l + 1u) {
+            if (p.start + i * ${LANES}u + l < p.total) {
+                word = word | put_u(pick(i * ${LANES}u + l), l, ${BITS}u);
             }
         }
         out[i] = word;

@@ -13,7 +13,7 @@ from ..core.layout import contiguous_strides
 
 WG = 256
 _DIMS = 6
-ROLL_DTYPES = ("f32", "f64", "s32", "s64", "u32", "c64")
+ROLL_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64", "c64")
 
 
 def _shifts(value) -> str | None:
@@ -128,5 +128,5 @@ FFT_FREQ = FftFreq()
 
 def check_roll_dtype(dt, where: str) -> None:
     if dt.name not in ROLL_DTYPES:
-        raise DtypeError(f"{where}: {dt.name} arrays are not shifted (1-byte elements share "
-                         f"words); expected one of {', '.join(ROLL_DTYPES)}")
+        raise DtypeError(f"{where}: {dt.name} arrays are not shifted (1- and 2-byte elements "
+                         f"share words); expected one of {', '.join(ROLL_DTYPES)}")

@@ -142,10 +142,8 @@ class Reduce(BuiltinKernel):
             return "u32"
         if self.op in TRUTH:
             return "bool"
-        if self.op in ("sum", "prod") and dt == "bool":
-            return "u32"
-        if self.op in ("sum", "prod") and dt == "u8":
-            return "u32"
+        if self.op in ("sum", "prod") and DTYPES[dt].packed:  # bool and the 1- and 2-byte
+            return "s32" if DTYPES[dt].kind == "i" else "u32"  # integers: in 32 bits
         if self.op == "mean":
             return dt if dt in ("f64", "f16") else "f32"
         return dt
@@ -209,7 +207,7 @@ class Reduce(BuiltinKernel):
     def _mode(self, x, params, device: Device):
         """(mode, plan, vec, subgroup) of a one-pass reduction."""
         plan = self.plan(x, params)
-        wide = self.acc(x.dtype) in ("f64", "i64")
+        wide = self.acc(x.dtype) in ("f64", "i64", "u64")
         mode = plan.how
         if mode == "all":  # argmax (the others go through passes()); 64-bit: one row
             mode = "rows" if wide else "full"
@@ -322,7 +320,7 @@ def _rows_launches(name, rows, n, ident, x, output, device) -> list[Launch]:
     outputs from row ``first`` on."""
     if rows == 0:
         return []
-    rpw = 4 if DTYPES[output.dtype].packed else 1  # four rows' u8 results share a word
+    rpw = DTYPES[output.dtype].lanes  # packed results: several rows' share a word
     item = DTYPES[x.dtype].itemsize
     limit = device.limit("max-storage-buffer-binding-size")
     if rows * n * item <= limit:
@@ -381,7 +379,7 @@ class ReduceStep(BuiltinKernel):
 
     def key(self, inputs, output, params) -> PipelineKey:
         (x,) = inputs
-        wide = self.parent.acc(x.dtype) in ("f64", "i64")
+        wide = self.parent.acc(x.dtype) in ("f64", "i64", "u64")
         sub = (use_subgroups and x.device.has("subgroup") and not wide
                and self.step not in ("cols", "colpart"))
         return PipelineKey(self.name, (x.dtype, output.dtype),

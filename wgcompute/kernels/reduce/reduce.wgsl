@@ -19,9 +19,9 @@
 //   NONE, ELEMVI, VALUE (an element as a VI, and a merged VI's result), FNS (more functions),
 //   ELEM (element i as ACC), LOAD4 (vec4 item q as vec4<ACC>, vector path only), SCAN (one
 //   invocation's strided pass), WGREDUCE (subgroup or workgroup-memory reduction), MAIN.
-// Rows mode: one workgroup per row (RPW rows for u8 output, whose four lanes share a word).
+// Rows mode: one workgroup per row (RPW rows for a packed output, whose lanes share a word).
 // Cols modes: 64 outputs per workgroup, each read by 4 invocations (a slice of rows each)
-// that meet in workgroup memory; u8 outputs are packed four to a word there.
+// that meet in workgroup memory; packed outputs (1- and 2-byte) share words there.
 // Full mode (argmax): grid-stride partials per workgroup combined into out's padding words 1
 // and 2 (buffers are allocated in 16-byte multiples) by compare-and-swap; phase 3 writes word 0.
 ${ENABLE}

@@ -9,17 +9,19 @@ from ..core.base import (
     wgsl_is_nan,
 )
 
-ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8", "bool")
-_ACC = {"f32": "f32", "f16": "f32", "f64": "f64", "s32": "i32", "s64": "i64", "u32": "u32",
-        "u8": "u32", "bool": "u32"}
+ALL = ("f32", "f64", "f16", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "bool")
+_ACC = {"f32": "f32", "f16": "f32", "f64": "f64", "s8": "i32", "s16": "i32", "s32": "i32",
+        "s64": "i64", "u8": "u32", "u16": "u32", "u32": "u32", "u64": "u64", "bool": "u32"}
 TRUTH = ("any", "all")  # reductions of truth values: u32 0 or 1 per element, max or min
-_LOWEST = {"f32": float("-inf"), "f64": float("-inf"), "i32": -2**31, "i64": -2**63, "u32": 0}
+_LOWEST = {"f32": float("-inf"), "f64": float("-inf"), "i32": -2**31, "i64": -2**63, "u32": 0,
+           "u64": 0}
 _HIGHEST = {"f32": float("inf"), "f64": float("inf"), "i32": 2**31 - 1, "i64": 2**63 - 1,
-            "u32": 2**32 - 1}
-_VEC_OK = ("f32", "s32", "u32", "f16", "u8", "bool")  # inputs read four at a time
+            "u32": 2**32 - 1, "u64": 2**64 - 1}
+# inputs read four at a time (of the packed dtypes, those of four lanes: a word's)
+_VEC_OK = ("f32", "s32", "u32", "f16", "u8", "bool")
 _FULL_GROUPS = 512  # workgroups of a full argmax: enough to fill a GPU, few CAS rounds
 _PARTIAL_GROUPS = 1024  # workgroups (partials) of the other full reductions: one wave on a GPU
-_ACC_DTYPE = {"f32": "f32", "f64": "f64", "i32": "s32", "i64": "s64", "u32": "u32"}
+_ACC_DTYPE = {"f32": "f32", "f64": "f64", "i32": "s32", "i64": "s64", "u32": "u32", "u64": "u64"}
 _ARGMAX_MERGE = ("if (b.v > a.v || (b.v == a.v && b.i < a.i)) {\n        return b;\n    }\n"
                  "    return a;")
 _F32_NAN = "bitcast<f32>(0x7fc00000u)"  # a quiet nan (subgroup results: f32 only)
@@ -92,14 +94,21 @@ def _truth(v: str, t: str) -> str:
     return f"{v} != {t}(0)"
 
 
+def _lane(xd: DType) -> str:
+    """Element i of packed x (its lane of word i / lanes) as xd's work type: i32 sign-extended
+    or u32 (see elementwise/packed.wgsl)."""
+    word = f"x[i / {xd.lanes}u]" if xd.kind != "i" else f"bitcast<i32>(x[i / {xd.lanes}u])"
+    return f"extractBits({word}, (i % {xd.lanes}u) * {xd.bits}u, {xd.bits}u)"
+
+
 def _elem(xd: DType, acc: str, vec: bool, truth: bool = False) -> str:
     if truth:  # any, all: 1 for an element that is not zero (nan is not), else 0
         if xd.packed:
-            return "return select(0u, 1u, ((x[i / 4u] >> ((i % 4u) * 8u)) & 0xffu) != 0u);"
+            return f"return select(0u, 1u, {_lane(xd)} != {xd.wgsl}(0));"
         v, t = ("x[i / 4u][i % 4u]", xd.wgsl) if vec else ("x[i]", xd.wgsl)
         return f"return select(0u, 1u, {_truth(v, t)});"
     if xd.packed:
-        return f"return {acc}((x[i / 4u] >> ((i % 4u) * 8u)) & 0xffu);"
+        return f"return {acc}({_lane(xd)});"
     if vec:
         return f"return {acc}(x[i / 4u][i % 4u]);"
     return f"return {acc}(x[i]);"
@@ -204,7 +213,7 @@ def _final(op: str, acc: str, val: str, count: str = "p.n") -> str:
 
 
 def _main_rows(op: str, od: DType, acc: str, wg: int) -> str:
-    rpw = 4 if od.packed else 1
+    rpw = od.lanes
     lines = []
     for r in range(rpw):
         lines += [f"let row{r} = g * {rpw}u + {r}u;",
@@ -214,10 +223,11 @@ def _main_rows(op: str, od: DType, acc: str, wg: int) -> str:
                   "    }",
                   f"    let r{r} = reduce_wg(lid, sid, mine{r});"]
     lines.append("if (lid == 0u) {")
-    if od.packed:  # four rows' u8 results share one u32 word
-        word = " | ".join(f"(select(0u, r{r}.v & 0xffu, row{r} < p.rows) << {8 * r}u)"
-                          for r in range(rpw))
-        lines.append(f"        if (row0 < p.rows) {{ out[p.first / 4u + g] = {word}; }}")
+    if od.packed:  # several rows' results share one u32 word
+        mask = f"{(1 << od.bits) - 1}u"
+        word = " | ".join(f"(select(0u, u32(r{r}.v) & {mask}, row{r} < p.rows) << "
+                          f"{od.bits * r}u)" for r in range(rpw))
+        lines.append(f"        if (row0 < p.rows) {{ out[p.first / {rpw}u + g] = {word}; }}")
     else:
         val = "r0.i" if op == "argmax" else f"{od.wgsl}({_final(op, acc, 'value(r0)')})"
         lines.append(f"        if (row0 < p.rows) {{ out[p.first + row0] = {val}; }}")
@@ -286,22 +296,23 @@ def _main_cols(op: str, od: DType, acc: str, finish: bool) -> str:
              f"        m = merge(m, VI(wv[col + k * {_COLS}u], wi[col + k * {_COLS}u]));",
              "    }",
              "}"]
-    if od.packed:  # four outputs share a u32 word: pack them through workgroup memory
+    if od.packed:  # several outputs share a u32 word: pack them through workgroup memory
+        k, mask = od.lanes, f"{(1 << od.bits) - 1}u"
         lines += ["workgroupBarrier();",
                   "if (s == 0u) {",
                   "    wv[col] = m.v;",
                   "}",
                   "workgroupBarrier();",
-                  f"if (lid < {_COLS // 4}u) {{",
-                  f"    let o0 = g * {_COLS}u + lid * 4u;",
+                  f"if (lid < {_COLS // k}u) {{",
+                  f"    let o0 = g * {_COLS}u + lid * {k}u;",
                   "    var w = 0u;",
-                  "    for (var l = 0u; l < 4u; l = l + 1u) {",
+                  f"    for (var l = 0u; l < {k}u; l = l + 1u) {{",
                   "        if (o0 + l < p.rows) {",
-                  "            w = w | ((u32(wv[lid * 4u + l]) & 0xffu) << (l * 8u));",
+                  f"            w = w | ((u32(wv[lid * {k}u + l]) & {mask}) << (l * {od.bits}u));",
                   "        }",
                   "    }",
                   "    if (o0 < p.rows) {",
-                  "        out[o0 / 4u] = w;",
+                  f"        out[o0 / {k}u] = w;",
                   "    }",
                   "}"]
         return "\n    ".join(lines)
@@ -344,7 +355,7 @@ def render_reduce(xd: DType, od: DType, acc: str, mode: str, vec: bool, sub: boo
         main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, g * {wg}u + lid, p.groups * {wg}u));"
                 "\n    if (lid == 0u) {\n        out[p.first + g] = value(r);\n    }")
     elif mode == "finish":
-        val = "r.v & 0xffu" if od.packed else \
+        val = f"u32(r.v) & {(1 << od.bits) - 1}u" if od.packed else \
             f"{od.wgsl}({_final(op, acc, 'value(r)', 'p.total')})"
         main = (f"let r = reduce_wg(lid, sid, scan(0u, p.n, lid, {wg}u));\n"
                 f"    if (lid == 0u) {{\n        out[0] = {val};\n    }}")

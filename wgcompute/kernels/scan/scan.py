@@ -1,7 +1,7 @@
 """Inclusive prefix sums and products along the last axis of a (rows, n) batch (scan.wgsl),
 with or without the identity written first (include_initial: rows of n + 1).
 
-Dtypes: f32, f64, f16 (accumulated in f32), s32, u32, s64 (wrapping, as the GPU's integer
+Dtypes: f32, f64, f16 (accumulated in f32), s32, u32, s64, u64 (wrapping, as the GPU's integer
 arithmetic does) and c64; the output has the input's dtype (callers convert first: the array
 namespace sums u8 and bool as wider integers). How: rows of one tile (WG·ITEMS elements) or
 many rows of a few tiles scan in one pass, a workgroup per row (many rows of at most 16
@@ -19,7 +19,7 @@ from ...errors import DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, check_flag, fold_grid
 
-SCAN_DTYPES = ("f32", "f64", "f16", "s32", "u32", "s64", "c64")
+SCAN_DTYPES = ("f32", "f64", "f16", "s32", "u32", "s64", "u64", "c64")
 OPS = ("sum", "prod")
 WG = 256
 _ACC = {"f16": "f32"}  # the accumulator's dtype where it is not the element's

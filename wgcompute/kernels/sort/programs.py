@@ -37,7 +37,7 @@ class Step(BuiltinKernel):
     the pipeline key) and ``u`` (the uniform's values) and ``groups`` (workgroups); the op
     that chains it has checked the buffers."""
 
-    dtypes = ("u32", "s32", "f32", "f64", "s64", "c64")
+    dtypes = ("u32", "s32", "f32", "f64", "s64", "u64", "c64")
     not_in_place = "a sort step reads other elements than the one it writes"
     params = (Param("c", "constants", {}), Param("u", "uniform", {}),
               Param("groups", "u32", 1))
@@ -146,13 +146,14 @@ def col_scan_steps(src, dst, tiles: int, sums, scanned) -> list:
 
 
 def kind(dtype: str) -> str:
-    """The key's kind of a sortable dtype: "f" (f32, f64), "i" (s32, s64), "u" (u32) or "c"
-    (c64: by the real part, then the imaginary part)."""
-    return {"f32": "f", "f64": "f", "s32": "i", "s64": "i", "u32": "u", "c64": "c"}[str(dtype)]
+    """The key's kind of a sortable dtype: "f" (f32, f64), "i" (s32, s64), "u" (u32, u64) or
+    "c" (c64: by the real part, then the imaginary part)."""
+    return {"f32": "f", "f64": "f", "s32": "i", "s64": "i", "u32": "u", "u64": "u",
+            "c64": "c"}[str(dtype)]
 
 
 def words(dtype: str) -> int:
-    return 2 if str(dtype) in ("f64", "s64", "c64") else 1
+    return 2 if str(dtype) in ("f64", "s64", "u64", "c64") else 1
 
 
 def check_size(name: str, n: int) -> None:

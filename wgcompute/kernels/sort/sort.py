@@ -34,7 +34,7 @@ from .programs import (
     words,
 )
 
-SORTABLE = ("f32", "f64", "s32", "s64", "u32")
+SORTABLE = ("f32", "f64", "s32", "s64", "u32", "u64")
 ORDERED = SORTABLE + ("c64",)  # complex numbers by real part, then imaginary part
 
 

@@ -160,7 +160,7 @@ class Kernel:
             return check_flag(self.name, p.name, value)
         if p.type in ("T", "f32", "f64", "f16", "i32", "u32", "i64"):
             target = dt if p.type == "T" else DTYPES[_WGSL_TO_DTYPE[p.type]]
-            if p.type == "T" and dt.packed:
+            if p.type == "T" and dt.kind == "b":  # a bool lane holds the numbers 0 and 1
                 target = DTYPES["u8"]
                 if dt.kind == "b" and isinstance(value, (bool, np.bool_)):
                     value = int(value)  # a bool lane: True and False are its 1 and 0
@@ -325,9 +325,16 @@ class BuiltinKernel(Kernel):
 
 
 def pack_uniform(fields, values: dict) -> bytes:
-    """Pack scalars into a WGSL uniform struct (natural alignment, size rounded to 16)."""
+    """Pack scalars into a WGSL uniform struct (natural alignment, size rounded to 16). A
+    field whose type is a uniform.UniformType (a user kernel's vector, matrix, array or
+    struct) is placed at its alignment; its value is its bytes (UniformType.pack)."""
     out = bytearray()
     for name, wgsl_type in fields:
+        if not isinstance(wgsl_type, str):
+            out += b"\0" * ((-len(out)) % wgsl_type.align)
+            value = values[name]
+            out += value if isinstance(value, bytes) else wgsl_type.pack(value, f"param {name!r}")
+            continue
         fmt, size = _SCALAR[wgsl_type]
         pad = (-len(out)) % size
         out += b"\0" * pad

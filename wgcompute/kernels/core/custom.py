@@ -4,24 +4,26 @@ dtypes and workgroup size from its shader against what register_kernel was given
 
 from __future__ import annotations
 
+import inspect
 import math
-import os
 import pickle
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...dtypes import DTYPES
-from ...dtypes import dtype as resolve_dtype
 from ...errors import ArgumentError, DtypeError, ShaderCompileError, ShapeError
 from ...runtime import current_device
-from . import shaders
-from .base import Kernel, Launch, Param, PipelineKey, fold_grid
+from . import shaders, uniform
+from .base import UNIFORM_STRIDE, Kernel, Launch, Param, PipelineKey, fold_grid, pack_uniform
+from .custom_args import (  # noqa: F401 - register_kernel's, from here
+    _PARAM_TYPES,  # the scalar param types ("T": the kernel's dtype)
+    check_args,
+    read_source,
+)
 from .reflect import reflect
 from .template import TemplateError
 
-_ACCESS = ("read", "read_write", "uniform")
-_PARAM_TYPES = ("f32", "i32", "u32", "f16", "f64", "i64", "T")  # "T": the kernel's dtype
 _WGSL_DTYPE = {"f32": "f32", "f16": "f16", "i32": "s32", "u32": "u32", "f64": "f64",
                "i64": "s64"}
 T_PROBE = "__wgcompute_T"  # stands for ${T} while the structure of a templated shader is read
@@ -31,6 +33,17 @@ _AUTO = {"n": "the number of output elements",
 # how a custom kernel unpickles: registry.kernel_from_recipe, which the registry (above this
 # module) installs here
 from_recipe = None
+# how a kernel object runs when called: commands.run_kernel(kernel, inputs, output, params),
+# which the facade installs here (the one submit path sits above the kernels)
+runner = None
+
+
+class CallSignature:
+    """``__signature__`` of a kernel object: its ``call_signature()`` (for help() and
+    inspect.signature); on the class itself, none (inspect then reads __init__)."""
+
+    def __get__(self, obj, cls=None):
+        return None if obj is None else obj.call_signature()
 
 
 @dataclass(frozen=True)
@@ -72,11 +85,15 @@ class CustomKernel(Kernel):
     KernelRecipe."""
 
     _recipe: KernelRecipe | None = None
+    __signature__ = CallSignature()
 
     def __init__(self, name, source, *, inputs, output, slots, elements, lanes, types,
                  param_fields, workgroup_size, wg_fill, dtypes, grid, checked, entry_point,
-                 builtins, follows=()):
+                 builtins, follows=(), outputs=None):
         self.name = name
+        self.outputs = outputs or (output,)  # every read_write binding, in @binding order
+        # the machinery's indices of the outputs after the first (they end its inputs)
+        self.extra = tuple(range(len(inputs) - len(self.outputs) + 1, len(inputs)))
         self.checked = checked
         self.source_text = source
         self.templated = "${" in source
@@ -121,10 +138,50 @@ class CustomKernel(Kernel):
                 if name in params:
                     raise ArgumentError(f"{self.name}: param {name!r} is set by wgcompute "
                                         f"({_AUTO[name]}); leave it out")
-        return super().resolve_params(params, dt)
+        out = super().resolve_params(params, dt)
+        for p in self.params:  # vectors, matrices, arrays, structs: their bytes, checked now
+            if not isinstance(p.type, str) and not isinstance(out[p.name], bytes):
+                out[p.name] = p.type.pack(out[p.name], f"{self.name}: param {p.name!r}")
+        return out
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return self.base_key(output.dtype)
+
+    def base_key(self, dtype) -> PipelineKey:
+        """The pipeline of ``dtype``: the outputs after the first bound read_write."""
+        return PipelineKey(self.name, (dtype,), (), self.extra)
+
+    def in_place_refusal(self, inputs, output, aliased):
+        if any(i in self.extra for i in aliased):
+            return "two of its outputs would be one buffer"
+        return self.not_in_place
+
+    def __repr__(self) -> str:
+        ins = ", ".join(self.inputs[:len(self.inputs) - len(self.extra)])
+        outs = self.outputs[0] if len(self.outputs) == 1 else f"({', '.join(self.outputs)})"
+        ps = ", ".join(f"{p.name}: {p.type}" for p in self.params)
+        return f"<wgc.Kernel {self.name}({ins}) -> {outs} params=({ps}) dtypes={self.dtypes}>"
+
+    def call_signature(self) -> inspect.Signature:
+        """How the kernel is called: its inputs, then ``out=`` and its params by name."""
+        kind = inspect.Parameter
+        ins = self.inputs[:len(self.inputs) - len(self.extra)]
+        return inspect.Signature(
+            [kind(n, kind.POSITIONAL_ONLY) for n in ins] + [kind("out", kind.KEYWORD_ONLY,
+                                                                  default=None)]
+            + [kind(p.name, kind.KEYWORD_ONLY) for p in self.params])
+
+    def __call__(self, *inputs, out=None, **params):
+        """Run the kernel on ``inputs`` (Buffers, in the order of the shader's read bindings)
+        and return its output, or a tuple of its outputs: new Buffers shaped like the first
+        input, or ``out=`` (a Buffer, or a tuple of one per read_write binding). Params are
+        keyword arguments. Blocks until the outputs are ready, as run_kernel."""
+        outs = self._outs(inputs, out, params)
+        first = runner(self, list(inputs) + list(outs[1:]), outs[0], params)
+        return first if len(self.outputs) == 1 else (first,) + tuple(outs[1:])
 
     def render(self, key: PipelineKey):
-        t = DTYPES[key.dtypes[0]].wgsl
+        t = _element(DTYPES[key.dtypes[0]])
         src = self.source_text
         if self.templated:
             src = render_source(self.name, src, t, self.wg_fill, shaders.enable_directives([t]))
@@ -141,17 +198,60 @@ class CustomKernel(Kernel):
                 if b.dtype != output.dtype:
                     raise DtypeError(f"{self.name}: input {name!r} is {b.dtype} and the output "
                                      f"{output.dtype}; the shader declares both with ${{T}}")
-            elif DTYPES[b.dtype].wgsl != elem:
-                want = " or ".join(d for d, t in ((d, DTYPES[d].wgsl) for d in DTYPES)
-                                   if t == elem)
+            elif _element(DTYPES[b.dtype]) != elem:  # (packed dtypes bind as u32 words)
+                want = " or ".join(d for d in DTYPES if _element(DTYPES[d]) == elem)
                 raise DtypeError(f"{self.name}: input {name!r} is {b.dtype}, but the shader "
                                  f"declares {name}: {self.types[i]} (expected {want})")
+        if self.extra:
+            self._check_extra_outputs(inputs)
         lanes = self.lanes[-1]
         if lanes > 1 and output.size % lanes:
             raise ShapeError(f"{self.name}: output {output.shape} holds {output.size} "
                              f"elements, not a whole number of the shader's "
                              f"{self.types[-1]} items of {lanes}")
         self._check_sizes(inputs, output)
+
+    def _outs(self, inputs, out, params) -> tuple:
+        """The outputs of a call: ``out`` checked, or new buffers like the first input (an
+        output of a concrete element type in that dtype)."""
+        n = len(self.outputs)
+        if out is not None:
+            outs = (out,) if n == 1 and not isinstance(out, (tuple, list)) else out
+            if not isinstance(outs, (tuple, list)) or len(outs) != n:
+                raise ArgumentError(f"{self.name}: out: expected {n} Buffer(s) "
+                                    f"({', '.join(self.outputs)}), got {out!r}")
+            return tuple(outs)
+        if n == 1:
+            return (None,)
+        if not inputs:
+            raise ArgumentError(f"{self.name}: has no inputs to shape its outputs by; pass "
+                                f"out=({', '.join(self.outputs)})")
+        from ...buffer import check_buffer, empty
+
+        first = check_buffer(inputs[0], f"{self.name}: input {self.inputs[0]!r}")
+        base = first.dtype if first.dtype in self.dtypes else self.dtypes[0]
+        kinds = self.elements[len(self.inputs) - len(self.extra):]
+        kinds = kinds[-1:] + kinds[:-1]  # the machinery's order: the first output is last
+        return tuple(empty(first.shape, base if e in (None, "T") else _WGSL_DTYPE[e],
+                           label=f"{self.name}-{o}", device=first.device)
+                     for o, e in zip(self.outputs, kinds))
+
+    def _check_extra_outputs(self, inputs) -> None:
+        """The outputs after the first (bound as inputs): whole buffers of their own."""
+        from .bind import _shared_memory
+
+        for i in self.extra:
+            b = inputs[i]
+            if b._base is not None:
+                raise ArgumentError(f"{self.name}: output {self.inputs[i]!r} {b!r} is part "
+                                    f"of another buffer's memory; outputs are buffers of their "
+                                    f"own")
+            for j, other in enumerate(inputs):
+                if j != i and _shared_memory(b, other) is not None:
+                    what = "output" if j in self.extra else "input"
+                    raise ArgumentError(f"{self.name}: output {self.inputs[i]!r} is also "
+                                        f"{what} {self.inputs[j]!r}; each output is a buffer of "
+                                        f"its own, read by no input")
 
     def _check_sizes(self, inputs, output) -> None:
         """An input the shader reads at the output's own index (``out[i] = x[i] ...``) must
@@ -201,6 +301,14 @@ class CustomKernel(Kernel):
         if "offset" in self.auto:
             # Several dispatches of at most `limit` workgroups, each told where it starts:
             # gid.x + offset is the element index in every one of them.
+            size = len(pack_uniform([(n, "f64" if t == "T" else t) for n, t in
+                                     self.param_fields], _zeros(self.param_fields)))
+            if size > UNIFORM_STRIDE:
+                raise ShapeError(f"{self.name}: {count} output elements need several "
+                                 f"dispatches, each with its own params, and its params "
+                                 f"struct of {size} bytes is larger than the {UNIFORM_STRIDE} "
+                                 f"wgcompute gives each; take @builtin(num_workgroups) "
+                                 f"instead of `offset` (one dispatch), or pass grid=")
             per = limit * wgx
             return [Launch((math.ceil(min(per, count - start) / wgx), 1, 1),
                            dict(values, offset=start)) for start in range(0, count, per)]
@@ -232,6 +340,10 @@ class CustomKernel(Kernel):
         return wg
 
 
+def _zeros(fields) -> dict:
+    return {n: 0 if isinstance(t, str) else bytes(t.size) for n, t in fields}
+
+
 def render_source(name: str, source: str, t: str, wg, enable: str) -> str:
     try:
         return shaders.render(source, {"T": t, "WG": wg, "ENABLE": enable}, name=name)
@@ -247,76 +359,6 @@ def _size_text(size) -> str:
     while len(size) > 1 and size[-1] == 1:
         size = size[:-1]
     return ", ".join(map(str, size))
-
-
-def check_args(bindings, params, workgroup_size, dtypes, entry_point, grid, checked):
-    """The explicit arguments, on their own; normalized."""
-    if bindings is not None:
-        bindings = _check_bindings_arg(bindings, params)
-    if params is not None:
-        if not isinstance(params, dict):
-            raise ArgumentError(f"params: expected a dict of field name to WGSL scalar type, "
-                                f"got {type(params).__name__}")
-        for pn, pt in params.items():
-            if pt not in _PARAM_TYPES:
-                raise ArgumentError(f"params: field {pn!r} has type {pt!r}; expected one of "
-                                    f"{', '.join(_PARAM_TYPES)}")
-        params = list(params.items())
-    if workgroup_size is not None:
-        workgroup_size = _check_workgroup_size_arg(workgroup_size)
-    if dtypes is not None:
-        if isinstance(dtypes, str):
-            dtypes = (dtypes,)
-        if not isinstance(dtypes, (list, tuple)) or not dtypes:
-            raise ArgumentError(f"dtypes: expected a non-empty list of dtype names, got "
-                                f"{dtypes!r}")
-        dtypes = tuple(resolve_dtype(d, "dtypes").name for d in dtypes)
-    if entry_point is not None and not isinstance(entry_point, str):
-        raise ArgumentError(f"entry_point: expected a function name, got {entry_point!r}")
-    if not isinstance(checked, bool):
-        raise ArgumentError(f"checked: expected True or False, got {checked!r}")
-    if grid is not None and not callable(grid):
-        raise ArgumentError("grid: expected a callable(inputs, output, params) -> (x, y, z)")
-    return bindings, params, workgroup_size, dtypes
-
-
-def _check_bindings_arg(bindings, params) -> list[tuple[str, str]]:
-    """bindings= as (name, access) pairs: reads, one read_write, at most one uniform."""
-    if isinstance(bindings, dict):
-        bindings = list(bindings.items())
-    try:
-        bindings = [(str(n), str(a)) for n, a in bindings]
-    except (TypeError, ValueError):
-        raise ArgumentError("bindings: expected a list of (name, access) pairs") from None
-    accesses = [a for _, a in bindings]
-    bad = [a for a in accesses if a not in _ACCESS]
-    if bad:
-        raise ArgumentError(f"bindings: access {bad[0]!r} is not one of "
-                            f"{', '.join(_ACCESS)}")
-    if accesses.count("read_write") != 1:
-        raise ArgumentError("bindings: exactly one binding must be 'read_write' (the "
-                            "output)")
-    order = [_ACCESS.index(a) for a in accesses]
-    if order != sorted(order) or accesses.count("uniform") > 1:
-        raise ArgumentError("bindings: declare reads first, then the read_write output, "
-                            "then at most one uniform")
-    if params is not None and "uniform" not in accesses and params:
-        raise ArgumentError("params: declared, but bindings has no 'uniform' entry")
-    if "uniform" in accesses and not params and params is not None:
-        raise ArgumentError("bindings: a 'uniform' binding needs params (its struct "
-                            "fields)")
-    return bindings
-
-
-def _check_workgroup_size_arg(workgroup_size) -> tuple[int, int, int]:
-    sizes = workgroup_size if isinstance(workgroup_size, (tuple, list)) else \
-        (workgroup_size,)
-    if not 1 <= len(sizes) <= 3 or not all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
-            for v in sizes):
-        raise ArgumentError(f"workgroup_size: expected a positive int or 1 to 3 of them, "
-                            f"got {workgroup_size!r}")
-    return (tuple(int(v) for v in sizes) + (1, 1))[:3]
 
 
 def reflect_shader(name: str, probe: str, compile_source, checked: bool):
@@ -346,20 +388,18 @@ def storage_bindings(name: str, refl, bindings):
     reads = [b for b in refl.bindings if b.space == "storage" and b.access == "read"]
     writes = [b for b in refl.bindings if b.space == "storage" and b.access != "read"]
     uniforms = [b for b in refl.bindings if b.space == "uniform"]
-    if len(writes) != 1:
-        listed = ", ".join(b.name for b in writes) or "none"
-        raise ArgumentError(f"{name}: the shader declares {len(writes)} read_write storage "
-                            f"buffers ({listed}); a kernel writes exactly one, its output")
+    if not writes:
+        raise ArgumentError(f"{name}: the shader declares no read_write storage buffer; a "
+                            f"kernel writes at least one, its output")
     if len(uniforms) > 1:
         raise ArgumentError(f"{name}: the shader declares {len(uniforms)} uniforms "
                             f"({', '.join(b.name for b in uniforms)}); params are one struct")
-    out_b = writes[0]
-    declared = [(b.name, "read") for b in reads] + [(out_b.name, "read_write")] + \
+    declared = [(b.name, "read") for b in reads] + [(b.name, "read_write") for b in writes] + \
         [(b.name, "uniform") for b in uniforms]
     if bindings is not None and bindings != declared:
         raise ArgumentError(f"{name}: bindings={bindings!r} but the shader declares "
-                            f"{declared!r} (reads in @binding order, the output, the uniform)")
-    return reads, out_b, uniforms
+                            f"{declared!r} (reads in @binding order, the outputs, the uniform)")
+    return reads, writes, uniforms
 
 
 def kernel_dtypes(name: str, out_b, user_dtypes, templated: bool) -> tuple[str, ...]:
@@ -374,7 +414,7 @@ def kernel_dtypes(name: str, out_b, user_dtypes, templated: bool) -> tuple[str, 
         raise ArgumentError(f"{name}: the output {out_b.name!r} is {out_b.type}; pass "
                             f"dtypes= (the dtypes its buffers may have)")
     if out_elem not in (None, "T"):
-        wrong = [d for d in user_dtypes if DTYPES[d].wgsl != out_elem]
+        wrong = [d for d in user_dtypes if _element(DTYPES[d]) != out_elem]
         if wrong:
             raise ArgumentError(f"{name}: dtypes={user_dtypes!r} but the shader's output "
                                 f"{out_b.name!r} is {out_b.type}; {wrong[0]} is not "
@@ -382,34 +422,48 @@ def kernel_dtypes(name: str, out_b, user_dtypes, templated: bool) -> tuple[str, 
     return user_dtypes
 
 
-def param_fields(name: str, uniforms, user_params, dts) -> list[tuple[str, str]]:
-    """The params: the uniform struct's scalar fields as (name, type or "T"); ``user_params``
-    (checked by check_args) must be the same."""
+def _element(dt) -> str:
+    """The WGSL element a binding of dtype ``dt`` declares: its type, or u32 for the packed
+    ones (the shader sees their words: s8 lanes are not i32 elements)."""
+    return "u32" if dt.packed else dt.wgsl
+
+
+def param_fields(name: str, uniforms, user_params, dts, structs=None) -> list[tuple]:
+    """The params: the uniform struct's fields as (name, type): a scalar's WGSL name or "T",
+    or the uniform.UniformType of a vector, matrix, array or struct (``structs``: the
+    shader's); ``user_params`` (checked by check_args) must be the same."""
     fields = []
     if uniforms:
         u = uniforms[0]
         if not u.fields:
             raise ArgumentError(f"{name}: the uniform {u.name!r} is {u.type}; wgcompute fills "
-                                f"a struct of scalars (its fields are the params)")
+                                f"a struct (its fields are the params)")
         for f in u.fields:
             t = "T" if f.type.name == T_PROBE else f.type.name
-            if f.type.args or t not in _PARAM_TYPES or f.layout_attrs:
-                raise ArgumentError(
-                    f"{name}: params field {f.name!r} is "
-                    f"{'declared with @align/@size' if f.layout_attrs else str(f.type)}; "
-                    f"wgcompute fills scalar fields ({', '.join(_PARAM_TYPES[:-1])}, or ${{T}})")
+            if f.layout_attrs:
+                raise ArgumentError(f"{name}: params field {f.name!r} is declared with "
+                                    f"@align/@size; wgcompute lays out params by WGSL's "
+                                    f"default rules only")
+            if f.type.args or t not in _PARAM_TYPES:
+                if T_PROBE in str(f.type):
+                    raise ArgumentError(f"{name}: params field {f.name!r} is {f.type}; ${{T}} "
+                                        f"may be the type of a scalar field only")
+                fields.append((f.name, uniform.layout(f.type, dict(structs or ()),
+                                                      f"{name}: params field {f.name!r}")))
+                continue
             if f.name == "offset" and t != "u32":
                 raise ArgumentError(f"{name}: params field 'offset' is {t}; wgcompute sets it "
                                     f"({_AUTO['offset']}), as a u32")
             fields.append((f.name, t))
     if user_params is not None:
         def same(user_t, shader_t):
-            return user_t == shader_t or (user_t == "T" and all(
+            return user_t == str(shader_t) or (user_t == "T" and all(
                 DTYPES[d].wgsl == shader_t for d in dts))
         if [n for n, _ in user_params] != [n for n, _ in fields] or not all(
                 same(ut, st) for (_, ut), (_, st) in zip(user_params, fields)):
+            shown = {n: str(t) for n, t in fields}
             raise ArgumentError(f"{name}: params={dict(user_params)!r} but the shader's "
-                                f"params struct declares {dict(fields)!r}")
+                                f"params struct declares {shown!r}")
     return fields
 
 
@@ -460,11 +514,16 @@ def input_follows(refl, reads, out_b, grid) -> list:
 
 def make_kernel(name: str, source: str, refl_parts, fields, size, wg_fill, dts, grid,
                 checked: bool, entry, follows) -> CustomKernel:
-    """The CustomKernel of a checked shader (``refl_parts``: storage_bindings' result)."""
-    reads, out_b, uniforms = refl_parts
-    storage = reads + [out_b]
+    """The CustomKernel of a checked shader (``refl_parts``: storage_bindings' result: the
+    reads, the read_write outputs, the uniforms)."""
+    reads, writes, uniforms = refl_parts
+    # the machinery binds one output: the outputs after the first travel as inputs bound
+    # read_write (PipelineKey.in_place), after the reads
+    storage = reads + writes[1:] + writes[:1]
+    follows = list(follows) + [None] * (len(writes) - 1)
     return CustomKernel(
-        name, source, inputs=tuple(b.name for b in reads), output=out_b.name,
+        name, source, inputs=tuple(b.name for b in reads + writes[1:]), output=writes[0].name,
+        outputs=tuple(b.name for b in writes),
         slots=tuple(b.binding for b in storage) + ((uniforms[0].binding,) if uniforms else ()),
         elements=tuple("T" if b.element == T_PROBE else b.element for b in storage),
         lanes=tuple(b.lanes for b in storage),
@@ -472,15 +531,3 @@ def make_kernel(name: str, source: str, refl_parts, fields, size, wg_fill, dts, 
         param_fields=tuple(fields), workgroup_size=size, wg_fill=wg_fill, dtypes=dts,
         grid=grid, checked=checked, entry_point=entry.name, builtins=entry.builtins,
         follows=follows)
-
-
-def read_source(source) -> str:
-    """register_kernel's source: WGSL text, or the text of the .wgsl file it names."""
-    if not isinstance(source, str):
-        raise ArgumentError(f"source: expected WGSL text or a path, got {type(source).__name__}")
-    if source.endswith(".wgsl") and "\n" not in source:
-        if not os.path.exists(source):
-            raise ArgumentError(f"source: file {source!r} does not exist")
-        with open(source, encoding="utf-8") as f:
-            source = f.read()
-    return source

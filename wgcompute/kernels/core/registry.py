@@ -11,7 +11,7 @@ from ...dtypes import DTYPES
 from ...errors import ArgumentError, KernelNotFoundError
 from ...runtime import Device, current_device, open_devices
 from . import base, custom, shaders
-from .base import Kernel, PipelineKey
+from .base import Kernel
 from .custom import CustomKernel, KernelRecipe
 
 _kernels: dict[str, Kernel] = {}
@@ -23,7 +23,8 @@ _lock = threading.Lock()
 def _check_free(name: str, replace: bool) -> None:
     if not replace and (name in _kernels or name in _aliases):
         raise ArgumentError(f"name: a kernel named {name!r} already exists "
-                            f"(pass replace=True to redefine it)")
+                            f"(pass replace=True to redefine it; registering the same shader "
+                            f"with the same options again returns the existing kernel)")
 
 
 def add(kernel: Kernel, replace: bool = False, compiled=None,
@@ -89,18 +90,39 @@ def kernel_from_recipe(recipe: KernelRecipe) -> Kernel:
 custom.from_recipe = kernel_from_recipe  # how a custom kernel is rebuilt from its pickle
 
 
+def _same_registration(old, given, grid) -> bool:
+    """Whether ``old`` (a registered kernel) was registered with these arguments."""
+    return isinstance(old, CustomKernel) and old.given == given and \
+        _same_callable(old.grid, grid)
+
+
+def _same_callable(a, b) -> bool:
+    """Whether two grid callables are one: the same object, or functions of the same code,
+    defaults and closure values (a notebook cell's lambda, defined again)."""
+    if a is b:
+        return True
+    try:
+        return (a.__code__ == b.__code__ and a.__defaults__ == b.__defaults__
+                and [c.cell_contents for c in a.__closure__ or ()]
+                == [c.cell_contents for c in b.__closure__ or ()])
+    except (AttributeError, ValueError):
+        return False
+
+
 def register_kernel(name: str, source: str, *, bindings=None, params=None, workgroup_size=None,
                     dtypes=None, entry_point: str | None = None, grid=None,
                     replace: bool = False, checked: bool = True) -> Kernel:
-    """Register your own WGSL kernel under ``name`` and compile it now.
+    """Register your own WGSL kernel under ``name``, compile it now and return it.
 
     ``source`` is WGSL text or a path to a .wgsl file. Everything else is read from the
-    shader: the inputs are its ``var<storage, read>`` buffers in @binding order, the output
-    its one ``var<storage, read_write>`` buffer, the params the fields of its
-    ``var<uniform>`` struct, the entry point its @compute function (``entry_point=`` picks
-    one of several) and the workgroup size its @workgroup_size. All bindings are in
-    @group(0). A params field ``n: u32`` is set to the number of output elements, a field
-    ``offset: u32`` to the index of the first element of each dispatch.
+    shader: the inputs are its ``var<storage, read>`` buffers, the outputs its
+    ``var<storage, read_write>`` ones (both in @binding order), the params the fields of its
+    ``var<uniform>`` struct (scalars, vectors, matrices, arrays, structs: WGSL's layout), the
+    entry point its @compute function (``entry_point=`` picks one of several) and the
+    workgroup size its @workgroup_size; all in @group(0). A params field ``n: u32`` is set
+    to the number of output elements, ``offset: u32`` to each dispatch's first element.
+    The kernel is callable (``k(*inputs, out=None, **params)``); the same shader and options
+    registered again return it, others are refused unless ``replace=True``.
 
     ``bindings`` ((name, access) pairs: reads, the read_write output, the uniform),
     ``params`` (field name to WGSL scalar type, or "T"), ``workgroup_size`` and ``dtypes``
@@ -126,6 +148,9 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
         raise ArgumentError(f"replace: expected True or False, got {replace!r}")
     bindings, user_params, user_wg, user_dtypes = custom.check_args(
         bindings, params, workgroup_size, dtypes, entry_point, grid, checked)
+    given = (source, bindings, user_params, user_wg, user_dtypes, entry_point, checked)
+    if not replace and _same_registration(_kernels.get(name), given, grid):
+        return _kernels[name]  # a notebook cell run twice
     device = current_device()
     templated = "${" in source
     uses_wg = templated and "WG" in Template(source).get_identifiers()
@@ -146,18 +171,19 @@ def register_kernel(name: str, source: str, *, bindings=None, params=None, workg
     refl = custom.reflect_shader(name, probe, compile_source, checked)
     entry = refl.compute_entry(entry_point, what=f"{name}: the shader")
     parts = custom.storage_bindings(name, refl, bindings)
-    reads, out_b, uniforms = parts
-    dts = custom.kernel_dtypes(name, out_b, user_dtypes, templated)
-    fields = custom.param_fields(name, uniforms, user_params, dts)
+    reads, writes, uniforms = parts
+    dts = custom.kernel_dtypes(name, writes[0], user_dtypes, templated)
+    fields = custom.param_fields(name, uniforms, user_params, dts, refl.structs)
     size = entry.workgroup_size
     custom.check_workgroup(name, size, user_wg, workgroup_size, uses_wg, wg_fill, grid, device)
-    follows = custom.input_follows(refl, reads, out_b, grid)
+    follows = custom.input_follows(refl, reads, writes[0], grid)
     with _lock:
         _check_free(name, replace)  # before compiling: a taken name must not reach the cache
     k = custom.make_kernel(name, source, parts, fields, size, wg_fill, dts, grid, checked,
                            entry, follows)
     k.given_workgroup_size = user_wg
+    k.given = given
     # Compiled outside the cache, so a shader that fails (or a name taken meanwhile) leaves
     # the cache as it was; compile errors surface now.
-    compiled = k._compile(PipelineKey(name, (dts[0],), ()), device)
+    compiled = k._compile(k.base_key(dts[0]), device)
     return add(k, replace=replace, compiled=compiled, device=device)

@@ -75,6 +75,11 @@ class CommandFailedError(WgComputeError):
         self.cause = cause
 
 
+class ConvergenceError(WgComputeError, ArithmeticError):
+    """An iterative method (a Jacobi SVD's sweeps) did not converge within its bound of
+    iterations; its results would not be accurate, so none are returned."""
+
+
 class PipelineError(WgComputeError):
     """A pipeline stage is invalid; the message names the stage index."""
 

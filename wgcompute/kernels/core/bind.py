@@ -234,7 +234,17 @@ def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
     slots = kernel.binding_slots()
     names = kernel.storage_bindings()
     where = [b._binding(f"{kernel.name}: {names[j]!r}") for j, b in enumerate(storage)]
+    # a kernel that never changes its params after binding (set_params) may let its launches
+    # with equal uniforms and ranges share one bind group: a linalg sweep's thousands of
+    # launches then cost a few bind groups (tens of µs each to create), not one each
+    shared = {} if getattr(kernel, "share_bind_groups", False) else None
     for i, launch in enumerate(d.launches):
+        same = None
+        if shared is not None:
+            same = (tuple(sorted(launch.uniform.items())), launch.ranges)
+            if same in shared:
+                d.bind_groups.append(shared[same])
+                continue
         entries = []
         for j, b in enumerate(storage):
             gpu, base = where[j]
@@ -257,6 +267,8 @@ def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
             raise device.wrap(e, f"{kernel.name}: binding its buffers") from e
         d.bind_groups.append(bg)
         device.stats["bind_groups_created"] += 1
+        if same is not None:
+            shared[same] = bg
 
 
 def _shared_memory(a: Buffer, b: Buffer) -> str | None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from ...errors import ArgumentError, ShapeError
 from ..core.base import Launch, Param
-from .common import LinalgKernel, batch_of, chunks, phased
+from .common import WG, LinalgKernel, batch_of, chunks, phased
 from .elementwise import Take
 
 LU_MODES = ("solve", "inv", "det", "slogdet")
 SHARED_N = 64  # matrices up to this size factor in workgroup memory, in one launch
+# Which program factors those: "rows" (lu_rows.wgsl: the pivot found with subgroup operations,
+# rows never move; f32 and complex64 on adapters with subgroups) or "scan" (lu_small.wgsl:
+# every invocation scans the pivot column through a permutation; f64 always takes it).
+SMALL_LU = "rows"
+_ROWS_EXTRA = 4 * (6 * WG + SHARED_N + 3)  # lu_rows.wgsl's slots, order and counters (bytes)
 
 
 def lu_workspace(batch: int, n: int, k: int) -> int:
@@ -54,6 +59,10 @@ class LUFactor(LinalgKernel):
         bt, n, k = self._sizes(inputs, params)
         return (lu_workspace(bt, n, k),), inputs[0].dtype
 
+    def _rows(self, inputs, device) -> bool:
+        """Whether small matrices take lu_rows.wgsl (SMALL_LU)."""
+        return SMALL_LU == "rows" and inputs[0].dtype != "f64" and device.has("subgroup")
+
     def _shared(self, inputs, params, device) -> int:
         """Elements of workgroup memory the matrix and X take when they fit there (n ≤ 64),
         else 0 (they stay in the workspace, any n)."""
@@ -61,18 +70,20 @@ class LUFactor(LinalgKernel):
         cap = n * (n | 1) + n * k  # lu_small.wgsl's rows are n | 1 apart
         item = 4 if inputs[0].dtype == "f32" else 8
         room = device.limit("max-compute-workgroup-storage-size") - self.workgroup_size * (
-            item + 4) - 16
+            item + 4) - 16 - (_ROWS_EXTRA if self._rows(inputs, device) else 0)
         return cap if n <= SHARED_N and cap * item <= room else 0
 
     def constants(self, inputs, output, params):
         cap = self._shared(inputs, params, output.device)
         return (("MODE", "det" if params["mode"] == "slogdet" else params["mode"]),
-                ("SHARED", cap > 0), ("CAP", cap), ("NMAX", SHARED_N))
+                ("SHARED", cap > 0), ("CAP", cap), ("NMAX", SHARED_N),
+                ("ROWS", cap > 0 and self._rows(inputs, output.device)))
 
     def render(self, key):
-        # small matrices: lu_small.wgsl, in workgroup memory, one launch
+        # small matrices: lu_rows.wgsl or lu_small.wgsl, in workgroup memory, one launch
         if dict(key.constants)["SHARED"]:
-            return self._render("linalg/lu_small.wgsl", key)
+            small = "lu_rows" if dict(key.constants)["ROWS"] else "lu_small"
+            return self._render(f"linalg/{small}.wgsl", key)
         return self._render(self.template, key)
 
     def batch(self, inputs, output, params):

@@ -155,9 +155,11 @@ def test_every_row_runs_somewhere_and_has_a_known_rule():
     array namespace's functions run every row they name: tests/array_api/test_elementwise.py
     tests those.)"""
     from wgcompute.array_api._elementwise import COMPLEX_ROWS, ROWS
+    from wgcompute.ml.eager_nn import ONNX_ROWS  # ONNX operators that are rows (Erf)
 
     used = {row for row, _, _ in _paths()} | {
-        row for row in (*ROWS.values(), *COMPLEX_ROWS.values()) if row in OPS}
+        row for row in (*ROWS.values(), *COMPLEX_ROWS.values(), *ONNX_ROWS.values())
+        if row in OPS}
     assert set(OPS) == used, set(OPS) ^ used
     for op in OPS.values():
         assert op.dtypes in DTYPE_RULES, op

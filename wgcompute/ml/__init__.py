@@ -1,6 +1,7 @@
 """Neural-network inference on wgcompute: ONNX models loaded into GPU kernels (load_onnx,
 Model, register_model) and the operators as functions on Buffers and numpy arrays."""
 
+from . import eager_planned  # noqa: F401 - installs the planned path into the interpreter
 from .functional import (
     activation,
     add,

@@ -34,6 +34,7 @@ class _Executable:
     ups: list | None = None
     down: object = None  # DownloadStage (kept), or None
     recorded: object = None  # the next call's finished command buffer, or None
+    generation: int = 0  # the device's autotune generation when it was bound
 
     def drop_staging(self, healthy: bool) -> None:
         """Give the kept staging back (destroyed when a failure left it in doubt) and forget

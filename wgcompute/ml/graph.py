@@ -10,7 +10,20 @@ import numpy as np
 
 from .._extras import require
 from ..errors import ArgumentError, ModelError
-from . import operators
+from . import (  # noqa: F401 - the interpreter's operators register themselves
+    eager,
+    eager_control,
+    eager_einsum,
+    eager_index,
+    eager_loss,
+    eager_math,
+    eager_nn,
+    eager_quant,
+    eager_resize,
+    eager_rnn,
+    eager_shape,
+    operators,
+)
 from .ir import Graph, Node
 
 _FLOAT_TYPES = (1, 10, 11)  # TensorProto FLOAT, FLOAT16, DOUBLE
@@ -98,22 +111,10 @@ def _read_model(source):
                         f"{type(source).__name__}")
 
 
-def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
-    """The model's graph, checked for unsupported operators and rewritten (see module doc);
-    ``max_folded_bytes``: what constant folding may create (see folded_limit)."""
-    proto, file_bytes = _read_model(source)  # first: it says when onnx is not installed
-    import onnx
+def _graph_of(g, opset: int, limit: int) -> Graph:
+    """A Graph of an onnx GraphProto (the model's, or an If/Loop body's)."""
     from onnx import numpy_helper
 
-    limit = folded_limit(max_folded_bytes, file_bytes)
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    if opset is None:
-        raise ModelError("load_onnx: the model imports no opset of the default ONNX domain")
-    try:  # fills value_info; a model it cannot infer still loads (our shapes come later)
-        proto = onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # noqa: BLE001 - shape inference is advisory here
-        pass
-    g = proto.graph
     constants = {}
     for t in g.initializer:
         try:
@@ -148,10 +149,37 @@ def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
                 graph.value_types[vi.name] = tt.elem_type
             if tt.HasField("shape"):
                 graph.value_ranks[vi.name] = len(tt.shape.dim)
+    return graph
+
+
+def read_subgraph(g, opset: int, limit: int) -> Graph:
+    """A sub-graph (an If branch, a Loop body) read and checked as the model's graph is."""
+    graph = _graph_of(g, opset, limit)
+    check_supported(graph)
+    return graph
+
+
+def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
+    """The model's graph, checked for unsupported operators and rewritten (see module doc);
+    ``max_folded_bytes``: what constant folding may create (see folded_limit)."""
+    proto, file_bytes = _read_model(source)  # first: it says when onnx is not installed
+    import onnx
+
+    limit = folded_limit(max_folded_bytes, file_bytes)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        others = ", ".join(f"{o.domain!r} {o.version}" for o in proto.opset_import) or "none"
+        raise ModelError(f"load_onnx: the model imports no opset of the default ONNX domain "
+                         f"(it imports {others}): its operators are not ONNX's own")
+    try:  # fills value_info; a model it cannot infer still loads (our shapes come later)
+        proto = onnx.shape_inference.infer_shapes(proto)
+    except Exception:  # noqa: BLE001 - shape inference is advisory here
+        pass
+    graph = _graph_of(proto.graph, opset, limit)
     check_graph(graph)
     check_supported(graph)
     fold_constants(graph)
-    check_runnable(graph)
+    route(graph)
     fold_batch_norms(graph)
     transpose_gemm_weights(graph)
     return graph
@@ -161,9 +189,10 @@ def check_supported(graph: Graph) -> None:
     """One ModelError listing every node wgcompute cannot run (op type, name, opset, why)."""
     bad = []
     for name, _, elem in graph.inputs:
-        if elem not in _FLOAT_TYPES + _HOST_TYPES:
-            bad.append(("(input)", name, graph.opset, "inputs must be float or integer "
-                                                      "tensors"))
+        if elem not in _FLOAT_TYPES + _HOST_TYPES and not eager.ONNX_DTYPES.get(elem):
+            bad.append(("(input)", name, graph.opset, f"inputs must be tensors of a type "
+                                                      f"wgcompute has, not "
+                                                      f"{operators.type_name(elem)}"))
     ok_types = (np.float16, np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32,
                 np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
     for name, arr in graph.constants.items():
@@ -179,11 +208,7 @@ def check_supported(graph: Graph) -> None:
         if n.domain not in ("", "ai.onnx"):
             bad.append((n.op, n.name, graph.opset, f"domain {n.domain!r} is not supported"))
             continue
-        spec = operators.OPS.get(n.op)
-        if spec is None:
-            bad.append((n.op, n.name, graph.opset, "operator not supported"))
-            continue
-        why = spec.check(n, graph.opset) if spec.check else None
+        why = eager.check_node(n, graph.opset)
         if why:
             bad.append((n.op, n.name, graph.opset, why))
     if bad:
@@ -227,12 +252,11 @@ def fold_constants(graph: Graph) -> None:
     kept = []
     budget = operators.FoldBudget(graph.max_folded_bytes)
     for n in graph.nodes:
-        spec = operators.OPS[n.op]
         ins = [x for x in n.inputs if x]
-        if spec.fold is not None and all(x in graph.constants for x in ins):
+        if all(x in graph.constants for x in ins) and _folds(graph, n):
             values = [graph.constants[x] if x else None for x in n.inputs]
             try:
-                outs = operators.fold(n, values, graph.opset, budget)
+                outs = eager.fold_at_load(graph, n, values, budget)
             except ModelError:
                 raise
             except Exception as e:
@@ -243,6 +267,69 @@ def fold_constants(graph: Graph) -> None:
             continue
         kept.append(n)
     graph.nodes = kept
+
+
+def _folds(graph: Graph, n: Node) -> bool:
+    """Whether ``n`` folds at load when its inputs are constants: an operator with a fold, or
+    one only the interpreter runs on small constants (onnx's reference implementation)."""
+    spec = operators.OPS.get(n.op)
+    if spec is not None:
+        return spec.fold is not None
+    if n.op in eager.NO_HOST_FOLD:
+        return False
+    ins = [graph.constants[x] if x else None for x in n.inputs]
+    return sum(v.size for v in ins if v is not None) <= eager.HOST_FOLD_ELEMENTS \
+        and eager.grown_size(n, ins) <= eager.HOST_FOLD_ELEMENTS
+
+
+def route(graph: Graph) -> None:
+    """Which path runs the model: planned (every node an operator the planner lowers, and
+    check_runnable passes) or interpreted (``graph.eager`` says why; eager.check_graph
+    refuses there what the interpreter cannot do)."""
+    why = next((f"{n.op} runs in the interpreter only" for n in graph.nodes
+                if n.op not in operators.OPS or (operators.OPS[n.op].check is not None
+                                                  and operators.OPS[n.op].check(n, graph.opset))),
+               None)
+    if why is None:
+        why = _integer_data(graph)
+    if why is None:
+        try:
+            check_runnable(graph)
+        except ModelError as e:
+            why = e.unsupported[0][3] if e.unsupported else str(e)
+    if why is not None:
+        graph.eager = why
+        eager.check_graph(graph, _refused_in_interpreter(graph))
+
+
+def _integer_data(graph: Graph) -> str | None:
+    """Why an integer or bool input makes the model interpreted: a node reads it as data
+    (the planned path would compute that with numpy on the host, per value); where it is a
+    parameter (a target shape, axes, indices), the planned path folds it."""
+    params = {**_HOST_PARAMS, "Slice": (1, 2, 3, 4), "ConstantOfShape": (0,), "Shape": (0,),
+              "Clip": (1, 2)}
+    ints = {name for name, _, elem in graph.inputs if elem not in _FLOAT_TYPES}
+    for n in graph.nodes:
+        for i, x in enumerate(n.inputs):
+            if x in ints and i not in params.get(n.op, ()):
+                return f"{n.op} computes with the integer input {x!r}"
+    return None
+
+
+def _refused_in_interpreter(graph: Graph) -> list:
+    """What the interpreter would refuse at the first call, where the model's declared types
+    and ranks tell already: spatial operators on other than 1-D and 2-D data, and the planned
+    path's float-only operators on other types."""
+    check = _RunCheck(graph)
+    for n in graph.nodes:
+        if n.op in _SPATIAL_OPS:
+            check.spatial(n)
+        t = check.types.get(n.inputs[0], 0) if n.inputs else 0
+        small = n.op in eager.SMALL_INTS_EXACT and t in (2, 3, 4, 5)  # (U)INT8, (U)INT16
+        if n.op in eager.FLOAT_ONLY and t not in (0, _F32, _F16) and not small:
+            check.refuse(n, f"input {n.inputs[0]!r} is {operators.type_name(t)}: wgcompute "
+                            f"computes {n.op} in float32 and float16")
+    return check.bad
 
 
 # inputs that are parameters, read on the host: they must be known when the model is planned
@@ -435,3 +522,6 @@ def transpose_gemm_weights(graph: Graph) -> None:
             graph.weights.add(name)
             n.inputs = [n.inputs[0], name, *n.inputs[2:]]
             n.attrs = dict(n.attrs, transB=1)
+
+
+eager.install("read_subgraph", read_subgraph)

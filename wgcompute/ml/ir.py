@@ -31,6 +31,7 @@ class Graph:
     value_types: dict = field(default_factory=dict)  # name -> ONNX elem type, where known
     value_ranks: dict = field(default_factory=dict)  # name -> rank, where known at load
     max_folded_bytes: int = 64 << 20  # what folding constants may create, in all
+    eager: str | None = None  # why the model runs interpreted (None: it runs planned)
 
 
 @dataclass(frozen=True)

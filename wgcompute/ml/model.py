@@ -27,6 +27,7 @@ from ..errors import (
 from ..kernels import bind, registry
 from ..kernels.core.base import Kernel, Param
 from ..runtime import open_devices
+from . import eager
 from .executable import _device, _Executable, _OnDevice, collect, plan_passes, record_run
 from .graph import Graph, read_onnx
 from .plan import Plan, lower
@@ -68,13 +69,24 @@ class Model:
         self._weak_kernel = None  # the kernel of its own runs: the device's caches keep those
         self._freed = False
         self._onnx: bytes | None = None  # the model's bytes when it came from no file
+        self._interpreter = eager.Owner()  # owns the interpreted path's per-device state
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{n}{_fmt_dims(d)}" for n, d, _ in self.graph.inputs)
         state = " freed" if self._freed else ""
         mixed = " (mixed precision)" if self.precision == "mixed" else ""
         return (f"<wgc.ml.Model {self.name!r} ({ins}) -> {len(self.graph.outputs)} output(s), "
-                f"{len(self.graph.nodes)} nodes, {self.dtype}{mixed}{state}>")
+                f"{len(self.graph.nodes)} nodes, {self.dtype}{mixed}, {self.path}{state}>")
+
+    @property
+    def path(self) -> str:
+        """"planned" (fused kernels, one submit a call) or "interpreted" (node by node)."""
+        return "planned" if self.graph.eager is None else "interpreted"
+
+    @property
+    def interpreted_because(self) -> str | None:
+        """Why the model runs interpreted (None when it runs planned)."""
+        return self.graph.eager
 
     # -- description ------------------------------------------------------------------------
     def onnx_bytes(self) -> bytes:
@@ -108,11 +120,13 @@ class Model:
     @property
     def host_inputs(self) -> list[str]:
         """Integer inputs: shape parameters (axes, target shapes, indices) whose values are
-        folded on the host; each new value plans the model anew."""
+        folded on the host; each new value plans the model anew (interpreted: none)."""
+        if self.graph.eager is not None:
+            return []
         return [n for n, _, t in self.graph.inputs if t not in FLOAT_TYPES]
 
     def _is_host(self, i: int) -> bool:
-        return self.graph.inputs[i][2] not in FLOAT_TYPES
+        return self.graph.inputs[i][2] not in FLOAT_TYPES and self.graph.eager is None
 
     def _input_shape(self, i: int, shape) -> tuple:
         """The shape input ``i`` runs with: as given, or with a batch axis of 1 prepended
@@ -140,6 +154,7 @@ class Model:
         default, or "f16": half the bytes to upload; the plan converts it to the model's
         dtype where the two differ)."""
         self._check_open()
+        self._refuse_interpreted("plan")
         n_float = len(self.graph.inputs) - len(self.host_inputs)
         dtypes = ("f32",) * n_float if dtypes is None else tuple(dtypes)
         if len(dtypes) != n_float or any(d not in DTYPES for d in dtypes):
@@ -173,6 +188,11 @@ class Model:
                     p.key = key
                     self._plans[key] = p
         return p
+
+    def _refuse_interpreted(self, what: str) -> None:
+        if self.graph.eager is not None:
+            raise ModelError(f"{self.name}: {what} needs the planned path; this model runs "
+                             f"interpreted ({self.graph.eager})")
 
     def _on(self, device=None) -> _OnDevice:
         """What this model keeps on ``device`` (default: the current one)."""
@@ -222,6 +242,10 @@ class Model:
         """Run the model: numpy in -> numpy out (the first output, or a tuple of all when the
         model has several); Buffers in -> a new Buffer (models of one output)."""
         xs = self._arrays(args, kwargs)
+        if self.graph.eager is not None:
+            self._check_open()
+            outs = eager.run_model(self.graph, self._interpreter, xs, _device())
+            return outs[0] if len(outs) == 1 else tuple(outs)
         if all(isinstance(x, Buffer) for x in xs):
             if len(self.graph.outputs) != 1:
                 raise ModelError(f"{self.name}: has {len(self.graph.outputs)} outputs; run it "
@@ -246,6 +270,8 @@ class Model:
         self._check_open()
         xs = self._arrays((inputs,), {}) if isinstance(inputs, dict) else \
             self._arrays(tuple(inputs), {})
+        if self.graph.eager is not None:
+            return eager.run_model(self.graph, self._interpreter, xs, _device(), numpy=True)
         arrays = []
         for i, (name, x) in enumerate(zip(self.input_names, xs, strict=True)):
             if isinstance(x, Buffer):
@@ -359,10 +385,13 @@ class Model:
         exes = device.state_for(self, _OnDevice).exes
         key = plan.key
         exe = exes.get(key)
+        if exe is not None and exe.generation != device.autotune_generation:
+            exe = self._drop_stale(exes, key, exe)  # tuned since it was bound: bind again
         if exe is None:
             with self._lock:
                 exe = exes.get(key)
                 if exe is None:
+                    generation = device.autotune_generation
                     shapes = [s for s in plan.input_shapes if s is not None]
                     ins = [empty(s, dt, label=f"{self.name}:in{i}", device=device)
                            for i, (s, dt) in enumerate(zip(shapes, plan.input_dtypes,
@@ -372,7 +401,17 @@ class Model:
                     kernel = self._own_kernel(plan if self.host_inputs else None)
                     d = bind(kernel, ins, out, None)
                     exe = exes[key] = _Executable(ins, out, d, threading.Lock())
+                    exe.generation = generation
         return exe
+
+    def _drop_stale(self, exes: dict, key, exe: _Executable) -> None:
+        """Forget a bound run whose kernels were bound before background tuning changed a
+        choice (the next call binds the tuned configurations)."""
+        with self._lock:
+            if exes.get(key) is exe:
+                del exes[key]
+        with exe.lock:  # a call running on it finishes first; its buffers go with it
+            exe.drop_staging(True)
 
     def profile(self, *inputs, repeat: int = 5, trace=None) -> list[dict]:
         """Per-layer GPU times (ms, the median of ``repeat`` runs) from timestamp queries:
@@ -380,6 +419,7 @@ class Model:
         fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
         ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
         chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
+        self._refuse_interpreted("profile")
         return profile_model(self, inputs, repeat, trace)
 
     def free(self) -> None:
@@ -387,9 +427,10 @@ class Model:
         with self._lock:
             self._freed = True
             for device in open_devices():  # a closed or lost device let go of it already
-                state = device.drop_state(self)
-                if state is not None:
-                    state.close()
+                for owner in (self, self._interpreter):
+                    state = device.drop_state(owner)
+                    if state is not None:
+                        state.close()
 
 
 def _fmt_dims(dims) -> str:
@@ -438,6 +479,7 @@ class ModelKernel(Kernel):
         if self.fixed_plan is not None:
             return self.fixed_plan
         m = self._model(params)
+        m._refuse_interpreted("a model kernel")
         if m.host_inputs:
             raise ModelError(f"{self.name}: the model has integer inputs "
                              f"({', '.join(m.host_inputs)}); run it with Model.run")
@@ -527,6 +569,9 @@ def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     if name is None:
         name = os.path.splitext(os.path.basename(path))[0] if path else graph.name
+    if dtype != "f32" and graph.eager is not None:
+        raise ModelError(f"dtype {dtype!r}: the model runs interpreted ({graph.eager}), in "
+                         f"the types it declares; load it with dtype='f32'")
     m = Model(graph, name, dtype, path, precision)
     if path is None:  # what it was loaded from, for onnx_bytes() (a model that travels)
         m._onnx = bytes(source) if isinstance(source, (bytes, bytearray, memoryview)) \

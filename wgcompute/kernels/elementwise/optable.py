@@ -23,19 +23,21 @@ from ..core import shaders
 from ..core.base import wgsl_is_nan
 from . import mathcomplex as mc
 from . import mathcomplex_inv as mi
+from . import matherf
 from . import mathfuncs as m
 from . import mathkernels as mk
 
-ALL = ("f32", "f64", "f16", "s32", "s64", "u32", "u8")
+INTEGERS = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
 FLOATS = ("f32", "f64", "f16")
-SIGNED = FLOATS + ("s32", "s64")
+ALL = FLOATS + INTEGERS
+SIGNED = FLOATS + ("s8", "s16", "s32", "s64")
 
 # dtype rules: the dtypes an op accepts and what it returns for one of them
 DTYPE_RULES = {
     "any": (ALL, "same"),  # every dtype, the result in the operands' dtype
     "signed": (SIGNED, "same"),  # floats and signed integers
     "float": (FLOATS, "same"),
-    "integer": (("s32", "s64", "u32", "u8"), "same"),  # bitwise ops
+    "integer": (INTEGERS, "same"),  # bitwise ops
     "float_test": (FLOATS, "bool"),  # a truth value of a float (signbit)
     "complex": (("c64",), "same"),  # complex64's own rows (vec2<f32>: real, imaginary)
     "compare": (ALL, "bool"),  # a truth value (bool: the bytes 0 and 1)
@@ -337,6 +339,8 @@ _MATH_ROWS = (
         ("cosh", "cosh"), ("asinh", "arcsinh"), ("acosh", "arccosh"), ("atanh", "arctanh"))),
     _math_row("atan2", np.arctan2, 2),
     _math_row("logaddexp", np.logaddexp, 2),
+    OpDef("erf", 1, "float", "erf", matherf.erf_reference, body=matherf.erf_body,
+          description="the error function (math.erf)"),
     # exact in every float dtype (f64's bits need shader-int64: copysign, signbit, nextafter)
     OpDef("sqrt", 1, "float", "sqrt(x)", np.sqrt, body=m.sqrt_body),
     OpDef("hypot", 2, "float", "hypot", np.hypot, body=m.hypot_body),

@@ -1,0 +1,507 @@
+"""The graph interpreter: a model whose graph the planner cannot lower runs node by node on
+Buffers (the array namespace and the kernels); small host values (shapes) fold with numpy.
+
+An operator registers ``fn(ctx, node, ins) -> list`` with ``@eager("Op", ...)``. ``ins`` holds,
+per node input, a Buffer (computed on the GPU), an ``np.ndarray`` (a value known on the host:
+constants, initializers, shapes) or None (an omitted optional input); ``fn`` returns one value
+per node output (Buffer, ``np.ndarray``, or None for an output it does not produce)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..buffer import Buffer, buffer
+from ..dtypes import DTYPES
+from ..errors import ModelError, WgComputeError
+from . import operators
+from .ir import Graph, Node
+
+# op type -> fn(ctx, node, ins) -> list of outputs
+EAGER: dict[str, Callable] = {}
+# op type -> check(node, opset) -> why the interpreter cannot run it (at load), or None
+EAGER_CHECKS: dict[str, Callable] = {}
+# op types that never fold on the host (their results outgrow their inputs, or random)
+NO_HOST_FOLD: set[str] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                          "RandomUniformLike", "Multinomial", "Bernoulli",
+                          "If", "Loop", "Scan"}  # sub-graphs read their scope's values
+
+# op types the interpreter runs through the planned path only: float32 and float16 inputs
+FLOAT_ONLY: set[str] = set()
+# ... of which these take 1- and 2-byte integers too (through float32, exactly)
+SMALL_INTS_EXACT: set[str] = set()
+
+# a node whose inputs are all host values, of at most this many elements in all, folds on the
+# host (shape arithmetic); a larger one computes on the GPU
+HOST_FOLD_ELEMENTS = 1 << 12
+
+# ONNX element type -> wgcompute dtype name (None: the type does not exist in wgcompute)
+_ONNX_NAMES = {1: "f32", 2: "u8", 3: "s8", 4: "u16", 5: "s16", 6: "s32", 7: "s64", 9: "bool",
+               10: "f16", 11: "f64", 12: "u32", 13: "u64", 14: "c64", 15: "c128"}
+ONNX_DTYPES = {k: v if v in DTYPES else None for k, v in _ONNX_NAMES.items()}
+DTYPE_ONNX = {v: k for k, v in ONNX_DTYPES.items() if v is not None}
+
+
+# what the modules above this one install (it may not import them): "read_subgraph"
+# (graph.read_subgraph) and "planned" (one node through the planned path, model.py's)
+HOOKS: dict[str, Callable] = {}
+
+
+def install(name: str, fn: Callable) -> None:
+    HOOKS[name] = fn
+
+
+def read_subgraph(g, opset: int, limit: int) -> Graph:
+    """A sub-graph (an onnx GraphProto: If's branches, Loop's body) as a checked Graph."""
+    return HOOKS["read_subgraph"](g, opset, limit)
+
+
+def eager(*ops: str, check: Callable | None = None):
+    """Register the decorated ``fn(ctx, node, ins) -> list`` as the interpreter's operator(s)
+    ``ops``; ``check(node, opset)`` (optional) returns why a node cannot run, at load."""
+
+    def register(fn):
+        for op in ops:
+            EAGER[op] = fn
+            if check is not None:
+                EAGER_CHECKS[op] = check
+        return fn
+
+    return register
+
+
+def onnx_type_name(elem: int) -> str:
+    return operators.type_name(elem)
+
+
+def dtype_of_onnx(elem: int, device, what: str):
+    """The wgcompute dtype of ONNX element type ``elem`` on ``device``, or a ModelError naming
+    ``what`` and why it cannot be (no such dtype, or the adapter lacks its feature)."""
+    name = ONNX_DTYPES.get(elem)
+    if name is None:
+        raise ModelError(f"{what} is {onnx_type_name(elem)}: the type does not exist in "
+                         f"wgcompute (it has {', '.join(DTYPES)})")
+    dt = DTYPES[name]
+    if dt.feature is not None and device is not None and not device.has(dt.feature):
+        raise ModelError(f"{what} is {onnx_type_name(elem)}: {dt.name} needs the adapter "
+                         f"feature {dt.feature!r}, which {device.name} does not have")
+    return dt
+
+
+def _host_dtype(arr: np.ndarray, device, what: str):
+    """The wgcompute dtype a host array uploads as (its own), or a ModelError."""
+    try:
+        from ..dtypes import dtype as resolve_dtype
+
+        dt = resolve_dtype(arr.dtype, what)
+    except WgComputeError:
+        raise ModelError(f"{what} is {arr.dtype}: the type does not exist in wgcompute (it "
+                         f"has {', '.join(DTYPES)})") from None
+    if dt.feature is not None and not device.has(dt.feature):
+        raise ModelError(f"{what} is {arr.dtype}: {dt.name} needs the adapter feature "
+                         f"{dt.feature!r}, which {device.name} does not have")
+    return dt
+
+
+class Owner:
+    """What an interpreted model's per-device state is keyed by (``Device.state_for``)."""
+
+
+class EagerState:
+    """What an interpreted model keeps on one device (``Device.state_for``): its constants
+    uploaded once, and the host evaluators of its nodes; closed with the device."""
+
+    def __init__(self, device):
+        self.consts: dict = {}
+
+    def close(self) -> None:
+        for v in list(self.consts.values()):
+            if isinstance(v, tuple) and isinstance(v[1], Buffer):
+                v[1].free()
+            elif hasattr(v, "free"):  # a one-node model of the planned path
+                v.free()
+        self.consts.clear()
+
+
+class Context:
+    """What an operator sees of the run: the graph, its opset, the device, attribute reading,
+    refusals, host values and the upload of host values to the GPU.
+
+    ``consts``: the per-device uploads of the model's constants (kept across calls);
+    ``known``: the host copy of each graph input uploaded this call (``host`` reads it)."""
+
+    def __init__(self, graph: Graph, device, consts: dict | None = None):
+        self.graph = graph
+        self.opset = graph.opset
+        self.device = device
+        self.consts = consts if consts is not None else {}
+        self.known: dict[int, tuple] = {}  # id(Buffer) -> (Buffer, its host array)
+        # id(Buffer) -> (Buffer, node, its inputs, output index): computed from known values
+        self.derived: dict[int, tuple] = {}
+        self._uploads: dict[int, tuple] = {}  # id(array) -> (array, Buffer): this call's
+        self.budget = operators.FoldBudget(graph.max_folded_bytes)
+        self.subgraphs: dict = {}  # (node name, attribute) -> Graph, for If/Loop/Scan
+        self.scope: dict | None = None  # the values of the graph running now (name -> value)
+
+    # -- reading nodes -----------------------------------------------------------------------
+    @staticmethod
+    def attr(node: Node, key: str, default=None):
+        return node.attrs.get(key, default)
+
+    def fail(self, node: Node, msg: str) -> ModelError:
+        """The error a node raises when it cannot run: names the op, the node and why."""
+        return ModelError(f"{self.graph.name}: node {node.op} {node.name!r} (opset "
+                          f"{self.opset}): {msg}", [(node.op, node.name, self.opset, msg)])
+
+    # -- host values -------------------------------------------------------------------------
+    @staticmethod
+    def is_host(v) -> bool:
+        return isinstance(v, np.ndarray)
+
+    def host(self, node: Node, v, what: str) -> np.ndarray:
+        """``v`` as a host array: a host value, a graph input's own data, or a small value the
+        GPU computed from those (computed again on the host); a value computed from data is
+        refused (it must be known when the model is planned)."""
+        if isinstance(v, np.ndarray):
+            return v
+        if isinstance(v, Buffer):
+            hit = self.known.get(id(v))
+            if hit is not None and hit[0] is v:
+                return hit[1]
+            made = self.derived.get(id(v))
+            if made is not None and made[0] is v:  # computed from known values: again here
+                _, src, ins, k = made
+                vals = [self.host(src, x, what) if x is not None else None for x in ins]
+                try:
+                    arr = host_fold(self, src, vals)[k]
+                except WgComputeError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - numpy's or onnx's reason, named
+                    raise self.fail(src, f"folding on the host failed: {e}") from e
+                self.known[id(v)] = (v, arr)
+                return arr
+            raise self.fail(node, f"{what} must be known when the model is planned; it is "
+                                  f"computed at run time")
+        raise self.fail(node, f"{what} is missing")
+
+    def _knowable(self, v) -> bool:
+        return v is None or isinstance(v, np.ndarray) or (
+            isinstance(v, Buffer) and (id(v) in self.known or id(v) in self.derived))
+
+    def note(self, node: Node, ins: list, outs: list) -> None:
+        """Remember how ``node`` made its Buffer outputs from values known on the host (graph
+        inputs, shapes), when they are small: ``host`` computes them there if a node needs
+        them as parameters (a shape computed from an integer input)."""
+        if node.op in NO_HOST_FOLD or not all(self._knowable(v) for v in ins):
+            return
+        if sum(v.size for v in ins if v is not None) > HOST_FOLD_ELEMENTS:
+            return
+        for k, out in enumerate(outs):
+            if isinstance(out, Buffer):
+                self.derived[id(out)] = (out, node, ins, k)
+
+    def buffer(self, v, what: str = "value") -> Buffer:
+        """``v`` on the GPU: a Buffer as it is; a host array uploaded once (the model's
+        constants once per device, others once per call), in its own dtype where wgcompute
+        has it, refused otherwise."""
+        if isinstance(v, Buffer):
+            return v
+        if not isinstance(v, np.ndarray):
+            v = np.asarray(v)
+        key = id(v)
+        for cache in (self.consts, self._uploads):
+            hit = cache.get(key)
+            if hit is not None and hit[0] is v:
+                return hit[1]
+        dt = _host_dtype(v, self.device, what)
+        b = buffer(np.ascontiguousarray(v).reshape(v.shape), dtype=dt, device=self.device)
+        (self.consts if self._is_constant(v) else self._uploads)[key] = (v, b)
+        return b
+
+    def _is_constant(self, v: np.ndarray) -> bool:
+        ids = self.consts.get("constant ids")
+        if ids is None:
+            ids = self.consts["constant ids"] = {id(c) for c in self.graph.constants.values()}
+        return id(v) in ids  # the graph holds its constants: their ids are not reused
+
+    def dtype(self, v):
+        """The wgcompute dtype of a value (a Buffer's, or a host array's own)."""
+        if isinstance(v, Buffer):
+            return v.dtype
+        return _host_dtype(np.asarray(v), self.device, "value")
+
+    # -- sub-graphs (If, Loop, Scan) ----------------------------------------------------------
+    def subgraph(self, node: Node, key: str) -> Graph:
+        """The graph attribute ``key`` of ``node`` (read once)."""
+        k = (node.name, key)
+        g = self.subgraphs.get(k)
+        if g is None:
+            g = self.subgraphs[k] = read_subgraph(node.attrs[key], self.opset,
+                                                  self.graph.max_folded_bytes)
+        return g
+
+    def run_graph(self, g: Graph, feeds: list, outer: dict) -> list:
+        """Run sub-graph ``g`` on ``feeds`` (its inputs, in order), seeing the values of the
+        enclosing scope ``outer`` (name -> value); returns its outputs as values."""
+        env = dict(outer)
+        env.update(g.constants)
+        for (name, _, _), v in zip(g.inputs, feeds, strict=False):
+            env[name] = v
+        _run_nodes(self, g, env)
+        return [env[y] for y in g.outputs]
+
+
+# -- one node through the planner ------------------------------------------------------------
+PLANNED_DTYPES = ("f32", "f16")
+
+
+def planned(ctx: Context, node: Node, ins: list) -> list | None:
+    """``node`` run as the planned path runs it (the planner's lowering and kernels: one
+    definition of Conv, pools, Gemm...), on its float32 / float16 inputs, its host inputs the
+    constants of a one-node model made once per device; None where an input is of another
+    type (the caller computes it otherwise or refuses). The model layer installs it."""
+    return HOOKS["planned"](ctx, node, ins)
+
+
+# -- folding on the host ---------------------------------------------------------------------
+def _to_proto(node: Node):
+    from onnx import helper, numpy_helper
+
+    attrs = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
+             for k, v in node.attrs.items()}
+    return helper.make_node(node.op, node.inputs, node.outputs, name=node.name,
+                            domain=node.domain or None, **attrs)
+
+
+def _reference(ctx: Context, node: Node):
+    """onnx's reference implementation of one node (built once per model and node)."""
+    key = ("reference", node.name, node.op)
+    ref = ctx.consts.get(key)
+    if ref is None:
+        from onnx.reference import ReferenceEvaluator
+
+        ref = ReferenceEvaluator(_to_proto(node), opsets={"": ctx.opset})
+        ctx.consts[key] = ref
+    return ref
+
+
+def host_fold(ctx: Context, node: Node, ins: list) -> list:
+    """``node`` evaluated on host values (numpy): operators.fold where the op has a fold,
+    else onnx's reference implementation; the result charged to the fold budget."""
+    spec = operators.OPS.get(node.op)
+    if spec is not None and spec.fold is not None:
+        outs = operators.fold(node, ins, ctx.opset, ctx.budget)
+        return [None if o is None else np.asarray(o) for o in outs]
+    ref = _reference(ctx, node)
+    feeds = {name: v for name, v in zip(node.inputs, ins, strict=False) if name}
+    outs = ref.run(None, feeds)
+    ctx.budget.charge(node, sum(np.asarray(o).nbytes for o in outs if o is not None))
+    return [None if o is None else np.asarray(o) for o in outs]
+
+
+def _ints(v) -> list[int]:
+    return [int(d) for d in np.asarray(v).reshape(-1)]
+
+
+def grown_size(node: Node, ins: list) -> int:
+    """An upper bound of the elements of the result of an operator whose result may outgrow
+    its inputs (Range, Expand, Tile, OneHot, ConstantOfShape, Pad), from its host inputs;
+    the inputs' size for the others."""
+    op, present = node.op, [v for v in ins if v is not None]
+    try:
+        if op == "Range":
+            start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins[:3])
+            return max(math.ceil((limit - start) / delta), 0) if delta else 0
+        if op == "Expand":
+            return math.prod(np.broadcast_shapes(ins[0].shape, tuple(_ints(ins[1]))))
+        if op == "Tile":
+            return ins[0].size * math.prod(_ints(ins[1]))
+        if op == "OneHot":
+            return ins[0].size * abs(_ints(ins[1])[0])
+        if op == "ConstantOfShape":
+            return math.prod(_ints(ins[0]))
+        if op == "Pad":
+            pads = _ints(ins[1]) if len(ins) > 1 and ins[1] is not None else \
+                list(node.attrs.get("pads", []))
+            r = ins[0].ndim
+            return math.prod(ins[0].shape[i] + pads[i] + pads[i + r] for i in range(r)) \
+                if len(pads) == 2 * r else HOST_FOLD_ELEMENTS + 1
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return HOST_FOLD_ELEMENTS + 1  # malformed: the operator's own code says why
+    return sum(v.size for v in present)
+
+
+def _folds_on_host(node: Node, ins: list) -> bool:
+    """Every input is a host value (or omitted), and they and the result are small: shape
+    arithmetic."""
+    if node.op in NO_HOST_FOLD:
+        return False
+    total = 0
+    for v in ins:
+        if v is None:
+            continue
+        if not isinstance(v, np.ndarray):
+            return False
+        total += v.size
+    return total <= HOST_FOLD_ELEMENTS and grown_size(node, ins) <= HOST_FOLD_ELEMENTS
+
+
+# -- running a graph -------------------------------------------------------------------------
+def _step(ctx: Context, node: Node, ins: list) -> list:
+    if _folds_on_host(node, ins):
+        try:
+            return host_fold(ctx, node, ins)
+        except WgComputeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - numpy's or onnx's message, named by node
+            raise ctx.fail(node, f"folding on the host failed: {e}") from e
+    fn = EAGER.get(node.op)
+    if fn is None:
+        raise ctx.fail(node, "operator not supported")
+    return fn(ctx, node, ins)
+
+
+def _run_nodes(ctx: Context, g: Graph, env: dict) -> None:
+    outer, ctx.scope = ctx.scope, env  # what an If / Loop body sees
+    try:
+        for node in g.nodes:
+            ins = [env[x] if x else None for x in node.inputs]
+            outs = _step(ctx, node, ins)
+            if any(isinstance(v, Buffer) for v in ins):
+                ctx.note(node, ins, outs)
+            if len(outs) < len([y for y in node.outputs if y]):
+                outs = list(outs) + [None] * (len(node.outputs) - len(outs))
+            for y, v in zip(node.outputs, outs, strict=False):
+                if y:
+                    env[y] = v
+    finally:
+        ctx.scope = outer
+
+
+def host_input(graph: Graph, i: int, x, device) -> np.ndarray:
+    """Graph input ``i`` given as numpy (or anything numpy reads) in the type the model
+    declares: a float input rounded to it, an integer or bool one converted exactly."""
+    from ..dtypes import convert_exact
+
+    name, _, elem = graph.inputs[i]
+    a = np.asarray(x)
+    dt = dtype_of_onnx(elem, device, f"input {name!r}") if elem else \
+        _host_dtype(a, device, f"input {name!r}")
+    if a.dtype == dt.numpy:
+        return a
+    if dt.kind == "f" and a.dtype.kind in "fiu":
+        return a.astype(dt.numpy)
+    if dt.kind in "iub" and a.dtype.kind in "iub":
+        return convert_exact(a, dt, f"input {name!r}")
+    raise ModelError(f"{graph.name}: input {name!r} is {a.dtype}; the model declares "
+                     f"{onnx_type_name(elem)}")
+
+
+def _upload_input(ctx: Context, name: str, elem: int, v) -> Buffer:
+    """A graph input on the GPU (a host array's copy kept for ``ctx.host``)."""
+    if isinstance(v, Buffer):
+        if elem and ONNX_DTYPES.get(elem) != v.dtype.name:
+            raise ModelError(f"{ctx.graph.name}: input {name!r} is a {v.dtype} Buffer; the "
+                             f"model declares {onnx_type_name(elem)}")
+        return v
+    b = buffer(np.ascontiguousarray(v).reshape(v.shape),  # (0-d stays 0-d)
+               dtype=_host_dtype(v, ctx.device, f"input {name!r}"), device=ctx.device)
+    ctx.known[id(b)] = (b, v)
+    return b
+
+
+def to_host(v, elem: int) -> np.ndarray:
+    """An output value read back as numpy, in the ONNX type the graph declares."""
+    a = v.to_numpy() if isinstance(v, Buffer) else np.asarray(v)
+    name = ONNX_DTYPES.get(elem)
+    if name is not None and a.dtype != DTYPES[name].numpy:
+        a = a.astype(DTYPES[name].numpy)
+    return a
+
+
+def interpret(graph: Graph, inputs: list, device, consts: dict, as_buffers: bool = False
+              ) -> list:
+    """Run ``graph`` on its inputs (host arrays in the declared types, or Buffers): inputs
+    uploaded, nodes run on the GPU (small host values folded), outputs read back as numpy
+    in their declared types (``as_buffers``: outputs as Buffers)."""
+    ctx = Context(graph, device, consts)
+    env: dict = dict(graph.constants)
+    for (name, _, elem), v in zip(graph.inputs, inputs, strict=True):
+        env[name] = _upload_input(ctx, name, elem, v)
+    _run_nodes(ctx, graph, env)
+    outs = []
+    for y, elem in zip(graph.outputs, graph.output_types or [0] * len(graph.outputs),
+                       strict=True):
+        v = env[y]
+        if v is None:
+            raise ModelError(f"{graph.name}: output {y!r} was not produced")
+        outs.append(ctx.buffer(v) if as_buffers else to_host(v, elem))
+    return outs
+
+
+def run_model(graph: Graph, owner: Owner, xs: list, default_device, numpy: bool = False
+              ) -> list:
+    """A model's call on the interpreted path: numpy in, numpy out; Buffers in (every
+    input), Buffers out (numpy out if ``numpy``). Inputs keep their own types (a float input
+    rounded to the type the model declares, an integer one converted exactly); ``owner``
+    keys the model's state on the device (its Buffers' device, else ``default_device``)."""
+    device = next((x.device for x in xs if isinstance(x, Buffer)), None) or default_device
+    state = device.state_for(owner, EagerState)
+    vals = [x if isinstance(x, Buffer) else host_input(graph, i, x, device)
+            for i, x in enumerate(xs)]
+    return interpret(graph, vals, device, state.consts,
+                     not numpy and all(isinstance(x, Buffer) for x in xs))
+
+
+# -- what the interpreter refuses at load ------------------------------------------------------
+def check_node(node: Node, opset: int) -> str | None:
+    """Why the interpreter cannot run ``node`` (None: it can, as far as load can tell)."""
+    if node.op not in EAGER and node.op not in operators.OPS:
+        return "operator not supported"
+    check = EAGER_CHECKS.get(node.op)
+    if check is not None:
+        return check(node, opset)
+    if node.op not in EAGER:
+        spec = operators.OPS[node.op]
+        return spec.check(node, opset) if spec.check else None
+    return None
+
+
+def fold_at_load(graph: Graph, node: Node, values: list, budget) -> list:
+    """A node of constants folded when the model loads: operators.fold where the operator
+    has a fold, else onnx's reference implementation (within ``budget``)."""
+    spec = operators.OPS.get(node.op)
+    if spec is not None:
+        return operators.fold(node, values, graph.opset, budget)
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(_to_proto(node), opsets={"": graph.opset})
+    outs = ref.run(None, {x: v for x, v in zip(node.inputs, values, strict=False) if x})
+    budget.charge(node, sum(np.asarray(o).nbytes for o in outs if o is not None))
+    return [None if o is None else np.asarray(o) for o in outs]
+
+
+def check_graph(graph: Graph, bad: list, device=None) -> None:
+    """What the interpreter refuses when the model loads, in one ModelError: ``bad`` (what
+    the graph layer found), an operator it has no GPU form of, and inputs of a type the
+    device cannot hold."""
+    from ..runtime import default_device
+
+    device = device or default_device()
+    bad = list(bad)
+    for name, _, elem in graph.inputs:
+        try:
+            dtype_of_onnx(elem, device, f"input {name!r}")
+        except ModelError as e:
+            bad.append(("(input)", name, graph.opset, str(e)))
+    for n in graph.nodes:
+        if n.op not in EAGER:
+            bad.append((n.op, n.name, graph.opset, "runs on constants only; an input is "
+                                                   "computed at run time"))
+    if bad:
+        lines = "\n".join(f"  {op} {name!r} (opset {opset}): {why}"
+                          for op, name, opset, why in bad)
+        raise ModelError(f"load_onnx: {len(bad)} node(s) wgcompute cannot run:\n{lines}",
+                         bad)

@@ -1,0 +1,233 @@
+"""The interpreter's layout and shape operators (Shape, views, Transpose, Concat, Gather,
+Slice, constants) on Buffers, and the planner's operators (Conv, pools, Gemm...) run one node
+at a time through the planned path's own lowering and kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import array_api as xp
+from ..array import astype
+from ..buffer import Buffer
+from ..errors import ModelError, WgComputeError
+from . import operators
+from .eager import FLOAT_ONLY, SMALL_INTS_EXACT, Context, eager, planned
+from .ir import Node
+from .operators_layout import _fold_constant, _shape_of, _view_shape
+
+
+def _data(ctx: Context, node: Node, v) -> Buffer:
+    return ctx.buffer(v, f"{node.op} input")
+
+
+def _half(fn, xs: list, *args, **kwargs):
+    """``fn`` of float16 Buffers through float32 (the namespace has no float16): exact for
+    what moves values, rounded once at the end for what computes."""
+    if not any(x.dtype == "f16" for x in xs):
+        return fn(xs, *args, **kwargs)
+    out = fn([astype(x, "f32") if x.dtype == "f16" else x for x in xs], *args, **kwargs)
+    return astype(out, "f16", casting="unsafe")
+
+
+def _wrap(ctx, node, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ModelError:
+        raise
+    except (WgComputeError, ValueError) as e:
+        raise ctx.fail(node, str(e)) from e
+
+
+# -- constants and shapes ----------------------------------------------------------------------
+@eager("Constant", check=operators.OPS["Constant"].check)
+def _constant(ctx, node, ins):
+    return _fold_constant(node, ins, ctx.opset)
+
+
+@eager("ConstantOfShape")
+def _constant_of_shape(ctx, node, ins):
+    shape = tuple(int(d) for d in ctx.host(node, ins[0], "the shape").reshape(-1))
+    if any(d < 0 for d in shape):
+        raise ctx.fail(node, f"shape {shape} has a negative dimension")
+    value = node.attrs.get("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    dt = ctx.dtype(value)
+    if dt == "f16":  # the namespace has no float16: filled in float32, converted exactly
+        return [astype(xp.full(shape, value[0].item(), dtype=xp.float32, device=ctx.device),
+                       "f16", casting="unsafe")]
+    return [xp.full(shape, value[0].item(), dtype=dt, device=ctx.device)]
+
+
+@eager("Shape")
+def _shape(ctx, node, ins):
+    return [_shape_of(node, tuple(ins[0].shape))]
+
+
+@eager("Identity")
+def _identity(ctx, node, ins):
+    return [ins[0]]
+
+
+@eager("Dropout", check=operators.OPS["Dropout"].check)
+def _dropout(ctx, node, ins):
+    """Inference: the input as it is, and a mask of ones (training mode is refused)."""
+    if len(ins) > 2 and ins[2] is not None:
+        if bool(ctx.host(node, ins[2], "training_mode").reshape(-1)[0]):
+            raise ctx.fail(node, "training_mode=True is not supported (inference only)")
+    if int(ctx.attr(node, "is_test", 1)) == 0 and ctx.opset < 7:
+        raise ctx.fail(node, "is_test=0 (training) is not supported (inference only)")
+    x = ins[0]
+    outs = [x]
+    if len(node.outputs) > 1 and node.outputs[1]:
+        outs.append(xp.ones(tuple(x.shape), dtype=xp.bool, device=ctx.device))
+    return outs
+
+
+# -- views -----------------------------------------------------------------------------------
+class _Params:
+    """What the planner's shape helpers ask of a lowering (``lw``): the graph's opset, a
+    parameter input's host value, and the refusal; here from the node's values."""
+
+    def __init__(self, ctx: Context, node: Node, ins: list):
+        self.graph, self.ctx, self.node, self.ins = ctx.graph, ctx, node, ins
+
+    def const(self, n, name, what):
+        return self.ctx.host(n, self.ins[n.inputs.index(name)], what)
+
+    def fail(self, n, msg):
+        return self.ctx.fail(n, msg)
+
+
+@eager("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def _view(ctx, node, ins):
+    x = _data(ctx, node, ins[0])
+    shape = _wrap(ctx, node, _view_shape, _Params(ctx, node, ins), node, tuple(x.shape))
+    return [xp.reshape(x, shape)]
+
+
+@eager("Transpose")
+def _transpose(ctx, node, ins):
+    x = _data(ctx, node, ins[0])
+    perm = ctx.attr(node, "perm")
+    perm = tuple(range(x.ndim))[::-1] if perm is None else tuple(int(p) for p in perm)
+    if sorted(perm) != list(range(x.ndim)):
+        raise ctx.fail(node, f"perm {perm} is not a permutation of a {x.ndim}-D input's axes")
+    return [xp.permute_dims(x, perm)]
+
+
+@eager("Concat")
+def _concat(ctx, node, ins):
+    xs = [_data(ctx, node, v) for v in ins if v is not None]
+    if not xs:
+        raise ctx.fail(node, "needs at least one input")
+    if len({x.dtype.name for x in xs}) > 1:
+        raise ctx.fail(node, f"inputs are {', '.join(x.dtype.name for x in xs)}; ONNX requires "
+                             f"one type")
+    axis = ctx.attr(node, "axis")
+    if axis is None:
+        raise ctx.fail(node, "attribute 'axis' is required")
+    return [_wrap(ctx, node, _half, xp.concat, xs, axis=int(axis))]
+
+
+# -- indexing --------------------------------------------------------------------------------
+@eager("Gather")
+def _gather(ctx, node, ins):
+    """data.take(indices, axis): indices of any rank, negative ones counted from the end."""
+    x = _data(ctx, node, ins[0])
+    r = max(x.ndim, 1)
+    axis = int(ctx.attr(node, "axis", 0))
+    if not -r <= axis < r:
+        raise ctx.fail(node, f"axis {axis} is out of range for a {x.ndim}-D input")
+    axis %= r
+    n = x.shape[axis]
+    idx = ins[1]
+    shape = tuple(idx.shape)
+    if isinstance(idx, np.ndarray):
+        flat = idx.reshape(-1).astype(np.int64)
+        if flat.size and (flat.min() < -n or flat.max() >= n):
+            raise ctx.fail(node, f"indices {idx.tolist()} are out of range for an axis of "
+                                 f"{n}")
+        flat = ctx.buffer(np.where(flat < 0, flat + n, flat))
+    else:
+        flat = xp.reshape(idx, (-1,))
+        if flat.dtype.kind == "i":
+            flat = xp.where(xp.less(flat, 0), xp.add(flat, n), flat)
+    out = _wrap(ctx, node, xp.take, x, flat, axis=axis)
+    return [xp.reshape(out, x.shape[:axis] + shape + x.shape[axis + 1:])]
+
+
+def _slice_params(ctx, node, ins, ndim):
+    if ctx.opset < 10:
+        starts, ends = ctx.attr(node, "starts"), ctx.attr(node, "ends")
+        axes, steps = ctx.attr(node, "axes"), None
+    else:
+        def param(i, what):
+            v = ins[i] if len(ins) > i else None
+            return None if v is None else [int(a) for a in ctx.host(node, v, what).reshape(-1)]
+
+        starts, ends = param(1, "starts"), param(2, "ends")
+        axes, steps = param(3, "axes"), param(4, "steps")
+    if starts is None or ends is None:
+        raise ctx.fail(node, "starts and ends are required")
+    axes = list(range(len(starts))) if axes is None else list(axes)
+    steps = [1] * len(starts) if steps is None else list(steps)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ctx.fail(node, f"starts {starts}, ends {ends}, axes {axes} and steps {steps} "
+                             f"differ in length")
+    return starts, ends, axes, steps
+
+
+@eager("Slice")
+def _slice(ctx, node, ins):
+    """numpy's basic slicing of the data (indices clamped as ONNX says); the parameters must
+    be known when the model is planned."""
+    x = _data(ctx, node, ins[0])
+    starts, ends, axes, steps = _slice_params(ctx, node, ins, x.ndim)
+    index = [slice(None)] * x.ndim
+    r = max(x.ndim, 1)
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
+        if not -r <= a < r:
+            raise ctx.fail(node, f"axis {a} is out of range for a {x.ndim}-D input")
+        if st == 0:
+            raise ctx.fail(node, "a step of 0")
+        d = x.shape[a % r]
+        # ONNX clamps to [0, d] (step > 0) or [-1, d - 1] (step < 0); INT_MAX means "to the end"
+        s = max(min(s + d if s < 0 else s, d if st > 0 else d - 1), 0 if st > 0 else -1)
+        e = max(min(e + d if e < 0 else e, d if st > 0 else d - 1), 0 if st > 0 else -1)
+        index[a % r] = slice(s, None if e == -1 else e, st)
+    out = x[tuple(index)]
+    return [xp.asarray(out, copy=True) if out is x else out]
+
+
+# -- the planner's operators, one node at a time -----------------------------------------------
+_PLANNED = ("Conv", "ConvTranspose", "BatchNormalization", "MaxPool", "AveragePool",
+            "GlobalAveragePool", "GlobalMaxPool", "LRN", "Gemm")
+
+
+def _planned(ctx, node, ins):
+    """The planned path's kernels on float32 / float16; max pooling of 1- and 2-byte integers
+    too, through float32 (which holds them exactly: a maximum only picks a value)."""
+    x = _data(ctx, node, ins[0])
+    if node.op in SMALL_INTS_EXACT and x.dtype.name in ("u8", "s8", "u16", "s16"):
+        outs = planned(ctx, node, [astype(x, "f32"), *ins[1:]])
+        return [astype(outs[0], x.dtype, casting="unsafe")]
+    outs = planned(ctx, node, [x, *ins[1:]])
+    if outs is None:
+        types = ", ".join(sorted({ctx.dtype(v).name for v in ins if v is not None}))
+        raise ctx.fail(node, f"inputs are {types}; wgcompute computes {node.op} in float32 "
+                             f"and float16")
+    return outs
+
+
+for _op in _PLANNED:
+    eager(_op, check=operators.OPS[_op].check)(_planned)
+FLOAT_ONLY.update(_PLANNED)
+SMALL_INTS_EXACT.add("MaxPool")
+
+
+@eager("MatMul")
+def _matmul(ctx, node, ins):
+    a, b = (_data(ctx, node, v) for v in ins[:2])
+    if a.dtype != b.dtype:
+        raise ctx.fail(node, f"inputs are {a.dtype} and {b.dtype}; ONNX requires one type")
+    return [_wrap(ctx, node, _half, lambda ab: xp.matmul(*ab), [a, b])]

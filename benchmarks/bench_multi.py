@@ -30,7 +30,7 @@ def open_devices(wgc, n: int | None) -> list:
     gpus = [a for a in wgc.devices() if a.gpu and a.backend != "OpenGL"]
     adapters = [a.index for a in gpus] or [wgc.devices()[0].index]
     count = n or max(2, len(adapters))
-    return [wgc.device(adapters[i % len(adapters)]) for i in range(count)]
+    return [wgc.device(adapters[i % len(adapters)], new=True) for i in range(count)]
 
 
 def timed(fn, repeat: int):

@@ -116,7 +116,7 @@ def fma_case(wgc, adapters, args, rows):
             t, err = best_of(lambda pool=pool: run(pool, given=True), args.repeat)
             rows.append(row(case, f"wgcompute, {k} process(es), batches from this process "
                             f"(shared memory)", t, err, k, gbs=2 * 4 * n * count / t / 1e9))
-    devs = [wgc.device(a) for a in adapters]
+    devs = [wgc.device(a, new=True) for a in adapters]
     try:
         t, err = best_of(lambda: run(False, devs), args.repeat)
         rows.append(row(case, f"wgcompute, {len(devs)} device(s) in one process (threads)", t,

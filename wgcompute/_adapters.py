@@ -123,6 +123,27 @@ def _high_performance():
         return _preferred[0]
 
 
+def _same(a, b) -> bool:
+    """Whether adapters ``a`` and ``b`` are one: the same object, or the high-performance
+    choice (a request makes an object of its own) and the first adapter of ``devices()`` that
+    it looks like (wgpu's request takes the first adapter of the kind it prefers)."""
+    if a is b:
+        return True
+    found = _found or ()
+    listed = [x for x in (a, b) if any(x is f for f in found)]
+    if len(listed) != 1:
+        return False
+    other = b if listed[0] is a else a
+    info = dict(other.info)
+    return next((f for f in found if dict(f.info) == info), None) is listed[0]
+
+
+def _open_on(adapter, candidates):
+    """The first open device of ``candidates`` (None allowed) that is on ``adapter``."""
+    return next((d for d in candidates if d is not None and d.alive
+                 and _same(d.adapter, adapter)), None)
+
+
 def devices() -> list[AdapterInfo]:
     """Every adapter wgpu finds on this machine, in the order ``device(index)`` uses."""
     return [_summary(i, a) for i, a in enumerate(_adapters())]
@@ -141,6 +162,17 @@ def _backend_name(backend, argument: str) -> str | None:
         raise ArgumentError(f"{argument}: expected one of {', '.join(BACKENDS)}, got "
                             f"{backend!r}")
     return BACKENDS[backend.strip().lower()]
+
+
+def _check_options(backend, hold_clocks, new) -> str | None:
+    """device()'s options checked: wgpu's name of ``backend``."""
+    if backend == "":
+        raise ArgumentError(f"backend: expected one of {', '.join(BACKENDS)} or None, got ''")
+    if hold_clocks is not None and not isinstance(hold_clocks, bool):
+        raise ArgumentError(f"hold_clocks: expected True, False or None, got {hold_clocks!r}")
+    if not isinstance(new, bool):
+        raise ArgumentError(f"new: expected True or False, got {new!r}")
+    return _backend_name(backend, "backend")
 
 
 def _rank(adapter) -> tuple:

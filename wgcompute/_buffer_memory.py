@@ -153,6 +153,8 @@ class BufferMemory:
             if destroy:
                 self._gpu = None
         _uncount()
+        if gpu is not None:  # memory_stats' count (never waits)
+            self._dev.untrack(gpu.size)
         if destroy and gpu is not None:
             self._discard(gpu)
 
@@ -166,6 +168,7 @@ class BufferMemory:
             # _holds stays: uses in flight in other threads release what they pinned
         _uncount()
         if gpu is not None:
+            self._dev.untrack(gpu.size)
             try:
                 gpu.destroy()
             except Exception:  # noqa: BLE001 - the device may be gone already

@@ -4,6 +4,7 @@ fence, and the lookup of a command (or the record of a finished one) by its id."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import threading
 import weakref
@@ -149,6 +150,23 @@ class Command(Generic[_R]):
                 return
         _queue.safe_call(fn, self)
 
+    def future(self) -> concurrent.futures.Future:
+        """This command as a concurrent.futures.Future, for ``concurrent.futures.wait`` and
+        ``as_completed``: done when the command is, its result the command's, its exception
+        the CommandFailedError ``wait()`` raises. The same Future on every call; it cannot be
+        cancelled (the work is the GPU's). Never waits."""
+        with self._lock:
+            fut = getattr(self, "_future", None)
+            if fut is not None:
+                return fut
+            fut = self._future = concurrent.futures.Future()
+            fut.set_running_or_notify_cancel()  # running: cancel() is refused
+        self.add_done_callback(lambda cmd: _settle(fut, cmd))
+        flush = getattr(self.device, "flush", None)
+        if self._fence is None and flush is not None:
+            flush()  # operators the device still queues go to the GPU: then this one can end
+        return fut
+
     def _wait_done(self, timeout: float | None) -> bool:
         """Block until ``_finish`` ran (a command not yet handed to the queue has no fence to
         poll); threading.Event costs 2.6 us to create, so it is made only here."""
@@ -205,6 +223,15 @@ class Command(Generic[_R]):
             self.add_done_callback(wake)
             yield from fut.__await__()
         return self.wait()
+
+
+def _settle(fut: concurrent.futures.Future, cmd: Command) -> None:
+    err = cmd.error
+    if err is None:
+        fut.set_result(cmd._result)
+    else:
+        fut.set_exception(CommandFailedError(f"command {cmd.id} ({cmd.label}) failed: {err}",
+                                             err))
 
 
 class HostCommand(Command[np.ndarray]):

@@ -10,9 +10,9 @@ import numpy as np
 
 from . import transfers
 from ._gather import array_getitem
+from ._lazy import enqueue
 from ._setitem import basic_layout, setitem  # noqa: F401 - Buffer.__setitem__ calls it
 from .buffer import Buffer, check_buffer, empty, install_array_ops, result_buffer
-from .commands import run_kernel
 from .dtypes import DTYPES
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError
@@ -33,10 +33,12 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
     fit, floats going to integers must be whole (or ``rounding`` given: 'trunc', 'round'
     (half to even), 'floor', 'ceil') and in range, integers going to floats must be
     representable, floats may narrow (f64 to f32 rounds) but not overflow to inf. Pairs that
-    hold every value of the source (u8 and bool to anything, s32/u32 to s64 or f64, a float to
-    a wider float, the same dtype) and conversions to bool (x != 0, nan giving True) need no
-    check; the others are checked on the GPU, and astype waits for that check and reads its
-    one-word result back: a DtypeError names the first value that would change.
+    hold every value of the source (bool to anything, an integer to a wider integer that holds
+    its range (u8 to s16, s32 to s64), integers to floats whose significand holds them (u8 to
+    f16, s32 to f64), a float to a wider float, the same dtype) and conversions to bool
+    (x != 0, nan giving True) need no check; the others are checked on the GPU, and astype
+    waits for that check and reads its one-word result back: a DtypeError names the first
+    value that would change.
 
     casting="unsafe": no check and nothing read back, numpy's unsafe conversion made
     definite: integers wrap (keep their low bits), floats round to nearest and overflow to
@@ -63,7 +65,7 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
     needs_check = casting == "exact" and not (
         exact_by_type(src, target.name) and rounding is None)
     if not needs_check or x.size == 0:
-        return run_kernel("astype", [x], out, params)
+        return enqueue("astype", [x], out, params)
     flag = empty((1,), "u32", label="astype-check", device=x.device)
     try:
         p = Pipeline("astype", device=x.device)
@@ -103,7 +105,7 @@ def _astype_complex(x: Buffer, target, where: str, rounding, casting: str, out):
     elif out.dtype != target.name or out.shape != x.shape or out is x:
         raise ArgumentError(f"{where}: out is {out.shape} {out.dtype}; expected a new "
                             f"{x.shape} {target.name} buffer")
-    return run_kernel(COMPLEX_AXIS, [x], out, {"mode": "pad"}) if x.size else out
+    return enqueue(COMPLEX_AXIS, [x], out, {"mode": "pad"}) if x.size else out
 
 
 def _strided_copy(a: Buffer, out: Buffer, params: dict) -> Buffer:
@@ -112,10 +114,10 @@ def _strided_copy(a: Buffer, out: Buffer, params: dict) -> Buffer:
     if DTYPES[out.dtype].kind == "c":
         from .kernels.fft.shift import ROLL
 
-        return run_kernel(ROLL, [a], out, {"shifts": (0,) * out.ndim,
+        return enqueue(ROLL, [a], out, {"shifts": (0,) * out.ndim,
                                            "strides": tuple(params["strides"]),
                                            "offset": params["offset"]})
-    return run_kernel("strided_copy", [a], out, params)
+    return enqueue("strided_copy", [a], out, params)
 
 
 def read_element(buf: Buffer, index: int):
@@ -162,7 +164,7 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     if out is None:
         out = result_buffer(shape, DTYPES[a.dtype], a.device, label="transpose-out")
     if a.ndim == 2 and perm == (1, 0) and not DTYPES[a.dtype].packed and a.dtype != "c64":
-        return run_kernel("transpose", [a], out)
+        return enqueue("transpose", [a], out)
     check_buffer(out, "out")
     if out.shape != shape:
         raise ShapeError(f"transpose: out is {out.shape}, expected {shape} for a {a.shape} "
@@ -190,11 +192,11 @@ def normalize_permutation(axes, ndim: int, where: str) -> tuple[int, ...]:
 
 
 # -- operators ---------------------------------------------------------------------------------
-# Buffer's operators run one kernel each and wait for it, as wgc.add does; their results come
-# from the device's memory pool (result_buffer), so a loop of ``c = a + b`` reuses memory and
-# the kernel runs bound to it. Python scalars are converted exactly to the buffer's dtype
-# (a dtype never changes behind the user's back); numpy arrays are refused (no hidden upload
-# or download).
+# Buffer's operators queue one kernel each on their device's batch (wgcompute._lazy) and
+# return; a read runs what is queued. Results come from the device's memory pool
+# (result_buffer): a loop of ``c = a + b`` reuses memory and the kernel runs bound to it.
+# Python scalars are converted exactly to the buffer's dtype (a dtype never changes behind the
+# user's back); numpy arrays are refused (no hidden upload or download).
 
 _BUILTIN = {"add": "elementwise_add", "sub": "elementwise_sub", "mul": "elementwise_multiply",
             "div": "elementwise_divide"}
@@ -204,6 +206,7 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mo
            "rshift": ">>", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
            "bitwise_invert": "~", "bitwise_left_shift": "<<", "bitwise_right_shift": ">>",
            "logical_and": "&", "logical_or": "|", "logical_xor": "^", "logical_not": "~"}
+_WHERE = {op: f"operator {symbol}" for op, symbol in _SYMBOL.items()}  # made once, not per call
 # & | ^ ~ of bool buffers: the op table's logical rows
 _LOGICAL = {"and": "logical_and", "or": "logical_or", "xor": "logical_xor",
             "invert": "logical_not"}
@@ -227,7 +230,7 @@ def _logical(where: str, op: str, dt) -> str:
                      f"x != 0)")
 
 
-_SIGNED_BY_SIZE = {4: "s32", 8: "s64"}
+_SIGNED_BY_SIZE = {2: "s16", 4: "s32", 8: "s64"}
 
 
 def promote(where: str, a, b):
@@ -241,7 +244,7 @@ def promote(where: str, a, b):
         return a if a.itemsize >= b.itemsize else b
     if {a.kind, b.kind} == {"i", "u"}:  # a signed type twice the unsigned one's size
         u, i = (a, b) if a.kind == "u" else (b, a)
-        name = _SIGNED_BY_SIZE.get(max(i.itemsize, 2 * u.itemsize, 4))
+        name = _SIGNED_BY_SIZE.get(max(i.itemsize, 2 * u.itemsize))
         if name is not None:
             return DTYPES[name]
     raise DtypeError(f"{where}: {a.name} and {b.name} buffers have no common dtype in the "
@@ -252,7 +255,7 @@ def promote(where: str, a, b):
 def _promoted(where: str, x: Buffer, y: Buffer) -> tuple[Buffer, Buffer]:
     """``x`` and ``y`` in their promoted dtype (the narrower one converted on the GPU; every
     promotion holds every value, so nothing is checked or read back)."""
-    if x.dtype == y.dtype:
+    if x._dt is y._dt or x._dt == y._dt:
         return x, y
     dt = promote(where, x.dtype, y.dtype)
     return (x if x.dtype == dt else astype(x, dt)), (y if y.dtype == dt else astype(y, dt))
@@ -294,10 +297,10 @@ def _other(value, where: str):
 
 def _check_pair(where: str, op: str, x: Buffer, y: Buffer, div_hint: str):
     """What an operator between two buffers refuses: two dtypes, true division of integers."""
-    if x.dtype != y.dtype:
+    if x._dt is not y._dt and x._dt != y._dt:
         raise DtypeError(f"{where}: {x.dtype} and {y.dtype} buffers; wgcompute does not "
                          f"convert implicitly: make them one dtype with .astype()")
-    dt = DTYPES[x.dtype]
+    dt = x._dt
     if op == "div" and not dt.is_float:
         raise DtypeError(f"{where}: true division of {dt.name} buffers gives floats; "
                          f"{div_hint}")
@@ -352,14 +355,14 @@ def _complex_inplace(where: str, op: str, a: Buffer, b) -> Buffer:
 def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
     """``a op b`` (``b op a`` when ``reflected``) for a Buffer ``a`` and a Buffer or scalar
     ``b``; NotImplemented for other operand types, as Python's protocol expects."""
-    where = f"operator {_SYMBOL[op]}"
+    where = _WHERE[op]
     check_buffer(a, where)
-    if DTYPES[a.dtype].kind == "c" or isinstance(b, Buffer) and DTYPES[b.dtype].kind == "c":
+    if a._dt.kind == "c" or isinstance(b, Buffer) and b._dt.kind == "c":
         return _complex_op(where, op, a, b, reflected)
     if isinstance(b, Buffer):  # two dtypes: the standard's promotion
         check_buffer(b, where)
         a, b = _promoted(where, a, b)
-    dt = DTYPES[a.dtype]
+    dt = a._dt
     if op in _BITWISE:
         op = _logical(where, op, dt)
     if isinstance(b, Buffer):
@@ -369,12 +372,12 @@ def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
         if op in _BUILTIN:  # same shapes (the common case) need no broadcasting rules
             k = kernel(_BUILTIN[op])
             if x.shape == y.shape:
-                return run_kernel(k, [x, y], result_buffer(x.shape, dt, a.device, _SYMBOL[op]))
+                return enqueue(k, [x, y], result_buffer(x.shape, dt, a.device, _SYMBOL[op]))
         else:
             k = array_op(op, 2)
         shape, out_dt = k.output_spec([x, y], {})
         out = result_buffer(shape, DTYPES[out_dt], a.device, label=_SYMBOL[op])
-        return run_kernel(k, [x, y], out)
+        return enqueue(k, [x, y], out)
     if not _is_scalar(b):
         _other(b, where)
         return NotImplemented
@@ -388,13 +391,13 @@ def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
     out_dt = DTYPES[ARRAY_OPS[op].out_dtype(dt.name)] if op in ARRAY_OPS else dt
     out = result_buffer(a.shape, out_dt, a.device, label=_SYMBOL[op])
     if op == "mul":
-        return run_kernel("scale", [a], out, {"scalar": s})
+        return enqueue("scale", [a], out, {"scalar": s})
     if op in _COMMUTE and reflected:
         reflected = False  # s + a is a + s
     if reflected and op in COMPARISONS:  # s < a is a > s
         op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(op, op)
         reflected = False
-    return run_kernel(array_op(op, 1, scalar=True, reflected=reflected), [a], out,
+    return enqueue(array_op(op, 1, scalar=True, reflected=reflected), [a], out,
                       {"scalar": s})
 
 
@@ -406,7 +409,7 @@ def unary(op: str, a: Buffer) -> Buffer:
     if op in _BITWISE:
         op = _logical(where, op, DTYPES[a.dtype])
     out = result_buffer(a.shape, DTYPES[a.dtype], a.device, label=op)
-    return run_kernel(array_op(op, 1), [a], out)
+    return enqueue(array_op(op, 1), [a], out)
 
 
 def matmul_op(a: Buffer, b, reflected: bool = False) -> Buffer:
@@ -423,7 +426,7 @@ def matmul_op(a: Buffer, b, reflected: bool = False) -> Buffer:
                          f"with .astype()")
     shape = matmul_shape(x.shape, y.shape).out
     out = result_buffer(shape, DTYPES[x.dtype], x.device, label="@")
-    return run_kernel("matmul", [x, y], out)
+    return enqueue("matmul", [x, y], out)
 
 
 def reduction(name: str, x: Buffer, axis, keepdims: bool, out: Buffer | None
@@ -436,7 +439,7 @@ def reduction(name: str, x: Buffer, axis, keepdims: bool, out: Buffer | None
     if out is None:
         shape, dt = k.output_spec([x], params)
         out = result_buffer(shape, DTYPES[dt], x.device, label=name)
-    return run_kernel(k, [x], out, params)
+    return enqueue(k, [x], out, params)
 
 
 # -- shapes, views, indexing ---------------------------------------------------------------------
@@ -568,7 +571,7 @@ def inplace(op: str, a: Buffer, b) -> Buffer:
             b = astype(b, dt)
         _check_pair(where, op, a, b, "use //= (floor division)")
         k = kernel(_BUILTIN[op]) if op in _BUILTIN else array_op(op, 2)
-        return run_kernel(k, [a, b], a)
+        return enqueue(k, [a, b], a)
     if not _is_scalar(b):
         _other(b, where)
         return NotImplemented
@@ -578,8 +581,8 @@ def inplace(op: str, a: Buffer, b) -> Buffer:
         raise DtypeError(f"{where}: a {dt.name} buffer to the negative power {b!r}")
     s = _scalar(b, dt, where)
     if op == "mul":
-        return run_kernel("scale", [a], a, {"scalar": s})
-    return run_kernel(array_op(op, 1, scalar=True), [a], a, {"scalar": s})
+        return enqueue("scale", [a], a, {"scalar": s})
+    return enqueue(array_op(op, 1, scalar=True), [a], a, {"scalar": s})
 
 
 # Buffer's operators, views, indexing, reductions and astype call this module (buffer.py sits

@@ -1,16 +1,14 @@
 """Devices: one ``Device`` per logical GPU device owns everything wgcompute keeps for it (adapter,
 limits, submitter and fences, commands, pipeline and bind caches, staging pools, host threads,
-autotune choices), can be closed, and survives as an object when the GPU is lost. Also the
-process default device and ``use_device`` (a context variable); _adapters.py finds adapters."""
+autotune choices, memory counts), can be closed, and survives as an object when the GPU is lost.
+Also ``device()`` (an adapter's open device), the default and the current device (``with d:``, a
+context variable) and ``synchronize``; _adapters.py finds adapters."""
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import contextvars
 import logging
 import threading
-import time
 import weakref
 from collections import OrderedDict
 
@@ -18,6 +16,9 @@ import wgpu
 
 from . import _adapters, _native, clocks
 from ._adapters import BACKENDS, WANTED_FEATURES, AdapterInfo, adapters, devices  # noqa: F401
+from ._args import check_timeout
+from ._device_parts import DeviceParts, held_as
+from ._device_parts import current as _current
 from ._pools import MemoryPool, StagingPools, Workers
 from ._queue import LOSS, Submitter, wait
 from ._version import __version__
@@ -38,14 +39,15 @@ _open_lock = threading.Lock()
 _ordinals = iter(range(1 << 62))
 
 
-class Device:
+class Device(DeviceParts):
     """A logical GPU device and everything wgcompute keeps for it.
 
-    Open one with ``wgc.device(...)`` (or adopt one with ``Device.from_wgpu``); the default
-    device is opened on first use. Buffers, commands, pipelines, streams and surfaces belong
-    to one device. ``close()`` (or leaving a ``with`` block) waits for the device's work,
-    releases every GPU object and stops its threads. A lost device fails its pending
-    commands with DeviceLostError; its objects then raise it."""
+    ``wgc.device(...)`` hands out an adapter's open device (the default device is one), or a
+    new one (``new=True``; ``Device.from_wgpu`` adopts one). Buffers, commands, pipelines,
+    streams and surfaces belong to one device. ``with d:`` makes it the current device for a
+    block. ``close()`` waits for the device's work, releases every GPU object and stops its
+    threads. A lost device fails its pending commands with DeviceLostError; its objects then
+    raise it."""
 
     def __init__(self, adapter, gpu_device, *, owned: bool = True, hold_clocks=None):
         self.ordinal = next(_ordinals)
@@ -57,6 +59,7 @@ class Device:
         self.backend = adapter.info["backend_type"]
         self.is_gpu = _adapters._is_gpu(adapter.info)
         self._owned = owned
+        self.shared = False  # the device wgc.device() hands out for its adapter (device())
         self.label = f"device {self.ordinal} ({self.name}, {self.backend})"
         self.link = _native.link(gpu_device)
         self.submitter = Submitter(self.link, self.label)
@@ -75,6 +78,7 @@ class Device:
         self.finished: OrderedDict = OrderedDict()  # id -> finished command's record
         self.extras: dict = {}  # other per-device caches (present pipelines, ...)
         self.autotune: dict = {}  # problem -> the tile configuration chosen on this device
+        self.autotune_generation = 0  # grows when background tuning changed a choice
         self.stats = {"pipelines_created": 0, "bind_groups_created": 0,
                       "uniform_buffers_created": 0}
         self.alive = True  # False once lost or closed: every object of it then refuses work
@@ -82,6 +86,7 @@ class Device:
         self.closed = False
         self.submitter.probe = self._probe
         self._buffers: weakref.WeakSet = weakref.WeakSet()  # live Buffers (close frees them)
+        self._init_memory()  # memory_stats' counts (_device_parts)
         self._closables: weakref.WeakSet = weakref.WeakSet()  # streams, maps, pipelines...
         # weakref(owner) -> the state it keeps on this device (state_for): never keyed by id()
         self._states: dict = {}
@@ -90,6 +95,7 @@ class Device:
         # command buffer from bind groups it names by handle): close() releases nothing while
         # one is there. list.append / list.pop are atomic: no lock on the hot path.
         self._recording: list = []
+        self.lazy = None  # the open batch of queued dispatches (wgcompute._lazy makes it)
         try:  # held by default where it can be (clocks.Keeper says how)
             self._clocks = clocks.Keeper(adapter.info, self.name, hold_clocks, self.ordinal)
         except clocks.ClocksUnavailable as e:
@@ -134,15 +140,47 @@ class Device:
     def queue(self):
         return self.gpu_device.queue
 
-    def submit(self, command_buffers, *, fence: bool = True, sync: bool = False):
+    def submit(self, command_buffers, *, fence: bool = True, sync: bool = False,
+               batch: bool = False):
         """The one way work reaches this device's queue. Returns the submission's Fence (None
         with ``fence=False``: staging copies whose buffer map is their completion), or with
         ``sync=True`` (one command buffer) what ``submitter.wait_sync`` polls for from this
-        thread. Never waits for the GPU."""
+        thread. Never waits for the GPU. The open batch of queued operators goes first
+        (queue order is program order), and an error of its work raises here; ``batch``:
+        this is that batch."""
+        lazy = self.lazy
+        if lazy is not None and not batch and (lazy.ops or lazy.held or lazy.streams
+                                                or lazy.error is not None):
+            if not sync:  # one submission: the batch, then these
+                return lazy.submit_after(command_buffers, fence, self.submitter.submit)
+            lazy.before_submit()
         if sync:
             (cb,) = command_buffers
             return self.submitter.submit_sync(cb)
         return self.submitter.submit(command_buffers, fence)
+
+    def flush(self) -> None:
+        """Submit the operators queued on this device (the GPU starts on them; nothing
+        waits); an error of queued work raises here."""
+        lazy = self.lazy
+        if lazy is not None and (lazy.ops or lazy.held or lazy.streams
+                                 or lazy.error is not None):
+            lazy.before_submit()
+
+    def _end_batch(self, run: bool) -> None:
+        """Closing or lost: the queued operators are submitted (``run``; an error of theirs
+        has no one left to read it) or dropped, letting go of their buffers."""
+        lazy = self.lazy
+        if lazy is None:
+            return
+        if run:
+            try:
+                lazy.flush()
+            except DeviceError:  # refused on the way (closing): what is left is dropped
+                lazy.drop()
+            lazy.error = None
+        else:
+            lazy.drop()
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -228,6 +266,7 @@ class Device:
                 f"longer be used: open a new device (the default one reopens by itself)")
             self.alive = False
         self.submitter.kill(self.dead)
+        self._end_batch(run=False)
         _forget(self)
         self._drop_caches()
 
@@ -243,35 +282,6 @@ class Device:
         if not self.alive:
             return type(self.dead)(f"{what}: {self.dead}")
         return DeviceError(f"{what} on {self.label}: {error}")
-
-    # -- recording -------------------------------------------------------------------------------
-    def begin_work(self, argument: str = "device") -> None:
-        """Enter the section between the check of this device and the submit of what a thread
-        records (command buffers naming bind groups, pipelines and buffers by handle), and
-        check the device: close() waits for every thread inside to leave (``end_work()``, in a
-        ``finally``) before it releases or destroys anything, and refuses new entries.
-        Raises DeviceError / DeviceLostError (without entering) if the device is closed or
-        lost. The hot paths (run_kernel, submit) inline these two list operations."""
-        self._recording.append(None)  # first enter, then look: close() does the reverse
-        if not self.alive:
-            self._recording.pop()
-            self.check(argument)
-
-    def end_work(self) -> None:
-        self._recording.pop()
-
-    def _wait_recorders(self, limit: float) -> None:
-        """Wait (at most ``limit`` s) until no thread is between its check and its submit."""
-        if not self._recording:
-            return
-        deadline = time.monotonic() + limit
-        while self._recording:
-            if time.monotonic() >= deadline:
-                log.warning("wgcompute: closing %s while %d thread(s) have been recording work "
-                            "on it for %.0f s; closing anyway", self.label,
-                            len(self._recording), limit)
-                return
-            time.sleep(2e-4)
 
     # -- ownership ---------------------------------------------------------------------------------
     def adopt(self, obj) -> None:
@@ -301,9 +311,6 @@ class Device:
         caller releases it."""
         with self._lock:
             return self._states.pop(weakref.ref(owner), None)
-
-    def track(self, buf) -> None:
-        self._buffers.add(buf)
 
     def live_buffers(self) -> int:
         return sum(1 for b in list(self._buffers) if not b.freed)
@@ -355,6 +362,7 @@ class Device:
         for obj in list(self._closables):
             _close_quietly(obj)
         if was_alive:
+            self._end_batch(run=True)  # the queued operators run before the device closes
             self._wait_idle(timeout)
         with self._lock:
             states = self._states.copy()  # one C call: an owner's death cannot change it midway
@@ -363,6 +371,7 @@ class Device:
             if hasattr(state, "close"):
                 _close_quietly(state)
         self.submitter.kill(self.dead)
+        self._end_batch(run=False)
         _forget(self)
         self.staging.close()
         self.workers.close()
@@ -395,12 +404,6 @@ class Device:
         except DeviceError:  # lost while waiting: nothing submitted will finish, close goes on
             pass
 
-    def __enter__(self) -> Device:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def _close_quietly(obj) -> None:
     try:
@@ -429,22 +432,30 @@ _native.on_device_lost(_on_lost_reported)
 
 # -- opening devices ---------------------------------------------------------------------------
 
-def device(which=None, *, backend: str | None = None, hold_clocks: bool | None = None
-           ) -> Device:
-    """Open a new logical device on an adapter: ``device()`` the default choice,
-    ``device(0)`` by index in ``devices()``, ``device("H200")`` by a substring of its name,
-    ``device(backend="vulkan")`` the best adapter of that backend (vulkan, metal, d3d12, gl).
-    ``hold_clocks=True`` keeps an NVIDIA GPU at full clock while the device is open (see
-    docs/guide/devices.md; default: WGCOMPUTE_HOLD_CLOCKS). Close it when done (``close()``
-    or ``with``)."""
-    if backend == "":
-        raise ArgumentError("backend: expected one of " + ", ".join(BACKENDS) + " or None, "
-                            "got ''")
-    backend = _adapters._backend_name(backend, "backend")
-    if hold_clocks is not None and not isinstance(hold_clocks, bool):
-        raise ArgumentError(f"hold_clocks: expected True, False or None, got {hold_clocks!r}")
+def device(which=None, *, backend: str | None = None, hold_clocks: bool | None = None,
+           new: bool = False) -> Device:
+    """An adapter's open device (opened on the first call, again after a close or a loss):
+    ``device()`` the default device, ``device(0)`` by index in ``devices()``, ``device("H200")``
+    by a part of its name, ``device(backend="vulkan")`` the best adapter of a backend (vulkan,
+    metal, d3d12, gl). ``hold_clocks=True`` keeps an NVIDIA GPU at full clock while the device
+    is open (default: WGCOMPUTE_HOLD_CLOCKS; an open device that differs raises ArgumentError).
+    ``new=True`` opens another logical device on the adapter, the caller's to close."""
+    backend = _adapters._check_options(backend, hold_clocks, new)
+    if which is None and backend is None and not new and _default is not None:
+        return held_as(_default, hold_clocks)
     adapter = _adapters._default_adapter() if which is None and backend is None else \
         _adapters._find_adapter(which, backend, "which")
+    if new:
+        return _open_device(adapter, hold_clocks)
+    with _default_lock:  # one open device per adapter, whichever thread asks first
+        dev = _shared_on(adapter)
+        if dev is None:
+            dev = _open_device(adapter, hold_clocks)
+            dev.shared = True
+    return held_as(dev, hold_clocks)
+
+
+def _open_device(adapter, hold_clocks) -> Device:
     gpu_device = _adapters._request(adapter, "wgcompute", _open)
     try:
         return Device(adapter, gpu_device, hold_clocks=hold_clocks)
@@ -453,15 +464,19 @@ def device(which=None, *, backend: str | None = None, hold_clocks: bool | None =
         raise
 
 
+def _shared_on(adapter) -> Device | None:
+    """The device ``device()`` hands out for ``adapter``: the default one, or one it opened."""
+    return _adapters._open_on(adapter, [_default, *(d for d in _open.values() if d.shared)])
+
+
 _default: Device | None = None
 _default_lock = threading.RLock()
-_current: contextvars.ContextVar[Device | None] = contextvars.ContextVar(
-    "wgcompute_device", default=None)
 
 
 def default_device() -> Device:
     """The process default device, opened on first use (again after it was lost or closed):
-    the adapter WGCOMPUTE_ADAPTER / WGCOMPUTE_BACKEND name, else the high-performance one."""
+    the adapter WGCOMPUTE_ADAPTER / WGCOMPUTE_BACKEND name, else the high-performance one.
+    It is ``device(i)`` for its adapter i."""
     global _default
     dev = _default
     if dev is not None:
@@ -469,7 +484,11 @@ def default_device() -> Device:
     with _default_lock:
         if _default is None:
             adapter = _adapters._default_adapter()
-            _default = Device(adapter, _adapters._request(adapter, "wgcompute", _open))
+            dev = _shared_on(adapter)
+            if dev is None:
+                dev = _open_device(adapter, None)
+                dev.shared = True
+            _default = dev
         return _default
 
 
@@ -486,7 +505,8 @@ def set_default_device(dev: Device) -> None:
 
 
 def current_device() -> Device:
-    """The device in effect: the innermost ``use_device`` block's, else the default."""
+    """The device in effect: the innermost ``with d:`` (or ``use_device``) block's, else the
+    default."""
     dev = _current.get()
     if dev is not None:
         return dev
@@ -494,16 +514,26 @@ def current_device() -> Device:
     return dev if dev is not None else default_device()
 
 
-@contextlib.contextmanager
-def use_device(dev: Device):
-    """``with wgc.use_device(d):`` creates buffers, pipelines and streams on ``d`` in this
-    block (a context variable: threads and asyncio tasks each see their own)."""
+def use_device(dev: Device) -> Device:
+    """``with wgc.use_device(d):`` is ``with d:``: d is the current device in the block (a
+    context variable: threads and asyncio tasks each see their own) and stays open after."""
     check_device(dev, "dev").check("dev")
-    token = _current.set(dev)
-    try:
-        yield dev
-    finally:
-        _current.reset(token)
+    return dev
+
+
+def synchronize(device: Device | None = None, timeout: float | None = None) -> None:
+    """Block until the work given to ``device`` (default: the current device; none opened yet:
+    nothing to wait for) has completed: see Device.synchronize."""
+    dev = check_device(device) if device is not None else _current.get() or _default
+    if dev is None:
+        check_timeout(timeout)
+    else:
+        dev.synchronize(timeout)
+
+
+def memory_stats(device: Device | None = None) -> dict:
+    """``device``'s (default: the current device's) Device.memory_stats()."""
+    return resolve(device).memory_stats()
 
 
 def check_device(dev, argument: str = "device") -> Device:

@@ -19,6 +19,7 @@ from collections import deque
 
 import numpy as np
 
+from . import _lazy
 from ._args import check_batch, check_timeout
 from .buffer import Buffer, _to_array, check_buffer, empty
 from .buffer import buffer as _new_buffer
@@ -155,6 +156,46 @@ class Event:
                 pass
 
 
+class StreamBatch(_lazy.Batch):
+    """The operators queued inside a ``with stream:`` block: flushed (at the block's end, a
+    size bound, or a submit elsewhere on the device) into the stream as one command, which
+    the stream's thread records and submits in stream order."""
+
+    def __init__(self, stream: Stream):
+        super().__init__(stream.device)
+        self.stream = stream
+
+    def thread(self):
+        return self.stream._lane.thread
+
+    def _submit(self, after, raises: bool, submit=None):
+        ops, self.ops = self.ops, []  # (a read elsewhere waits for the stream's lane instead)
+        calls = [c for op in ops for c in op.calls]
+        keep = [op.keep for op in ops]  # the bind groups the calls name by handle
+        names = list(dict.fromkeys(op.label for op in ops))
+        label = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        try:  # the Command holds the buffers now
+            cmd = Command(f"run_kernel {label} (queued from {ops[0].site} on)", self.device,
+                          [b for op in ops for b in op.buffers])
+        finally:
+            _lazy.release(ops)
+
+        def op(keep=keep):
+            try:
+                submit_command(cmd, lambda enc: enc.record_calls(calls))
+            except WgComputeError:
+                pass  # already failed the command
+
+        self.stream._lane.enqueue(op, cmd)
+
+    def wait_submitted(self) -> None:
+        """Wait until the stream's thread has submitted what it was given."""
+        lane = self.stream._lane
+        with lane.cond:
+            while lane.queued and not lane.closed:
+                lane.cond.wait(0.1)
+
+
 class Stream:
     """An ordered lane of GPU work on one device: its operations are performed and submitted
     in the order given, on the stream's own thread; work in different streams is ordered only
@@ -179,6 +220,7 @@ class Stream:
         self.label = label or f"stream-{self.id}"
         self._lane = StreamWorker(self.label, self.device)
         self._failed: list[BaseException] = []
+        self._blocks: list = []  # (batch, context token) of each open `with stream:` block
         self.device.adopt(self)
 
     def __repr__(self) -> str:
@@ -192,9 +234,23 @@ class Stream:
             pass
 
     def __enter__(self) -> Stream:
+        """Operators and array functions on this stream's device run in the stream for the
+        block (the device's queued work is submitted first); leaving it submits them and
+        waits for the stream (sync())."""
+        self._lane.check_open()
+        self.device.flush()
+        sb = StreamBatch(self)
+        _lazy.batch_of(self.device).streams.append(sb)
+        self._blocks.append((sb, _lazy.route(sb)))
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
+        sb, token = self._blocks.pop()
+        _lazy.unroute(token)
+        try:
+            sb.flush()
+        finally:
+            _lazy.batch_of(self.device).streams.remove(sb)
         if exc_type is None:
             self.sync()
         else:
@@ -361,8 +417,10 @@ class Stream:
                                      first)
 
     def _note(self, cmd: Command) -> None:
-        if cmd.error is not None:
-            self._failed.append(cmd.error)
+        e = cmd.error
+        if e is not None:  # a native error names the command it failed
+            self._failed.append(e if isinstance(e, WgComputeError) else
+                                CommandFailedError(f"{cmd.label} failed: {e}", e))
 
     def _wait(self, timeout) -> None:
         lane = self._lane

@@ -119,7 +119,12 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
         try:
             enc = link.encoder()
             enc.copy(src, src_offset + start, stage, 0, padded)
-            dev.submit([enc.finish()], fence=False)  # the map is the completion
+            # the map is the completion; queued operators go first (their error raises here)
+            dev.submit([enc.finish()], fence=False)
+        except BaseException:
+            stage.destroy()
+            raise
+        else:
             return start, size, padded, stage, link.map_async(stage, False, padded)
         finally:
             dev.end_work()

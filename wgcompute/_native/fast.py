@@ -13,10 +13,14 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from wgpu.backends.wgpu_native._api import GPUShaderModule, libf
 from wgpu.backends.wgpu_native._ffi import ffi, lib
 
+from . import _ctypes
 from ._errors import NativeError
+
+_ctypes.prime(ffi)  # the C types of a first GPU use, parsed in one go (before wgpu-py's _api)
+
+from wgpu.backends.wgpu_native._api import GPUShaderModule, libf  # noqa: E402
 
 MODE = "fast"
 

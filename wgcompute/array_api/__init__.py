@@ -184,10 +184,14 @@ newaxis = None
 
 # the dtype objects: wgcompute's own DTypes under the standard's names (only those it has)
 bool = _DTYPES["bool"]  # noqa: A001 - the standard's name
+int8 = _DTYPES["s8"]
+int16 = _DTYPES["s16"]
 int32 = _DTYPES["s32"]
 int64 = _DTYPES["s64"]
 uint8 = _DTYPES["u8"]
+uint16 = _DTYPES["u16"]
 uint32 = _DTYPES["u32"]
+uint64 = _DTYPES["u64"]
 float32 = _DTYPES["f32"]
 float64 = _DTYPES["f64"]
 complex64 = _DTYPES["c64"]
@@ -201,7 +205,8 @@ __all__ = [
     "cumulative_prod", "cumulative_sum", "diff", "divide", "e", "empty", "empty_like", "equal",
     "exp", "expand_dims", "expm1", "eye", "fft", "finfo", "flip", "float32", "float64", "floor",
     "floor_divide", "from_dlpack", "full", "full_like", "greater", "greater_equal", "hypot",
-    "iinfo", "imag", "inf", "int32", "int64", "isdtype", "isfinite", "isinf", "isnan", "less",
+    "iinfo", "imag", "inf", "int8", "int16", "int32", "int64", "isdtype", "isfinite", "isinf",
+    "isnan", "less",
     "less_equal", "linalg", "linspace", "log", "log10", "log1p", "log2", "logaddexp",
     "logical_and", "logical_not", "logical_or", "logical_xor", "matmul", "matrix_transpose", "max",
     "maximum", "mean", "meshgrid", "min", "minimum", "moveaxis", "multiply", "nan", "negative",
@@ -209,7 +214,8 @@ __all__ = [
     "positive", "pow", "prod", "real", "reciprocal", "remainder", "repeat", "reshape",
     "result_type", "roll", "round", "searchsorted", "sign", "signbit", "sin", "sinh", "sort",
     "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "take", "take_along_axis",
-    "tan", "tanh", "tensordot", "tile", "tril", "triu", "trunc", "uint32", "uint8", "unique_all",
+    "tan", "tanh", "tensordot", "tile", "tril", "triu", "trunc", "uint16", "uint32", "uint64",
+    "uint8", "unique_all",
     "unique_counts", "unique_inverse", "unique_values", "unstack", "var", "vecdot", "where",
     "zeros", "zeros_like"
 ]

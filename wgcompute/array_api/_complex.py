@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from .._lazy import enqueue
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..errors import DtypeError
 from ..kernels.fft.complex import COMPLEX_AXIS, COMPLEX_BINARY
@@ -23,7 +23,7 @@ def _part(x, mode: str, where: str) -> Buffer:
                          f"floating-point array")
     out = new(x.shape, DTYPES["c64" if mode == "conj" else "f32"], x.device, where)
     if out.size:
-        run_kernel(COMPLEX_AXIS, [x], out, {"mode": mode})
+        enqueue(COMPLEX_AXIS, [x], out, {"mode": mode})
     return out
 
 
@@ -65,7 +65,7 @@ def _binary(op: str, where: str, x1, x2) -> Buffer:
         a, b = b, a  # the scalar was the left operand
     out = new(_broadcast(a, b), _C64, a.device, where)
     if out.size:
-        run_kernel(COMPLEX_BINARY, [a, b], out, {"op": op})
+        enqueue(COMPLEX_BINARY, [a, b], out, {"op": op})
     return out
 
 

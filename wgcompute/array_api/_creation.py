@@ -7,10 +7,10 @@ import builtins
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..array import astype as _astype
 from ..array import copy as _copy
 from ..buffer import Buffer, buffer, check_buffer, normalize_shape
-from ..commands import run_kernel
 from ..errors import ArgumentError, DtypeError
 from ..runtime import Device, resolve
 from ._dtypes import NAMES, as_dtype, check_scalar_kind, standard_name
@@ -141,7 +141,7 @@ def full(shape, fill_value, *, dtype=None, device: Device | None = None) -> Buff
             info = np.iinfo(dt.numpy)
             if not info.min <= int(value) <= info.max:
                 raise ArgumentError(f"fill_value: {fill_value!r} does not fit {standard_name(dt)}")
-        run_kernel("fill", [], out, {"value": value})
+        enqueue("fill", [], out, {"value": value})
     return out
 
 

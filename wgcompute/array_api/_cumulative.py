@@ -36,20 +36,25 @@ def cumulative_prod(x: Buffer, /, *, axis: int | None = None, dtype=None,
     return _cumulative("cumulative_prod", "prod", x, axis, dtype, include_initial)
 
 
+# packed results: scanned in 32 bits, wrapped back after
+_WIDE = {"u8": "u32", "u16": "u32", "s8": "s32", "s16": "s32"}
+
+
 def _result_dtype(where: str, x: Buffer, dtype):
-    """The result's dtype, and the dtype the scan runs in (u8 results: u32, wrapped after)."""
+    """The result's dtype, and the dtype the scan runs in (1- and 2-byte integer results: 32
+    bits, wrapped after)."""
     if dtype is not None:
         dt = as_dtype(dtype)
     elif x.dtype.kind == "b":
         dt = NAMES["int32"]  # the default integer dtype
-    elif x.dtype == "u8":
-        dt = NAMES["uint32"]  # unsigned, the default integer's width
+    elif x.dtype.kind in "iu" and x.dtype.itemsize < 4:  # the default integer's width
+        dt = NAMES["uint32" if x.dtype.kind == "u" else "int32"]
     else:
         dt = DTYPES[x.dtype.name]
-    run = "u32" if dt.name == "u8" else dt.name
+    run = _WIDE.get(dt.name, dt.name)
     if run not in SCAN_DTYPES:
         allowed = ", ".join(n for n, d in NAMES.items()
-                            if d.name in SCAN_DTYPES or d.name == "u8")
+                            if d.name in SCAN_DTYPES or d.name in _WIDE)
         raise DtypeError(f"{where}: dtype {standard_name(dt)} is not supported; the result "
                          f"may be one of {allowed}")
     return dt, DTYPES[run]
@@ -73,7 +78,7 @@ def _cumulative(where: str, op: str, x, axis, dtype, include_initial) -> Buffer:
     if x.dtype != run:  # the standard's cast before the scan (numpy's unsafe conversion)
         x = astype(x, run, casting="unsafe")
     out = _scan(where, op, x, ax, run, include_initial)
-    if dt != run:  # u8 sums wrap as u32 ones do, in their low byte
+    if dt != run:  # 1- and 2-byte sums wrap as 32-bit ones do, in their low bits
         wide, out = out, astype(out, dt, casting="unsafe")
         wide.free()
     return out

@@ -9,10 +9,11 @@ import cmath
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES, DType
 from ..errors import DtypeError, UnsupportedDtypeError
+from ..kernels.core.layout import broadcast_shapes
 from ..kernels.elementwise.arrayops import array_op
 from ..kernels.elementwise.optable import OPS, OpDef
 from ._dtypes import check_scalar_kind, standard_name
@@ -140,7 +141,7 @@ def unary(where: str, x) -> Buffer:
     out = new(x.shape, DTYPES[row.out_dtype(dt.name)], x.device, where)
     if out.size == 0:
         return out
-    return run_kernel(array_op(row.name, 1), [x], out)
+    return enqueue(array_op(row.name, 1), [x], out)
 
 
 def scalar_value(where: str, value, dt: DType):
@@ -163,6 +164,8 @@ def binary(where: str, x1, x2) -> Buffer:
     Python scalar (either side): the standard's promotion, numpy's broadcasting."""
     op = _BINARY[where]
     left_scalar = isinstance(x1, SCALARS)
+    if isinstance(x1, Buffer) and isinstance(x2, Buffer):
+        broadcast_shapes(where, [("x1", x1.shape), ("x2", x2.shape)])
     a, b, dt = operands(where, x1, x2)
     if _is_complex(where, dt):  # (the operands promoted, in their order)
         return _complex(where, *((b, a) if left_scalar else (a, b)))
@@ -176,7 +179,7 @@ def binary(where: str, x1, x2) -> Buffer:
         k = array_op(op, 2)
         shape, _ = k.output_spec([a, b], {})
         out = new(shape, out_dt, a.device, where)
-        return run_kernel(k, [a, b], out) if out.size else out
+        return enqueue(k, [a, b], out) if out.size else out
     s = scalar_value(where, b, dt)
     reflected = False
     if left_scalar:
@@ -184,7 +187,7 @@ def binary(where: str, x1, x2) -> Buffer:
     out = new(a.shape, out_dt, a.device, where)
     if out.size == 0:
         return out
-    return run_kernel(array_op(op, 1, scalar=True, reflected=reflected), [a], out,
+    return enqueue(array_op(op, 1, scalar=True, reflected=reflected), [a], out,
                       {"scalar": s})
 
 

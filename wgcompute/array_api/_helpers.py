@@ -10,9 +10,9 @@ import numpy as np
 from ..array import astype
 from ..buffer import Buffer, check_buffer, result_buffer
 from ..dtypes import DType
-from ..errors import ArgumentError, DtypeError
+from ..errors import ArgumentError, DeviceError, DtypeError
 from ..runtime import Device, resolve
-from ._dtypes import check_scalar_kind, promote
+from ._dtypes import check_scalar_kind, promote, standard_name
 
 SCALARS = (builtins.bool, int, float, complex)
 
@@ -29,8 +29,8 @@ def same_device(where: str, *arrays: Buffer) -> Device:
     dev = arrays[0].device
     for a in arrays[1:]:
         if a.device is not dev:
-            raise ArgumentError(f"{where}: arrays on two devices ({dev.label} and "
-                                f"{a.device.label}); move one with to_device() first")
+            raise DeviceError(f"{where}: arrays on two devices ({dev.label} and "
+                              f"{a.device.label}); move one with to_device() first")
     return dev
 
 
@@ -48,7 +48,12 @@ def operands(where: str, x1, x2) -> tuple[Buffer, Buffer | builtins.bool | int |
         return a, s, a.dtype
     a, b = array(x1, "x1"), array(x2, "x2")
     same_device(where, a, b)
-    dt = promote(a.dtype, b.dtype, where)
+    try:
+        dt = promote(a.dtype, b.dtype, where)
+    except DtypeError:
+        raise DtypeError(f"{where}: x1 is {standard_name(a.dtype)} and x2 is "
+                         f"{standard_name(b.dtype)}, which have no promoted dtype in the array "
+                         f"API standard; convert one with astype() first") from None
     if a.dtype != dt:
         a = astype(a, dt)
     if b.dtype != dt:

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..array import astype, reshape, transpose, view
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..kernels.core.layout import broadcast_shapes, broadcast_strides, contiguous_strides
@@ -44,21 +44,25 @@ def _product(a: Buffer, b: Buffer, conj: bool = False, exact: bool = False) -> B
     product is exactly the elementwise one, for outer products)."""
     dt = DTYPES[a.dtype]
     out_shape = matmul_shape(a.shape, b.shape).out
-    if dt.name == "u8":  # packed four to a word: computed in u32, wrapped back to u8
-        wide = _product(astype(a, "u32"), astype(b, "u32"), exact=exact)
-        return astype(wide, "u8", casting="unsafe")
+    if dt.name == "u64":  # as int64 bits: wrapping sums and products are the same bits
+        wide = _product(view(a, "s64"), view(b, "s64"), exact=exact)
+        return view(wide, "u64")
+    if dt.packed and dt.kind in "iu":  # lanes of words: computed in 32 bits, wrapped back
+        w = "s32" if dt.kind == "i" else "u32"
+        wide = _product(astype(a, w), astype(b, w), exact=exact)
+        return astype(wide, dt.name, casting="unsafe")
     if a.size == 0 or b.size == 0:  # nothing to add up (or nothing to write): zeros
         from ._creation import zeros
 
         return zeros(out_shape, dtype=dt, device=a.device)
     out = new(out_shape, dt, a.device, "matmul")
     if dt.kind == "f" and not exact:
-        return run_kernel("matmul", [a, b], out)
+        return enqueue("matmul", [a, b], out)
     a, b = _bindable(a), _bindable(b)
     if dt.name not in _MATMUL_INT.dtypes:
         raise DtypeError(f"matmul: {standard_name(dt)} arrays are not supported; expected "
                          f"int32, int64, uint8, uint32, float32, float64 or complex64")
-    return run_kernel(_MATMUL_INT, [a, b], out, {"conj": conj and dt.kind == "c"})
+    return enqueue(_MATMUL_INT, [a, b], out, {"conj": conj and dt.kind == "c"})
 
 
 def matmul(x1, x2, /) -> Buffer:
@@ -192,7 +196,7 @@ def _strided(x: Buffer, shape: tuple[int, ...], strides, offset: int = 0) -> Buf
     out = new(shape, DTYPES[x.dtype], x.device, "linalg")
     if out.size == 0:
         return out
-    return run_kernel("strided_copy", [x], out, {"strides": tuple(strides), "offset": offset})
+    return enqueue("strided_copy", [x], out, {"strides": tuple(strides), "offset": offset})
 
 
 def _broadcast_to(x: Buffer, shape: tuple[int, ...]) -> Buffer:
@@ -206,7 +210,7 @@ def _at(ws: Buffer, start: int, shape: tuple[int, ...]) -> Buffer:
     left in its workspace), copied on the GPU: an array of its own, not a view into ws."""
     out = new(shape, DTYPES[ws.dtype], ws.device, "linalg")
     if out.size:
-        run_kernel(_TAKE, [ws], out, {"offset": start})
+        enqueue(_TAKE, [ws], out, {"offset": start})
     return out
 
 
@@ -214,7 +218,7 @@ def _identity(shape: tuple[int, ...], dt, device) -> Buffer:
     out = new(shape, dt, device, "eye")
     if out.size:
         unused = new((1,), dt, device, "unused")  # the eye mode reads no input
-        run_kernel(_SMALL, [unused, unused], out, {"mode": "eye"})
+        enqueue(_SMALL, [unused, unused], out, {"mode": "eye"})
     return out
 
 

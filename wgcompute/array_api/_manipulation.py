@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..array import astype
 from ..array import reshape as _reshape
 from ..buffer import Buffer, BufferView, buffer
-from ..commands import run_kernel
 from ..errors import ArgumentError, DtypeError, IndexingError, ShapeError
 from ..kernels.core.layout import broadcast_shapes, broadcast_strides, contiguous_strides
 from ..kernels.elementwise.regions import REGION_COPY, REPEAT_GATHER
@@ -35,7 +35,7 @@ def _region(a: Buffer, out: Buffer, shape, a_strides, out_strides, a_offset: int
         item = a._dt.itemsize
         a_offset += a._offset // item
         a = BufferView(a._base, (a._base.nbytes // item,), 0, a._dt)
-    run_kernel(REGION_COPY, [a], out, {
+    enqueue(REGION_COPY, [a], out, {
         "shape": tuple(shape), "a_strides": tuple(a_strides), "a_offset": a_offset,
         "out_strides": tuple(out_strides), "out_offset": out_offset})
 
@@ -336,7 +336,7 @@ def repeat(x, repeats, /, *, axis: int | None = None) -> Buffer:
                      device=x.device)
     if x._base is not None and x._offset:
         x = _copy(x)  # the kernel reads x from its first element
-    run_kernel(REPEAT_GATHER, [x, offsets], out, {"outer": math.prod(outer),
+    enqueue(REPEAT_GATHER, [x, offsets], out, {"outer": math.prod(outer),
                                                    "inner": math.prod(inner)})
     return out
 

@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..kernels.elementwise.iota import EYE, IOTA, TRIL, TRIU
 from ..runtime import Device
@@ -50,7 +50,7 @@ def _iota(n: int, dt, device, start, step, last=None, label: str = "arange") -> 
         raise ShapeError(f"{label}: {n} elements; at most 2**32 - 1")
     out = new((n,), dt, device, label)
     if n:
-        run_kernel(IOTA, [], out, {"start": start, "step": step,
+        enqueue(IOTA, [], out, {"start": start, "step": step,
                                    "last": start if last is None else last,
                                    "endpoint": last is not None})
     return out
@@ -115,7 +115,7 @@ def eye(n_rows, n_cols=None, /, *, k: int = 0, dtype=None, device: Device | None
     dt = NAMES["float32"] if dtype is None else as_dtype(dtype)
     out = new((rows, cols), dt, device, "eye")
     if out.size:
-        run_kernel(EYE, [], out, {"k": max(-rows, min(cols, k))})
+        enqueue(EYE, [], out, {"k": max(-rows, min(cols, k))})
     return out
 
 
@@ -129,7 +129,7 @@ def _triangle(kernel, x, k) -> Buffer:
         x = permute_dims(x, tuple(range(x.ndim)))
     out = new(x.shape, x._dt, x.device, kernel.name)
     if out.size:
-        run_kernel(kernel, [x], out, {"k": max(-x.shape[-2], min(x.shape[-1], k))})
+        enqueue(kernel, [x], out, {"k": max(-x.shape[-2], min(x.shape[-1], k))})
     return out
 
 

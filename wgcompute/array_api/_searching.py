@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import builtins
 
+from .._lazy import enqueue
 from ..array import astype
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..errors import ArgumentError, IndexingError, ShapeError
 from ..kernels.sort.search import GATHER_1D, NONZERO_MASK, ORDER_KEYS, SEARCHSORTED
 from ._dtypes import promote
@@ -40,12 +40,12 @@ def _arg(name: str, x, axis, keepdims) -> Buffer:
         keys = x
     else:
         wide = sortable(name, x)
-        keys = run_kernel(ORDER_KEYS, [wide], None, {"reverse": name == "argmin"})
+        keys = enqueue(ORDER_KEYS, [wide], None, {"reverse": name == "argmin"})
         if wide is not x:
             wide.free()
     if x.ndim == 0:
         axis = None
-    found = run_kernel("argmax", [keys], None, {"axis": axis, "keepdims": keepdims})
+    found = enqueue("argmax", [keys], None, {"axis": axis, "keepdims": keepdims})
     if keys is not x:
         keys.free()
     try:
@@ -75,13 +75,13 @@ def _sorted_by(x1: Buffer, sorter) -> Buffer:
                             f"indices of x1, shape {x1.shape}")
     if not s.size:
         return x1
-    lo, hi = (int(run_kernel(op, [s], None, {"axis": None}).to_numpy()) for op in ("min", "max"))
+    lo, hi = (int(enqueue(op, [s], None, {"axis": None}).to_numpy()) for op in ("min", "max"))
     if lo < 0 or hi >= x1.size:
         raise IndexingError(f"searchsorted: sorter holds {lo if lo < 0 else hi}; indices of "
                             f"x1 go from 0 to {x1.size - 1}")
     idx = s if s.dtype == _INDEX else astype(s, _INDEX, casting="unsafe")
     try:
-        return run_kernel(GATHER_1D, [x1, idx], None, {})
+        return enqueue(GATHER_1D, [x1, idx], None, {})
     finally:
         if idx is not s:
             idx.free()
@@ -116,7 +116,7 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> Buffer:
         a = convert(a)
         if sorter is not None:
             a = keep(_sorted_by(a, sorter), a)
-        return run_kernel(SEARCHSORTED, [a, convert(v)], None, {"side": side})
+        return enqueue(SEARCHSORTED, [a, convert(v)], None, {"side": side})
     finally:
         _free(*temps)
 
@@ -132,11 +132,11 @@ def count_nonzero(x, /, *, axis=None, keepdims: builtins.bool = False) -> Buffer
         raise ArgumentError(f"count_nonzero: keepdims must be True or False, got "
                             f"{keepdims!r}")
     wide = x if x.dtype.kind == "c" else sortable("count_nonzero", x)
-    mask = run_kernel(NONZERO_MASK, [wide], None, {})
+    mask = enqueue(NONZERO_MASK, [wide], None, {})
     if wide is not x:
         wide.free()
     try:
-        counts = run_kernel("sum", [mask], None, {"axis": axes if x.ndim else None,
+        counts = enqueue("sum", [mask], None, {"axis": axes if x.ndim else None,
                                                   "keepdims": keepdims})
     finally:
         mask.free()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .._lazy import enqueue
 from ..array import astype, read_element, reshape
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..kernels.sort.search import GATHER_1D
 from ..kernels.sort.sort import SORT
@@ -49,12 +49,12 @@ class _Groups:
             self.temps.append(wide)
         self.index = None
         if permutation:
-            self.index = self.keep(run_kernel(SORT, [wide], None, {"indices": True}))
-            self.sorted = self.keep(run_kernel(GATHER_1D, [wide, self.index], None, {}))
+            self.index = self.keep(enqueue(SORT, [wide], None, {"indices": True}))
+            self.sorted = self.keep(enqueue(GATHER_1D, [wide, self.index], None, {}))
         else:
-            self.sorted = self.keep(run_kernel(SORT, [wide], None, {}))
-        self.flags = self.keep(run_kernel(GROUP_STARTS, [self.sorted], None, {}))
-        self.pos = self.keep(run_kernel(EXCLUSIVE_SCAN, [self.flags], None, {}))
+            self.sorted = self.keep(enqueue(SORT, [wide], None, {}))
+        self.flags = self.keep(enqueue(GROUP_STARTS, [self.sorted], None, {}))
+        self.pos = self.keep(enqueue(EXCLUSIVE_SCAN, [self.flags], None, {}))
         self.m = int(read_element(self.pos, self.n))  # the one read: the result's shape
 
     def keep(self, b: Buffer) -> Buffer:
@@ -65,7 +65,7 @@ class _Groups:
         return new(shape, DTYPES[str(dt)], self.x.device, label)
 
     def values(self) -> Buffer:
-        out = run_kernel(COMPACT_VALUES, [self.sorted, self.flags, self.pos],
+        out = enqueue(COMPACT_VALUES, [self.sorted, self.flags, self.pos],
                          self.new((self.m,), self.sorted.dtype, "unique-values"), {})
         if out.dtype == self.x.dtype:
             return out
@@ -75,21 +75,21 @@ class _Groups:
             out.free()
 
     def first_indices(self) -> Buffer:
-        return run_kernel(COMPACT_VALUES, [self.index, self.flags, self.pos],
+        return enqueue(COMPACT_VALUES, [self.index, self.flags, self.pos],
                           self.new((self.m,), _INDEX, "unique-indices"), {})
 
     def counts(self) -> Buffer:
-        starts = run_kernel(COMPACT_STARTS, [self.sorted, self.flags, self.pos],
+        starts = enqueue(COMPACT_STARTS, [self.sorted, self.flags, self.pos],
                             self.new((self.m,), _INDEX, "unique-starts"), {})
         try:
-            return run_kernel(COUNTS_OP, [starts], self.new((self.m,), _INDEX,
+            return enqueue(COUNTS_OP, [starts], self.new((self.m,), _INDEX,
                                                             "unique-counts"), {"n": self.n})
         finally:
             starts.free()
 
     def inverse(self) -> Buffer:
         out = self.new((self.n,), _INDEX, "unique-inverse")
-        run_kernel(INVERSE_OP, [self.index, self.flags, self.pos], out, {})
+        enqueue(INVERSE_OP, [self.index, self.flags, self.pos], out, {})
         return reshape(out, self.x.shape)
 
     def free(self) -> None:

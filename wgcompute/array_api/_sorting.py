@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import builtins
 
+from .._lazy import enqueue
 from ..array import astype, reshape, transpose
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..errors import ArgumentError
 from ..kernels.sort.sort import SORT, SORTABLE
 from ._helpers import array, normalize_axis, refuse_dtype
@@ -15,7 +15,7 @@ from ._helpers import array, normalize_axis, refuse_dtype
 __all__ = ["argsort", "sort"]
 
 # dtypes sorted as a wider one holding every value exactly (and converted back)
-_WIDER = {"u8": "u32", "bool": "u32", "f16": "f32"}
+_WIDER = {"u8": "u32", "u16": "u32", "s8": "s32", "s16": "s32", "bool": "u32", "f16": "f32"}
 
 
 def _flag(where: str, name: str, value) -> builtins.bool:
@@ -40,15 +40,15 @@ def sort_last(where: str, x: Buffer, axis: int, descending: builtins.bool,
     """The stable sort of ``x`` (already sortable) along ``axis``: values or int32 indices."""
     params = {"descending": descending, "indices": indices}
     if x.ndim == 0:
-        return reshape(run_kernel(SORT, [reshape(x, (1,))], None, params), ())
+        return reshape(enqueue(SORT, [reshape(x, (1,))], None, params), ())
     last = x.ndim - 1
     if axis == last:
-        return run_kernel(SORT, [x], None, params)
+        return enqueue(SORT, [x], None, params)
     perm = tuple(d for d in range(x.ndim) if d != axis) + (axis,)
     back = tuple(perm.index(d) for d in range(x.ndim))
     moved = transpose(x, axes=perm)
     try:
-        out = run_kernel(SORT, [moved], None, params)
+        out = enqueue(SORT, [moved], None, params)
     finally:
         moved.free()
     try:

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..array import astype
 from ..buffer import Buffer, BufferView
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError
 from ..kernels.core.base import Param
@@ -48,12 +48,13 @@ def _reduce(op: str, x: Buffer, axis, keepdims) -> Buffer:
     if not isinstance(keepdims, (builtins.bool, np.bool_)):
         raise ArgumentError(f"keepdims: expected True or False, got {keepdims!r}")
     axes = normalize_axes(axis, x.ndim)
-    return run_kernel(op, [x], None, {"axis": axes, "keepdims": builtins.bool(keepdims)})
+    return enqueue(op, [x], None, {"axis": axes, "keepdims": builtins.bool(keepdims)})
 
 
 def _accumulating(op: str, x, axis, dtype, keepdims) -> Buffer:
     """sum and prod: integers in their kind's default dtype unless x's holds more (int32 and
-    int64 stay, uint8 goes to uint32), or in ``dtype`` (x is converted to it first)."""
+    int64 stay, int8 and int16 go to int32, uint8 and uint16 to uint32), or in ``dtype`` (x
+    is converted to it first)."""
     x = array(x, "x")
     if x._dt.kind == "c":
         if dtype is not None and as_dtype(dtype) != x._dt:
@@ -63,13 +64,13 @@ def _accumulating(op: str, x, axis, dtype, keepdims) -> Buffer:
         return (_complex_sum if op == "sum" else _complex_prod)(x, axis, keepdims)
     _real(x, op)
     want = x._dt if dtype is None else as_dtype(dtype)
-    if dtype is None and want.kind == "u" and want.itemsize < 4:
-        want = NAMES["uint32"]
+    if dtype is None and want.kind in "iu" and want.itemsize < 4:
+        want = NAMES["uint32" if want.kind == "u" else "int32"]
     if dtype is not None and want.kind not in "fiu":
         raise DtypeError(f"dtype: {op} into {standard_name(want)}; expected a real numeric "
                          f"dtype")
-    if want != x._dt and not (x._dt.kind == "u" and x._dt.itemsize == 1 and
-                              want == NAMES["uint32"]):
+    if want != x._dt and not (x._dt.kind in "iu" and x._dt.itemsize < 4 and
+                              want == NAMES["uint32" if x._dt.kind == "u" else "int32"]):
         x = astype(x, want, casting="unsafe")
     out = _reduce(op, x, axis, keepdims)
     return out if out._dt == want else astype(out, want, casting="unsafe")
@@ -99,7 +100,7 @@ def _complex_prod(x: Buffer, axis, keepdims) -> Buffer:
     n = x.size // rows
     while True:
         part = new((rows * COMPLEX_PROD.parts(n),), x._dt, x.device, "prod")
-        run_kernel(COMPLEX_PROD, [x], part, {"rows": rows})
+        enqueue(COMPLEX_PROD, [x], part, {"rows": rows})
         x, n = part, part.size // rows
         if n == 1:
             return BufferView(part, shape, 0)
@@ -147,17 +148,17 @@ def _moment(where: str, x, axis, correction, keepdims, root: builtins.bool) -> B
     n = math.prod(x.shape[d] for d in axes)
     work = x if x._dt.itemsize >= 4 else astype(x, "f32")  # f16: accumulated in f32
     m = _reduce("mean", work, axes, True)
-    dev = run_kernel(_SQUARED_DEVIATION, [work, m], new(work.shape, work._dt, work.device,
+    dev = enqueue(_SQUARED_DEVIATION, [work, m], new(work.shape, work._dt, work.device,
                                                         where))
     s = _reduce("sum", dev, axes, keepdims)
     divisor = n - float(correction)
     if divisor <= 0 or n == 0:  # the standard: nan where N - correction <= 0
         if s.size:
-            run_kernel("fill", [], s, {"value": float("nan")})
+            enqueue("fill", [], s, {"value": float("nan")})
         out = s
     elif s.size:
         d = float(np.asarray(divisor, work._dt.numpy))  # exact in the dtype the kernel reads
-        out = run_kernel(_SQRT_DIVIDE if root else _DIVIDE, [s], new(s.shape, s._dt, s.device,
+        out = enqueue(_SQRT_DIVIDE if root else _DIVIDE, [s], new(s.shape, s._dt, s.device,
                                                                      where), {"divisor": d})
     else:
         out = s

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import builtins
 
+from .._lazy import enqueue
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError
 from ..kernels.core.registry import get as kernel
@@ -30,7 +30,7 @@ def _truth(name: str, x, axis, keepdims) -> Buffer:
     params = {"axis": None if len(axes) == x.ndim else axes, "keepdims": keepdims}
     k = kernel(name)
     shape, dt = k.output_spec([x], params)
-    return run_kernel(k, [x], new(shape, DTYPES[dt], x.device, name), params)
+    return enqueue(k, [x], new(shape, DTYPES[dt], x.device, name), params)
 
 
 def all(x: Buffer, /, *, axis: int | tuple[int, ...] | None = None,  # noqa: A001
@@ -62,7 +62,7 @@ def where(condition: Buffer, x1, x2, /) -> Buffer:
         a, b = (s, a) if isinstance(x1, SCALARS) else (a, s)
     same_device("where", c, a, b)
     shape, _ = WHERE.output_spec([c, a, b], {})
-    return run_kernel(WHERE, [c, a, b], new(shape, dt, a.device, "where"))
+    return enqueue(WHERE, [c, a, b], new(shape, dt, a.device, "where"))
 
 
 def diff(x: Buffer, /, *, axis: int = -1, n: int = 1, prepend: Buffer | None = None,

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._lazy import enqueue
 from ..buffer import Buffer
-from ..commands import bound, run_blocking, run_kernel
+from ..commands import bound, run_blocking
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..kernels.fft.complex import COMPLEX_AXIS, COMPLEX_BINARY
@@ -360,7 +361,7 @@ def _freq(n, d, dtype, device, rfft_bins: bool) -> Buffer:
         raise DtypeError(f"dtype: expected a real floating-point dtype, got "
                          f"{standard_name(dt)}")
     out = new((n // 2 + 1 if rfft_bins else n,), dt, device, "fftfreq")
-    return run_kernel(FFT_FREQ, [], out, {"n": n, "d": float(d), "rfft": rfft_bins})
+    return enqueue(FFT_FREQ, [], out, {"n": n, "d": float(d), "rfft": rfft_bins})
 
 
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
@@ -391,7 +392,7 @@ def _shift(x, axes, where: str, inverse: bool) -> Buffer:
     out = new(x.shape, DTYPES[x.dtype], x.device, where)
     if out.size == 0:
         return out
-    return run_kernel(ROLL, [x], out, {"shifts": tuple(shifts)})
+    return enqueue(ROLL, [x], out, {"shifts": tuple(shifts)})
 
 
 def fftshift(x, /, *, axes=None):

@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..array import astype, reshape
+from .._lazy import enqueue
+from ..array import astype, reshape, view
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..kernels.core.layout import broadcast_shapes, broadcast_strides, contiguous_strides
@@ -32,6 +32,7 @@ from ._complex import conj as _conj
 from ._dtypes import NAMES, as_dtype, promote, standard_name
 from ._elementwise import abs as _abs
 from ._helpers import array, new, normalize_axes, same_device
+from ._linalg_large import svd_parallel, takes_parallel
 from ._linear import (
     _SMALL,
     _at,
@@ -102,14 +103,14 @@ def cholesky(x, /, *, upper: bool = False) -> Buffer:
     out = new(x.shape, DTYPES[x.dtype], x.device, "cholesky")
     if out.size == 0:
         return out
-    return run_kernel(_CHOLESKY, [_bindable(x)], out, {"upper": bool(upper)})
+    return enqueue(_CHOLESKY, [_bindable(x)], out, {"upper": bool(upper)})
 
 
 def _lu(mode: str, a: Buffer, b: Buffer, shape: tuple[int, ...]) -> Buffer:
     out = new(shape, DTYPES[a.dtype], a.device, mode)
     if out.size == 0:
         return out
-    return run_kernel(_LU, [a, b], out, {"mode": mode})
+    return enqueue(_LU, [a, b], out, {"mode": mode})
 
 
 def det(x, /) -> Buffer:
@@ -205,9 +206,11 @@ def cross(x1, x2, /, *, axis: int = -1) -> Buffer:
     dt = DTYPES[a.dtype]
     if dt.kind == "c":
         raise DtypeError("cross: complex64 arrays are not supported; expected real arrays")
-    if dt.name == "u8":  # packed: computed in u32 and wrapped back, as uint8 arithmetic wraps
-        return astype(cross(astype(a, "u32"), astype(b, "u32"), axis=axis), "u8",
-                      casting="unsafe")
+    if dt.packed:  # computed in 32 bits and wrapped back, as the dtype's arithmetic wraps
+        w = "s32" if dt.kind == "i" else "u32"
+        return astype(cross(astype(a, w), astype(b, w), axis=axis), dt.name, casting="unsafe")
+    if dt.name == "u64":  # as int64 bits: wrapping products and differences are the same bits
+        return view(cross(view(a, "s64"), view(b, "s64"), axis=axis), "u64")
 
     def rows(v):  # broadcast, the axis moved last, as (rows, 3)
         st = broadcast_strides(v.shape, shape)
@@ -217,7 +220,7 @@ def cross(x1, x2, /, *, axis: int = -1) -> Buffer:
     ra, rb = rows(a), rows(b)
     out = new(ra.shape, dt, a.device, "cross")
     if out.size:
-        run_kernel(_SMALL, [ra, rb], out, {"mode": "cross"})
+        enqueue(_SMALL, [ra, rb], out, {"mode": "cross"})
     out = reshape(out, moved)
     back = tuple(perm.index(i) for i in range(len(shape)))
     return _permuted(out, back)
@@ -281,26 +284,32 @@ def _row_reduce(x: Buffer, ord: str, p: float = 2.0) -> Buffer:
 
         return zeros(x.shape[:-1], dtype=DTYPES[x.dtype], device=x.device)  # empty sums
     if rows:
-        run_kernel(_NORM, [flat], out, {"ord": ord, "p": p})
+        enqueue(_NORM, [flat], out, {"ord": ord, "p": p})
     return reshape(out, x.shape[:-1])
 
 
 def trace(x, /, *, offset: int = 0, dtype=None) -> Buffer:
     """The sum of the ``offset`` diagonal of each matrix of x (..., M, N). Integer arrays sum
-    in their dtype (int32 at least; uint8 in uint32) unless ``dtype`` says otherwise."""
+    in their dtype (int32 at least; uint8 and uint16 in uint32) unless ``dtype`` says
+    otherwise."""
     x = array(x, "x")
     d = diagonal(x, offset=offset)
     if dtype is not None:
         target = as_dtype(dtype, "dtype")
-    elif x.dtype == "u8":
-        target = NAMES["uint32"]
+    elif x.dtype.kind in "iu" and x.dtype.itemsize < 4:  # the default integer of its kind
+        target = NAMES["uint32" if x.dtype.kind == "u" else "int32"]
     else:
         target = DTYPES[x.dtype]
-    if target.kind not in "iufc" or target.name == "u8":
+    if target.kind not in "iufc":
         raise DtypeError(f"trace: dtype {standard_name(target)} is not supported; expected "
-                         f"int32, int64, uint32, float32, float64 or complex64")
+                         f"a numeric dtype")
+    if target.packed:  # summed in 32 bits, wrapped back as the dtype's arithmetic wraps
+        wide = trace(x, offset=offset, dtype=NAMES["int32" if target.kind == "i" else "uint32"])
+        return astype(wide, target, casting="unsafe")
     if d.dtype != target.name:
         d = astype(d, target)
+    if target.name == "u64":  # as int64 bits: wrapping sums are the same bits
+        return view(_row_reduce(view(d, "s64"), "sum"), "u64")
     return _row_reduce(d, "sum")
 
 
@@ -391,7 +400,7 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
     bt = s.shape[0]
     ws = new((qr_workspace(bt, m, n, mode),), DTYPES[x.dtype], x.device, "qr")
     if bt and m * n:
-        run_kernel(_QR, [s], ws, {"mode": mode})
+        enqueue(_QR, [s], ws, {"mode": mode})
     elif bt * m * qc:  # no columns: Q is the identity's first columns
         return QRResult(_identity_columns(x, m, qc), new(x.shape[:-2] + (rr, n),
                                                          DTYPES[x.dtype], x.device, "qr"))
@@ -417,7 +426,7 @@ def _eigh(where: str, x) -> tuple[Buffer, Buffer, Buffer]:
     bt, n = s.shape[0], s.shape[1]
     ws = new((eigh_workspace(bt, n),), DTYPES[x.dtype], x.device, where)
     if bt and n:
-        run_kernel(_EIGH, [s], ws)
+        enqueue(_EIGH, [s], ws)
     return x, ws, bt
 
 
@@ -464,11 +473,14 @@ def _svd(where: str, x, full: bool, vectors: bool = True):
     s = _stack(a)
     bt, rm, rn = s.shape
     uc = rm if full else rn
-    ws = new((svd_workspace(bt, rm, rn, uc),), DTYPES[x.dtype], x.device, where)
-    if bt and rn:
-        run_kernel(_SVD, [s], ws, {"full": full})
+    if takes_parallel(rn):  # large matrices: the whole GPU, a workgroup per column pair
+        ws, start = svd_parallel(where, s, full, vectors)
+    else:
+        ws = new((svd_workspace(bt, rm, rn, uc),), DTYPES[x.dtype], x.device, where)
+        if bt and rn:
+            enqueue(_SVD, [s], ws, {"full": full})
+        start = bt * rm * uc  # S's place in ws
     batch = x.shape[:-2]
-    start = bt * rm * uc
     sv = _real_part(ws, start, batch + (rn,)) if x.dtype == "c64" else \
         _at(ws, start, batch + (rn,))
     if not vectors:
@@ -496,7 +508,9 @@ def svd(x, /, *, full_matrices: bool = True) -> SVDResult:
     """U, S, Vh with x = U·diag(S)·Vh for each matrix of x (..., M, N), S descending (K =
     min(M, N) values), by one-sided Jacobi. U is (..., M, M) and Vh (..., N, N) with
     ``full_matrices``, else (..., M, K) and (..., K, N); columns of U (rows of Vh) beyond
-    the nonzero singular values complete an orthonormal basis."""
+    the nonzero singular values complete an orthonormal basis. With K ≥ 128 the sweeps run
+    over the whole GPU (on R of a QR first for a tall x), and the host reads a convergence
+    flag after each (waiting for it); sweeps that do not converge raise ConvergenceError."""
     if not isinstance(full_matrices, (builtins.bool, np.bool_)):
         raise ArgumentError(f"svd: full_matrices must be a bool, got {full_matrices!r}")
     _, u, s, vh = _svd("svd", x, bool(full_matrices))
@@ -543,7 +557,7 @@ def matrix_rank(x, /, *, rtol=None) -> Buffer:
     tol = _tolerance("matrix_rank", x, rtol, batch)
     out = new((rows,), DTYPES[s.dtype], x.device, "matrix_rank")
     if rows:
-        run_kernel(_SMALL, [reshape(s, (rows, s.shape[-1])), reshape(tol, (rows,))], out,
+        enqueue(_SMALL, [reshape(s, (rows, s.shape[-1])), reshape(tol, (rows,))], out,
                    {"mode": "rank"})
     return reshape(astype(out, NAMES["int32"]), batch)
 
@@ -558,14 +572,14 @@ def pinv(x, /, *, rtol=None) -> Buffer:
     tol = _tolerance("pinv", x, rtol, batch)
     w = new((rows, k), DTYPES[s.dtype], x.device, "pinv")
     if w.size:
-        run_kernel(_SMALL, [reshape(s, (rows, k)), reshape(tol, (rows,))], w,
+        enqueue(_SMALL, [reshape(s, (rows, k)), reshape(tol, (rows,))], w,
                    {"mode": "pinv_w"})
     v = _adjoint(vh)  # (..., N, K)
     vw = new(v.shape, DTYPES[x.dtype], x.device, "pinv")
     if vw.size:
         if x.dtype == "c64":  # the weights as (w, 0), the kernel's element type
             w = astype(w, NAMES["complex64"])
-        run_kernel(_SMALL, [v, reshape(w, batch + (k,))], vw, {"mode": "scale_cols"})
+        enqueue(_SMALL, [v, reshape(w, batch + (k,))], vw, {"mode": "scale_cols"})
     return _product(vw, _adjoint(u))
 
 

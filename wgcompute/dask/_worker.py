@@ -43,8 +43,9 @@ def pin_device(index: int) -> dict:
         # process's default device (wgc.device(index) tells identical GPUs apart, which a
         # name could not).
         previous = wgc.default_device() if wgc.runtime.default_opened() else None
-        wgc.set_default_device(wgc.device(index))
-        if previous is not None:
+        dev = wgc.device(index)  # the default device itself when that is on this adapter
+        wgc.set_default_device(dev)
+        if previous is not None and previous is not dev:
             previous.close()
         _pinned = index
     return chosen

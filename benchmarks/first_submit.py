@@ -1,0 +1,104 @@
+"""A process's first GPU work, timed in fresh interpreters: ``import wgcompute``, finding the
+adapter, opening the device, uploading 4 floats, compiling the kernel of ``x * 2``, submitting it
+and waiting for the result, and how much of all that cffi spent parsing C type strings.
+Prints the median of each part over ``--runs`` processes.
+
+    python benchmarks/first_submit.py [--runs 5] [--without-type-priming]
+
+``--without-type-priming`` times the same with wgcompute's batched parse of the C types of a
+first use turned off (each type string then parsed alone, as cffi does by itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PARTS = ("import", "adapter", "device open", "upload", "shader compile", "submit+wait",
+         "total", "C type parsing")
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import cffi.cparser as cp
+parse = cp.Parser.parse_type_and_quals
+spent = [0.0]
+def timed_parse(self, cdecl):
+    t = time.perf_counter()
+    try:
+        return parse(self, cdecl)
+    finally:
+        spent[0] += time.perf_counter() - t
+cp.Parser.parse_type_and_quals = timed_parse
+if NO_PRIME:
+    import types
+    stub = types.ModuleType("wgcompute._native._ctypes")
+    stub.prime = lambda ffi, cdecls=(): 0
+    sys.modules["wgcompute._native._ctypes"] = stub
+import numpy as np
+t_np = time.perf_counter()
+import wgcompute as wgc
+from wgcompute import _adapters
+from wgcompute.kernels.core import base
+compile_s = [0.0]
+compile_fn = base.Kernel._compile
+def timed_compile(self, key, device):
+    t = time.perf_counter()
+    try:
+        return compile_fn(self, key, device)
+    finally:
+        compile_s[0] += time.perf_counter() - t
+base.Kernel._compile = timed_compile
+t1 = time.perf_counter()
+_adapters._default_adapter()
+t2 = time.perf_counter()
+wgc.default_device()
+t3 = time.perf_counter()
+x = wgc.from_numpy(np.ones(4, np.float32))
+t4 = time.perf_counter()
+y = (x * 2).to_numpy()
+t5 = time.perf_counter()
+assert y.tolist() == [2.0] * 4, y
+print(json.dumps({"import": t1 - t_np, "adapter": t2 - t1, "device open": t3 - t2,
+                  "upload": t4 - t3, "shader compile": compile_s[0],
+                  "submit+wait": t5 - t4 - compile_s[0], "total": t5 - t_np,
+                  "C type parsing": spent[0]}))
+"""
+
+
+def one_run(no_prime: bool) -> dict:
+    env = dict(os.environ)
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    code = f"NO_PRIME = {no_prime!r}\n" + CHILD
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"the measured process failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5, help="fresh processes to time")
+    ap.add_argument("--without-type-priming", action="store_true",
+                    help="parse cffi's C types one by one (as without wgcompute's batch)")
+    args = ap.parse_args(argv)
+    runs = [one_run(args.without_type_priming) for _ in range(max(1, args.runs))]
+    median = {p: statistics.median(r[p] for r in runs) for p in PARTS}
+    how = "without" if args.without_type_priming else "with"
+    print(f"# first submit of a fresh process: `wgc.from_numpy(np.ones(4, np.float32)) * 2`, "
+          f"read back; median of {len(runs)} process(es), {how} batched C type parsing")
+    print(f"{'part':16} {'ms':>8}   (min-max)")
+    for p in PARTS:
+        values = [r[p] * 1e3 for r in runs]
+        print(f"{p:16} {median[p] * 1e3:8.1f}   ({min(values):.0f}-{max(values):.0f})")
+    print("(submit+wait includes the readback; C type parsing is spread over the other parts)")
+    return median
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""Lazy execution: operators queue their dispatches on their device's open batch and return;
+reads, host writes, other submits, synchronize() and device close run what is queued, in
+program order. Checked against numpy on the adapter the suite runs on."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import wgcompute as wgc
+from wgcompute import _lazy
+from wgcompute.commands import bound
+from wgcompute.kernels import registry
+
+
+def _queued(dev) -> int:
+    return len(dev.lazy.ops) if dev.lazy is not None else 0
+
+
+@pytest.fixture
+def unfused(monkeypatch):
+    """The batch alone: no hook holds ops back (automatic fusion would hold elementwise ones,
+    which these tests count or put raw ops beside)."""
+    monkeypatch.setitem(_lazy.hooks, "enqueue", None)
+    monkeypatch.setitem(_lazy.hooks, "flush", None)
+
+
+@pytest.fixture
+def other():
+    """A device of its own (adopted from wgpu) on the default device's adapter."""
+    d = wgc.Device.from_wgpu(wgc.current_device().adapter.request_device_sync())
+    yield d
+    d.close()
+
+
+def test_an_operator_returns_before_its_work_runs(rng, unfused):
+    a = wgc.from_numpy(rng.standard_normal((384, 384)).astype(np.float32))
+    dev = a.device
+    (a @ a).to_numpy()  # compiled and bound once
+    dev.synchronize()
+    start = time.perf_counter()
+    x = a
+    for _ in range(12):
+        x = (x @ a) * 0.05
+    queued = time.perf_counter() - start
+    assert _queued(dev) == 24  # nothing submitted yet: the batch holds every dispatch
+    start = time.perf_counter()
+    got = x.to_numpy()
+    ran = time.perf_counter() - start
+    assert _queued(dev) == 0
+    assert queued < ran, (queued, ran)
+    want = a.to_numpy().astype(np.float64)
+    ref = want
+    for _ in range(12):
+        ref = (ref @ want) * 0.05
+    np.testing.assert_allclose(got, ref, rtol=2e-3, atol=1e-3)
+
+
+def test_queued_results_equal_numpy(rng):
+    an = rng.standard_normal((33, 17)).astype(np.float32)
+    bn = rng.standard_normal((17, 33)).astype(np.float32)
+    a, b = wgc.from_numpy(an), wgc.from_numpy(bn)
+    c = (a @ b).T + 1.5
+    d = (c * c - c.T / 2.0)[3:20:2, ::3]
+    e = (d > 0.25).astype("f32") + d.sum(axis=0, keepdims=True)
+    f = -e
+    f += e * 3.0
+    cn = (an @ bn).T + np.float32(1.5)
+    dn = (cn * cn - cn.T / np.float32(2.0))[3:20:2, ::3]
+    en = (dn > 0.25).astype(np.float32) + dn.sum(axis=0, keepdims=True)
+    fn = -en + en * np.float32(3.0)
+    assert _queued(a.device) > 0
+    np.testing.assert_allclose(f.to_numpy(), fn, rtol=1e-5, atol=1e-4)
+    assert float(f.max()) == pytest.approx(float(fn.max()), rel=1e-5)
+
+
+def test_the_batch_is_submitted_at_its_size_bound(unfused):
+    x = wgc.from_numpy(np.zeros(1000, np.float32))
+    dev = x.device
+    dev.synchronize()
+    for _ in range(_lazy.MAX_OPS + 3):
+        x = x + 1.0
+    assert _queued(dev) == 3  # the first MAX_OPS went to the GPU by themselves
+    np.testing.assert_array_equal(x.to_numpy(), np.full(1000, _lazy.MAX_OPS + 3.0))
+
+
+def _bad_op(a: wgc.Buffer, out: wgc.Buffer, site: str):
+    """A dispatch WebGPU refuses: elementwise_add's pipeline with scale's bind group (their
+    layouts differ), as the library's own queue records it."""
+    add = bound(registry.get("elementwise_add"), [a, a], out, None)
+    scale = bound(registry.get("scale"), [a], out, {"scalar": 2.0})
+    pipeline = add.raw_calls()[0][0]
+    calls = [(pipeline, *call[1:]) for call in scale.raw_calls()]
+    return _lazy.Op("mismatched_add", calls, [add, scale], [a, out], site)
+
+
+def test_a_validation_error_of_queued_work_raises_at_the_read_naming_op_and_call_site(unfused):
+    a = wgc.from_numpy(np.arange(8, dtype=np.float32))
+    dev = a.device
+    dev.synchronize()
+    before = a + 1.0
+    junk = wgc.empty((8,), "f32")
+    site = _lazy.call_site()  # as enqueue() takes it: the first frame outside wgcompute
+    _lazy.batch_of(dev).enqueue(_bad_op(a, junk, site))
+    after = a * 3.0
+    with pytest.raises(wgc.CommandFailedError) as info:
+        after.to_numpy()
+    msg = str(info.value)
+    assert f"mismatched_add (queued at {site})" in msg, msg
+    assert site.startswith(__file__ + ":")
+    assert "the 1 operation(s) queued after it did not run" in msg
+    assert info.value.cause is not None
+    # the work queued before the failing op ran; the device goes on working
+    np.testing.assert_array_equal(before.to_numpy(), np.arange(8) + 1.0)
+    np.testing.assert_array_equal((a * 3.0).to_numpy(), np.arange(8) * 3.0)
+    assert all(not b._holds for b in (a, junk, before, after))
+
+
+def test_a_validation_error_raises_at_synchronize(unfused):
+    a = wgc.from_numpy(np.arange(8, dtype=np.float32))
+    dev = a.device
+    _lazy.batch_of(dev).enqueue(_bad_op(a, wgc.empty((8,), "f32"), _lazy.call_site()))
+    with pytest.raises(wgc.CommandFailedError, match="mismatched_add.*test_lazy.py"):
+        dev.synchronize()
+    dev.synchronize()  # raised once
+
+
+def test_a_buffer_freed_while_queued_stays_valid_for_the_queued_work():
+    a = wgc.from_numpy(np.arange(5000, dtype=np.float32))
+    b = a * 2.0
+    c = b + a
+    a.free()
+    b.free()
+    assert a.freed and b.freed
+    with pytest.raises(wgc.BufferFreedError):
+        a + 1.0  # freed is freed for new work at once
+    np.testing.assert_array_equal(c.to_numpy(), np.arange(5000) * 3.0)
+    assert a._gpu is None and b._gpu is None  # the memory went once the work was done
+
+
+def test_a_host_write_after_queued_work_lands_after_it():
+    x = wgc.from_numpy(np.arange(100, dtype=np.float32))
+    y = x + 1.0  # reads x's old contents
+    x.write(np.zeros(100, np.float32))
+    z = x + 1.0  # reads the new ones
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(100) + 1.0)
+    np.testing.assert_array_equal(z.to_numpy(), np.ones(100))
+
+
+def test_a_synchronous_run_after_queued_work_sees_its_results():
+    x = wgc.from_numpy(np.arange(64, dtype=np.float32))
+    y = x + 1.0
+    out = wgc.empty((64,), "f32")
+    wgc.run_kernel("scale", [y], out, {"scalar": 2.0})  # the queue's order is the program's
+    np.testing.assert_array_equal(out.to_numpy(), (np.arange(64) + 1.0) * 2)
+    p = wgc.Pipeline("after-queued")
+    z = x * 4.0
+    p.add(kernel="scale", inputs=[z], output=out, params={"scalar": 0.5})
+    p.run()
+    np.testing.assert_array_equal(out.to_numpy(), np.arange(64) * 2.0)
+    p.free()
+
+
+def test_threads_enqueue_on_one_device_at_once():
+    errors = []
+
+    def work(seed: int):
+        try:
+            base = np.full(4096, seed, np.float32)
+            x = wgc.from_numpy(base)
+            for _ in range(150):
+                x = x + 1.0
+            np.testing.assert_array_equal(x.to_numpy(), base + 150)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_closing_a_device_runs_its_queued_work_and_lets_go_of_its_buffers(other, unfused):
+    x = wgc.from_numpy(np.arange(10, dtype=np.float32), device=other)
+    y = x + 1.0
+    assert _queued(other) == 1
+    other.close()
+    assert _queued(other) == 0 and not x._holds and not y._holds
+    with pytest.raises(wgc.DeviceError):
+        y.to_numpy()
+
+
+def test_a_buffer_of_another_device_flushes_its_own_device(other):
+    x = wgc.from_numpy(np.arange(10, dtype=np.float32))
+    y = x * 2.0
+    moved = y.to(other)  # reads y: its device's batch runs first
+    np.testing.assert_array_equal((moved + 1.0).to_numpy(), np.arange(10) * 2.0 + 1.0)
+
+
+def test_eager_mode_waits_at_every_operator():
+    x = wgc.from_numpy(np.arange(10, dtype=np.float32))
+    _lazy.set_eager(True)
+    try:
+        y = x * 2.0 + 1.0
+        assert _queued(x.device) == 0
+    finally:
+        _lazy.set_eager(False)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(10) * 2.0 + 1.0)
+    with pytest.raises(wgc.ArgumentError, match="on: expected True or False"):
+        wgc.set_eager(1)
+
+
+def test_wgcompute_eager_in_the_environment_makes_operators_wait():
+    code = ("import numpy as np, wgcompute as wgc\n"
+            "x = wgc.from_numpy(np.arange(4, dtype=np.float32))\n"
+            "y = x + 1.0\n"
+            "b = x.device.lazy\n"
+            "assert b is None or not b.ops, 'queued'\n"
+            "print(y.tolist())\n")
+    env = dict(os.environ, WGCOMPUTE_EAGER="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1.0, 2.0, 3.0, 4.0]"
+
+
+def test_a_with_stream_block_runs_its_operators_on_the_stream(unfused):
+    x = wgc.from_numpy(np.arange(50, dtype=np.float32))
+    dev = x.device
+    before = x * 10.0  # queued on the device before the block: it runs first
+    s = wgc.create_stream("lazy-block")
+    try:
+        with s:
+            y = x + 1.0
+            z = y * 2.0 + before
+            block = _lazy._route.get()
+            assert block.stream is s and len(block.ops) == 3 and _queued(dev) == 0
+            np.testing.assert_array_equal(y.to_numpy(), np.arange(50) + 1.0)  # a read inside
+            # the read had the stream submit the block's ops, as one command of the stream
+            labels = [c.label for c in s._lane.outstanding]
+            assert any(f"queued from {__file__}" in label for label in labels), labels
+            w = z - 1.0
+        assert _lazy._route.get() is None and s.query()
+        np.testing.assert_array_equal(w.to_numpy(), (np.arange(50) + 1.0) * 2 +
+                                      np.arange(50) * 10.0 - 1.0)
+    finally:
+        s.close()
+
+
+def test_a_validation_error_in_a_stream_block_raises_when_it_ends(unfused):
+    a = wgc.from_numpy(np.arange(8, dtype=np.float32))
+    s = wgc.create_stream("lazy-block-error")
+    try:
+        with pytest.raises(wgc.CommandFailedError, match="mismatched_add.*test_lazy.py"):
+            with s:
+                _lazy._route.get().enqueue(_bad_op(a, wgc.empty((8,), "f32"),
+                                                   _lazy.call_site()))
+        np.testing.assert_array_equal((a + 1.0).to_numpy(), np.arange(8) + 1.0)
+    finally:
+        s.close()
+
+
+def test_a_lost_device_drops_its_queued_work_and_reads_raise(other, unfused):
+    x = wgc.from_numpy(np.arange(10, dtype=np.float32), device=other)
+    y = x + 1.0
+    z = y * 2.0
+    assert _queued(other) == 2
+    other.gpu_device.destroy()  # a driver reset, as far as wgcompute can tell
+    with pytest.raises(wgc.DeviceLostError, match="was lost"):
+        z.to_numpy()
+    assert _queued(other) == 0 and not x._holds and not y._holds
+    with pytest.raises(wgc.DeviceLostError):
+        x + 1.0
+
+
+def test_a_lost_device_found_at_the_size_bound_raises_at_the_next_use(other, unfused):
+    x = wgc.from_numpy(np.arange(10, dtype=np.float32), device=other)
+    y = x + 1.0
+    other.gpu_device.destroy()
+    batch = other.lazy
+    batch.flush()  # as the size bound does: nothing native is called, the loss is kept
+    assert not batch.ops and not y._holds
+    with pytest.raises(wgc.DeviceLostError):
+        other.synchronize()
+
+
+def test_reads_in_one_thread_see_its_queued_work_while_others_submit():
+    """Six threads: synchronous runs, streams, queued operators and their reads. A submit in
+    another thread while this thread's queued op is being submitted by a third must still come
+    after it in the queue (a read once came first and saw the old contents)."""
+    wrong, errors = [], []
+    x = np.arange(4096, dtype=np.float32) - 20
+
+    def hammer(kind: int):
+        try:
+            for _ in range(150):
+                a = wgc.from_numpy(x)
+                if kind == 0:  # a synchronous run and reads: each submits what is queued
+                    out = wgc.relu(a)
+                    out.to_numpy()
+                    a.read_async().wait()
+                    out.free()
+                elif kind == 1:  # a stream's thread submits
+                    s = wgc.create_stream()
+                    u = s.upload(x)
+                    s.run_kernel("relu", [u])
+                    s.download(u)
+                    s.sync()
+                    s.close()
+                else:  # a queued operator (not elementwise: never fused) and its read
+                    b = wgc.empty(4096)
+                    b.write(x)
+                    got = b.reshape(64, 64).T.to_numpy()
+                    if not np.array_equal(got, x.reshape(64, 64).T):
+                        wrong.append(got[:3])
+                    b.free()
+                a.free()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=hammer, args=(k % 3,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert not wrong, wrong[:3]
+
+
+def test_the_lazy_benchmark_runs_small_and_checks_its_results(capsys):
+    from benchmarks import bench_lazy
+
+    assert bench_lazy.main(["--small", "--repeat", "1", "--ops", "6", "--n", "16"]) == 0
+    out = capsys.readouterr().out
+    for row in ("operators (queued)", "operators (eager)", "wgc.pipeline",
+                "operator + synchronize", "operator (eager) + read"):
+        assert row in out, out

@@ -1,0 +1,327 @@
+"""Automatic fusion of queued operators: neighbouring elementwise operators of one output
+shape are held as a DAG instead of queued, and queued as ONE fused kernel (writing only the
+values whose Buffers are still alive) when other work uses one of them, at a flush or read,
+or at a size bound. ``WGCOMPUTE_FUSE=0`` turns it off."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+from . import _lazy
+from .buffer import Buffer
+from .commands import bound
+from .dtypes import DTYPES
+from .errors import DtypeError, WgComputeError
+from .kernels.elementwise.arrayops import ArrayOp
+from .kernels.elementwise.builtin import BUILTIN_OPS
+from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
+from .kernels.elementwise.optable import OPS
+
+# Nodes a held DAG takes before it is queued as a kernel: a chain of 100 `x = (x + b) op s`
+# (300 nodes and leaves) stays one kernel; the shader's size (and compile time) stays bounded.
+MAX_NODES = 320
+
+
+def _row_of(k, params):
+    """(op table row, scalar value or None, reflected) of a fusable operator kernel, or
+    None: the built-in + - * / of equal shapes, scale, and Buffer's and the namespace's
+    ArrayOp forms."""
+    if type(k) is ArrayOp:
+        if k.scalar:
+            if not params or "scalar" not in params:
+                return None
+            return k.row.name, params["scalar"], k.reflected
+        return k.row.name, None, False
+    name = k.name
+    if name in BUILTIN_OPS and not params:
+        return BUILTIN_OPS[name], None, False
+    if name == "scale" and params and "scalar" in params:
+        return "mul", params["scalar"], False
+    return None
+
+
+_VALID: dict = {}  # what one op's kernel accepted: (kernel, buffers' shapes and dtypes, params)
+
+
+def _valid(k, inputs, output, params) -> bool:
+    """Whether the op's kernel takes these buffers (its own checks, as bind runs them; once
+    per signature): one it refuses goes the usual way, which raises the kernel's error."""
+    key = (id(k), tuple((b.shape, str(b.dtype)) for b in inputs), output.shape,
+           str(output.dtype), tuple(params) if params else ())
+    ok = _VALID.get(key)
+    if ok is None:
+        try:
+            if output.dtype not in k.dtypes:
+                raise DtypeError(k.name)
+            k.check(list(inputs), output, k.resolve_params(params, DTYPES[output.dtype]))
+            ok = True
+        except WgComputeError:
+            ok = False
+        if len(_VALID) > 4096:
+            _VALID.clear()
+        _VALID[key] = ok
+    return ok
+
+
+def _root(b: Buffer) -> Buffer:
+    return b._base if b._base is not None else b
+
+
+class Held:
+    """One device's held DAG: its nodes, the buffers its leaves read (held: a free() waits),
+    the Buffers its values will be written to (weakly: a value nobody holds is not written),
+    its scalars, its output shape."""
+
+    def __init__(self, device):
+        self.device = device
+        # reentrant: queueing the DAG may fill the batch, whose flush calls on_flush
+        self.lock = threading.RLock()
+        self.limit = device.limit("max-storage-buffers-per-shader-stage")
+        self.reset()
+
+    def reset(self) -> None:
+        self.nodes: list[Node] = []
+        self.memo: dict[Node, int] = {}
+        self.leaves: list[Buffer] = []
+        self.leaf_of: dict[int, int] = {}  # id(root buffer) -> node, for leaves
+        self.values: dict[int, tuple] = {}  # id(Buffer) -> (weakref, node) of held values
+        self.scalars: list = []
+        self.shape = None
+        self.ops = 0
+        self.calls: dict[int, tuple] = {}  # node -> the op that made it (kernel, params, label)
+        self.site = "?"
+
+    def live(self) -> int:
+        """Held values whose Buffers are alive (the dead ones are forgotten: never written)."""
+        self.values = {i: e for i, e in self.values.items() if e[0]() is not None}
+        return len(self.values)
+
+    def add(self, node: Node) -> int:
+        k = self.memo.get(node)
+        if k is None:
+            k = self.memo[node] = len(self.nodes)
+            self.nodes.append(node)
+        return k
+
+    def value(self, b: Buffer) -> int | None:
+        entry = self.values.get(id(b))
+        return entry[1] if entry is not None and entry[0]() is b else None
+
+    def operand(self, b: Buffer) -> int:
+        k = self.value(b)
+        if k is not None:
+            return k
+        k = self.leaf_of.get(id(b))
+        if k is not None and self.leaves[self.nodes[k].args[0]] is b:
+            return k
+        b._pin("fusion", ": buffer")  # (released once the fused kernel is queued)
+        self.leaves.append(b)
+        k = self.add(Node("in", str(b.dtype), (len(self.leaves) - 1,)))
+        self.leaf_of[id(b)] = k
+        return k
+
+    def conflicts(self, inputs, output) -> bool:
+        """Whether an op on these buffers must wait for the held DAG: it reads a held value
+        (or a view of one), or writes a buffer the DAG reads or will write."""
+        if not self.nodes:
+            return False
+        self.live()
+        held_roots = {id(_root(ref())) for ref, _ in self.values.values()}
+        for b in inputs:
+            if id(_root(b)) in held_roots:
+                return True
+        if output is not None:
+            r = _root(output)
+            if id(r) in held_roots or any(_root(x) is r for x in self.leaves):
+                return True
+        return False
+
+
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # batch -> its Held
+
+
+def _held(batch) -> Held:
+    h = _HELD.get(batch)
+    if h is None:
+        h = _HELD.setdefault(batch, Held(batch.device))
+    return h
+
+
+def _fits(held: Held, k, inputs, output, params) -> bool:
+    """Whether the op joins the held DAG: a fresh output of the DAG's shape, operands of one
+    dtype, no view of a held value among them, and room left."""
+    if output is None or output._base is not None or any(b is output for b in inputs):
+        return False
+    if held.shape is not None and output.shape != held.shape:
+        return False
+    dt = inputs[0].dtype
+    if any(b.dtype != dt or b._dev is not output._dev or b._freed for b in inputs):
+        return False
+    if held.device is not output._dev or len(held.nodes) + 4 > MAX_NODES:
+        return False
+    if any(b._base is not None and held.value(b._base) is not None for b in inputs):
+        return False  # a view of a held value reads its memory: written first
+    if not _valid(k, inputs, output, params):
+        return False
+    bound_ = len(held.leaves) + len(inputs) + 1
+    return bound_ + len(held.values) <= held.limit or bound_ + held.live() <= held.limit
+
+
+def on_enqueue(k, inputs, output, params, label):
+    """The lazy batch's enqueue hook: takes fusable operators into the held DAG (returns
+    their output), queues the held DAG first where another op needs it (returns None)."""
+    if type(inputs) is not list:
+        inputs = list(inputs)
+    dev = output._dev if output is not None else (inputs[0]._dev if inputs else None)
+    if dev is None:
+        return None
+    batch = dev.lazy if dev.lazy is not None else _lazy.batch_of(dev)
+    # (ops inside `with stream:` go to the stream's batch, in order: not held)
+    row = _row_of(k, params) if inputs and _lazy._route.get() is None else None
+    if row is None and not batch.held:
+        return None
+    held = _held(batch)
+    with held.lock:
+        if row is not None and held.nodes and not _fits(held, k, inputs, output, params):
+            _queue(batch, held)
+        if row is None:
+            if held.conflicts(inputs, output):
+                _queue(batch, held)
+                if _lazy._route.get() is not None:  # a stream's block: submitted before it
+                    batch.flush()
+            return None
+        if not _fits(held, k, inputs, output, params):
+            return None
+        _take(held, row, k, inputs, output, params, label)
+        if not batch.held:
+            batch.held.append(held)  # a submit on this device now flushes (queues it) first
+        if len(held.nodes) + 4 > MAX_NODES:
+            _queue(batch, held)
+    return output
+
+
+def _take(held: Held, row, k, inputs, output, params, label) -> None:
+    name, scalar, reflected = row
+    dt = str(inputs[0].dtype)
+    if not held.nodes:
+        held.shape = output.shape
+        held.site = _lazy.call_site()
+    args = [held.operand(b) for b in inputs]
+    if scalar is not None:
+        held.scalars.append(scalar)
+        s = held.add(Node("scalar", dt, (len(held.scalars) - 1,)))
+        args = [s] + args if reflected else args + [s]
+    node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args)))
+    held.calls.setdefault(node, (k, params, label))  # (no Buffers: they must be let die)
+    held.values[id(output)] = (weakref.ref(output), node)
+    held.ops += 1
+
+
+def _queue(batch, held: Held) -> None:
+    """Queue the held DAG (its lock held) as one fused kernel writing the live values (a DAG
+    of one op: that op's own kernel), and start an empty one."""
+    outs = []
+    for ref, k in held.values.values():
+        b = ref()
+        if b is not None and not b._freed:
+            outs.append((b, k))
+    leaves, calls, count, nodes, scalars = (held.leaves, held.calls, held.ops, held.nodes,
+                                            held.scalars)
+    site = held.site
+    held.reset()  # first: queueing may fill the batch, whose flush finds nothing held
+    try:
+        leaves = _queue_values(batch, held.device, outs, leaves, calls, count, nodes, scalars,
+                               site)
+    except WgComputeError as e:
+        if held.device.alive:
+            raise
+        if batch.error is None:  # a loss: raised at the next use, as the batch's own are
+            batch.error = e
+    finally:
+        for b in leaves:
+            b._release()
+
+
+def _queue_values(batch, device, outs, leaves, calls, count, nodes, scalars, site) -> list:
+    """Queue the kernel writing ``outs`` ((Buffer, node) pairs) of a held DAG; returns the
+    leaves whose holds are still ours to let go (a freed leaf's hold goes with the work)."""
+    device.check()  # (a loss found here, not while a pipeline compiles)
+    freed = any(b._freed for b in leaves)  # (held: bound where the work was asked for)
+    if len(outs) == 1 and not freed and all(nodes[a].op in LEAVES
+                                            for a in nodes[outs[0][1]].args):
+        # one op's value: its own kernel (no fused program to compile)
+        out, node = outs[0]
+        k, params, label = calls[node]
+        inputs = [leaves[nodes[a].args[0]] for a in nodes[node].args if nodes[a].op == "in"]
+        d = bound(k, inputs, out, params)
+        _enqueue(batch, label or k.name, d, [*inputs, out], site)
+        return leaves
+    if outs:
+        dag, ins, slots = sub_dag(nodes, [k for _, k in outs])
+        buffers = [leaves[i] for i in ins]
+        d = fused_dispatch(fused_kernel(dag), buffers, [b for b, _ in outs],
+                           [scalars[s] for s in slots], device, held=freed)
+        if freed:  # a freed buffer takes no new hold: ours goes with the queued work
+            mine = [b for b in leaves if b._freed]
+            keep = _Keep(d, mine)
+            leaves = [b for b in leaves if not b._freed]
+            buffers = [b for b in buffers if not b._freed]
+        else:
+            keep = d
+        _enqueue(batch, f"fused ({count} operators)", d, buffers + [b for b, _ in outs],
+                 site, keep)
+    return leaves
+
+
+class _Keep:
+    """What a queued fused kernel keeps: its Dispatch, and the holds of the freed buffers it
+    reads, let go when the batch lets go of it (its work is done, or dropped)."""
+
+    def __init__(self, dispatch, held):
+        self.dispatch = dispatch
+        weakref.finalize(self, _release_all, held)
+
+
+def _release_all(buffers) -> None:
+    for b in buffers:
+        b._release()
+
+
+def _enqueue(batch, label: str, d, buffers, site: str, keep=None) -> None:
+    calls = d.raw_calls()
+    if calls:
+        batch.enqueue(_lazy.Op(label, calls, d if keep is None else keep, buffers, site))
+
+
+def on_flush(batch) -> None:
+    """The lazy batch's flush hook: the held DAG is queued before the batch is recorded."""
+    held = _HELD.get(batch)
+    if held is None:
+        batch.held.clear()
+        return
+    with held.lock:
+        if held.nodes:
+            _queue(batch, held)
+        batch.held.clear()
+
+
+def set_enabled(on: bool) -> None:
+    """Automatic fusion on or off (what is held is queued first)."""
+    if not on:
+        from .runtime import open_devices
+
+        for dev in open_devices():
+            if dev.lazy is not None:
+                dev.lazy.flush()
+    _lazy.hooks["enqueue"] = on_enqueue if on else None
+    _lazy.hooks["flush"] = on_flush if on else None
+
+
+def enabled() -> bool:
+    return _lazy.hooks["enqueue"] is on_enqueue
+
+
+if os.environ.get("WGCOMPUTE_FUSE", "").strip().lower() not in ("0", "false", "no", "off"):
+    set_enabled(True)

@@ -1,0 +1,298 @@
+"""Lazy execution: each device's open command batch. Operators and the array namespace record
+their dispatches here and return at once; Device.submit flushes the batch first, so the queue
+runs work in program order. ``set_eager(True)`` / WGCOMPUTE_EAGER=1 makes every op wait."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+import threading
+
+from ._args import check_buffer_list
+from .buffer import Buffer
+from .commands import bound, prepare_output, run_blocking
+from .errors import ArgumentError, CommandFailedError, WgComputeError
+from .kernels import Kernel, registry
+from .runtime import Device, open_devices
+
+# Dispatches a batch holds before it is submitted by itself: the GPU then runs them while
+# Python records the next ones. Measured on lavapipe (benchmarks/bench_lazy.py): 16 to 256
+# cost the same per op within noise; 64 keeps the holds (pinned results) of one batch small.
+MAX_OPS = 64
+_PKG = os.path.dirname(os.path.abspath(__file__))
+_eager = [os.environ.get("WGCOMPUTE_EAGER", "").strip().lower() in ("1", "true", "yes", "on")]
+# Where automatic fusion hooks in. "enqueue": fn(kernel, inputs, output, params, label) called
+# by enqueue() before it binds (not in eager mode): a Buffer return means the hook took the op
+# (held in batch.held), None lets it be bound and queued. "flush": fn(batch) called before the
+# batch is recorded (outside its lock): it queues what it holds (enqueue / Batch.enqueue).
+hooks: dict = {"enqueue": None, "flush": None}
+# The batch of the innermost `with stream:` block (streams.py): ops on its device go there.
+_route: contextvars.ContextVar = contextvars.ContextVar("wgcompute_batch", default=None)
+
+
+def set_eager(on: bool = True) -> None:
+    """``True``: every operator and array function waits for its GPU work (errors raise at
+    the call; for debugging); ``False``: they queue it (the default)."""
+    if not isinstance(on, bool):
+        raise ArgumentError(f"on: expected True or False, got {on!r}")
+    if on:
+        for dev in open_devices():
+            dev.synchronize()
+    _eager[0] = on
+
+
+def is_eager() -> bool:
+    return _eager[0]
+
+
+def call_site() -> str:
+    """file:line of the first frame outside wgcompute (the user's call)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+class Op:
+    """One queued dispatch: its native calls, what keeps their handles alive, its buffers."""
+
+    __slots__ = ("label", "calls", "keep", "buffers", "site")
+
+    def __init__(self, label: str, calls, keep, buffers, site: str):
+        self.label = label
+        self.calls = calls
+        self.keep = keep
+        self.buffers = buffers
+        self.site = site
+
+
+class Batch:
+    """A device's open batch of dispatches, recorded into ONE compute pass when flushed. Its
+    buffers stay held (a free() is deferred) until the submission's fence completes."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.lock = threading.RLock()  # reentrant: a loss found while submitting drops the batch
+        self.ops: list[Op] = []
+        self.held: list = []  # ops a hook holds back (fusion); non-empty, a submit flushes
+        self.streams: list = []  # batches of open `with stream:` blocks on this device
+        self.error: WgComputeError | None = None  # raised at the next sync
+
+    def enqueue(self, op: Op) -> None:
+        dev = self.device
+        held = []
+        try:
+            for b in op.buffers:  # hold first, then check (a free() racing this defers)
+                b._pin(op.label, ": buffer")
+                held.append(b)
+            with self.lock:
+                if not dev.alive:
+                    dev.check(op.label)
+                ops = self.ops
+                ops.append(op)
+                full = len(ops) >= MAX_OPS
+        except BaseException:
+            for b in held:
+                b._release()
+            raise
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Submit the open batch (through Device.submit); an error of its work is kept for
+        the next sync."""
+        self._materialize()
+        with self.lock:
+            if self.ops:
+                self._submit(None, False)
+
+    def submit_after(self, command_buffers, fence: bool, submit):
+        """Device.submit's part: a kept error raises; else the open batch and
+        ``command_buffers`` go in ONE queue submission, the batch first (``submit(cbs)`` ->
+        Fence). Returns that Fence (None with ``fence=False``)."""
+        self._materialize()
+        with self.lock:
+            error, self.error = self.error, None
+            if error is not None:
+                raise error
+            f = self._submit(command_buffers, True, submit) if self.ops else \
+                submit(command_buffers, True)
+        if self.error is not None:  # this batch failed validation: its error first
+            error, self.error = self.error, None
+            raise error
+        return f if fence else None
+
+    def _materialize(self) -> None:
+        """What is queued elsewhere goes first: held ops (a hook's), and the ops of open
+        `with stream:` blocks, which their streams' threads submit (waited for)."""
+        hook = hooks["flush"]
+        if hook is not None and self.held:
+            hook(self)
+        if self.streams:
+            me = threading.current_thread()
+            for sb in list(self.streams):
+                if sb.thread() is not me:
+                    sb.flush()
+                    sb.wait_submitted()
+
+    def _submit(self, after, raises: bool, submit=None):
+        """Record and submit the open batch (with the lock held), ``after`` (command buffers)
+        in the same submission; the ops' buffers are let go once it completes. Returns its
+        Fence. A refused op's error is kept (and ``after`` not submitted); a failed submit
+        raises when ``raises``, else is kept. The ops stay in ``self.ops`` until submitted: a
+        submit in another thread that sees them waits for the lock, so it comes after them
+        in the queue (they are taken out before anything that may drop the batch)."""
+        ops = self.ops
+        dev = self.device
+        # no native call on a destroyed device (a closing one still takes its queued work)
+        if dev.submitter.dead is not None or dev.link.destroyed():
+            self.ops = []
+            release(ops)
+            try:
+                dev.check(ops[0].label)
+            except WgComputeError as e:
+                if raises:
+                    raise
+                self._keep(e)
+            return None
+        try:
+            cb = dev.link.one_pass([c for op in ops for c in op.calls])
+        except Exception as e:  # validation: find the op, run those before it
+            self.ops = []
+            ops, after = self._culprit(ops, e), None
+            try:
+                cb = dev.link.one_pass([c for op in ops for c in op.calls]) if ops else None
+            except Exception:  # noqa: BLE001 - the error is already kept
+                cb = None
+        cbs = [cb] if cb is not None else []
+        if after:
+            cbs.extend(after)
+        fence = None
+        try:
+            if cbs:
+                fence = submit(cbs, True) if submit is not None else dev.submit(cbs, batch=True)
+        except Exception as e:
+            self.ops = []
+            release(ops)
+            if raises:
+                raise
+            self._keep(e if isinstance(e, WgComputeError) else dev.wrap(e, ops[0].label))
+            return None
+        self.ops = []
+        if fence is None:
+            release(ops)
+        else:
+            fence.add_callback(lambda _f, ops=ops: release(ops))
+        return fence
+
+    def _culprit(self, ops: list[Op], error: Exception) -> list[Op]:
+        """The ops before the first one WebGPU refuses; that op's error is kept."""
+        dev = self.device
+        i = 0
+        for j, op in enumerate(ops):
+            try:
+                dev.link.one_pass(op.calls).release()
+            except Exception as e:  # noqa: BLE001
+                i, error = j, e
+                break
+        op = ops[i]
+        later = len(ops) - i - 1
+        rest = f" (and the {later} operation(s) queued after it did not run)" if later else ""
+        err = CommandFailedError(f"run_kernel {op.label} (queued at {op.site}) failed{rest}: "
+                                 f"{error}", error)
+        if not dev.alive or "lost" in str(error).lower():
+            err = dev.wrap(error, f"run_kernel {op.label} (queued at {op.site})")
+        self._keep(err)
+        release(ops[i:])
+        return ops[:i]
+
+    def _keep(self, error: WgComputeError) -> None:
+        if self.error is None:
+            self.error = error
+
+    def before_submit(self) -> None:
+        """Submit the open batch now, then raise a kept error (once): Device.flush, and
+        Device.submit before a synchronous run."""
+        if self.ops or self.held or self.streams:
+            self.flush()
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
+
+    def drop(self) -> None:
+        """The device was lost: the open batch will never run; let go of its buffers."""
+        with self.lock:
+            ops, self.ops = self.ops, []
+            self.held = []
+        for sb in list(self.streams):
+            sb.drop()
+        release(ops)
+
+
+def release(ops) -> None:
+    for op in ops:
+        for b in op.buffers:
+            b._release()
+        op.keep = None
+
+
+_batches_lock = threading.Lock()
+
+
+def batch_of(dev: Device) -> Batch:
+    b = dev.lazy
+    if b is None:
+        with _batches_lock:
+            b = dev.lazy
+            if b is None:
+                b = dev.lazy = Batch(dev)
+    return b
+
+
+def enqueue(kernel, inputs, output: Buffer | None = None, params=None,
+            label: str | None = None) -> Buffer:
+    """Bind one kernel run (the checks raise here) and queue it on its device's batch;
+    returns the output at once (its contents are ready for whatever reads it). Eager mode
+    (set_eager): run and wait, as run_kernel."""
+    k = kernel if isinstance(kernel, Kernel) else registry.get(kernel)
+    if type(inputs) is not list and type(inputs) is not tuple:
+        check_buffer_list(inputs, f"{k.name}: ")
+    hook = hooks["enqueue"]
+    if hook is not None and not _eager[0] and (output is None or isinstance(output, Buffer)):
+        taken = hook(k, inputs, output, params, label)
+        if taken is not None:
+            return taken
+    out = prepare_output(k, inputs, output, params)
+    d = bound(k, inputs, out, params)
+    dev = d.device
+    name = label or k.name
+    if _eager[0]:
+        run_blocking(f"run_kernel {name}", dev, [*inputs, out], calls=d.raw_calls())
+        return out
+    calls = d.raw_calls()
+    if calls:
+        batch = _route.get()
+        if batch is None or batch.device is not dev:
+            batch = dev.lazy
+            if batch is None:
+                batch = batch_of(dev)
+        batch.enqueue(Op(name, calls, d, [*inputs, out], call_site()))
+    return out
+
+
+def flush(dev: Device) -> None:
+    """Submit ``dev``'s open batch now (the GPU starts on it); nothing waits."""
+    b = dev.lazy
+    if b is not None:
+        b.flush()
+
+
+def route(batch: Batch):
+    """Queue this context's ops on ``batch``'s device into ``batch`` (a `with stream:`
+    block's); returns the token for ``unroute``."""
+    return _route.set(batch)
+
+
+def unroute(token) -> None:
+    _route.reset(token)

@@ -1,0 +1,84 @@
+// A fused elementwise program: a DAG of op table rows evaluated per output element, writing
+// one or several of its values (kernels/elementwise/fused.py renders it for one DAG).
+// Bindings: the inputs x0.. (read), then the outputs out0.. (read_write), then params.
+// Params: n (items in this launch), start (the output element this launch begins at), total
+//   (output elements in all), opaque (always 0: see below), the scalars s0.. in their
+//   dtypes, then the coalesced sizes and each strided input's offset and strides.
+// Templates: ENABLE, SCALARS and DIMS (uniform fields), BINDINGS, UB, WG, U (items per
+//   invocation), PACKED (an input or output is packed: packed.wgsl's lane8 and put8),
+//   WORDS (the item is four elements: a packed output is written a u32 word at a time),
+//   WORD_VARS and WORD_STORES (the packed outputs' words of an item and their stores),
+//   HELPERS, FUNCTIONS (one fn per distinct row application), ELEMENT (the lines computing
+//   one element's values and storing them).
+// Every row's result goes through keep32 / keep64, an exclusive or with p.opaque: a value the
+// compiler cannot know, so it cannot contract one row's product into the next row's sum (an
+// fma rounds once where separate kernels round twice). f16 values are stored as f16 between
+// rows (computed in f32, as the one-op kernels do), a rounding no compiler removes.
+${ENABLE}
+
+struct Params {
+    n: u32,
+    start: u32,
+    total: u32,
+    opaque: u32,
+${SCALARS}
+${DIMS}
+}
+
+${BINDINGS}
+@group(0) @binding(${UB}) var<uniform> p: Params;
+#if PACKED
+
+#include "elementwise/packed.wgsl"
+#endif
+
+fn keep32(v: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(v) ^ p.opaque);
+}
+#if KEEP64
+
+fn keep64(v: f64) -> f64 {
+    return bitcast<f64>(bitcast<u64>(v) ^ u64(p.opaque));
+}
+#endif
+
+${HELPERS}
+#for fn in FUNCTIONS
+${fn}
+
+#endfor
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let base = (wid.y * nwg.x + wid.x) * (${WG}u * ${U}u) + lid;
+    for (var j = 0u; j < ${U}u; j = j + 1u) {
+        let i = base + j * ${WG}u;
+        if (i >= p.n) {
+            return;
+        }
+#if WORDS
+#for line in WORD_VARS
+        ${line}
+#endfor
+        for (var l = 0u; l < 4u; l = l + 1u) {
+            let e = i * 4u + l;
+            let g = p.start + e;
+            if (g < p.total) {
+#for line in ELEMENT
+                ${line}
+#endfor
+            }
+        }
+#for line in WORD_STORES
+        ${line}
+#endfor
+#else
+        let e = i;
+        let g = p.start + e;
+#for line in ELEMENT
+        ${line}
+#endfor
+#endif
+    }
+}

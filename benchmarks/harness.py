@@ -41,10 +41,20 @@ CUDA_EVENT = "cuda-event"
 
 # -- timing ---------------------------------------------------------------------------------
 
+def settle() -> None:
+    """Wait for the device's background tuning (started by the warm-up's first bindings): the
+    runs timed next bind the tuned configurations, a long-running program's steady state."""
+    import wgcompute as wgc
+
+    wgc.autotune_wait(timeout=600)
+
+
 def wall_time(fn, warmup: int = 2, repeat: int = 10) -> float:
     """Median wall seconds of ``fn()`` (which must block until its work is done)."""
     for _ in range(warmup):
         fn()
+    settle()
+    fn()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -110,6 +120,8 @@ def queued_wall(launch, count: int = 10, warmup: int = 1, repeat: int = 3) -> fl
     returns something with ``wait()``: a wgcompute Command) and one wait for the last."""
     for _ in range(warmup):
         launch().wait()
+    settle()
+    launch().wait()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -236,6 +248,8 @@ def gpu_time(record, warmup: int = 2, repeat: int = 10, inner: int = 1,
 
     for _ in range(warmup):
         once(False)
+    settle()
+    once(False)
     _sync(dev)
     times = [once(bool(mode)) for _ in range(repeat)]
     return statistics.median(times) / inner, (GPU_TS if mode else WALL)

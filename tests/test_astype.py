@@ -14,6 +14,13 @@ ALL = ["f32", "f64", "f16", "s32", "s64", "u32", "u8"]
 SIZES = [0, 1, 3, 5, 1027, 70_001]
 
 
+def _exact(x, dtype, **kw):
+    """wgc.astype with casting="exact" (its default is the array namespace's numpy-like
+    conversion): the conversions these tests check refuse any change of value."""
+    kw.setdefault("casting", "exact")
+    return wgc.astype(x, dtype, **kw)
+
+
 def need(*dts):
     for dt in dts:
         feature = wgc.DTYPES[dt].feature
@@ -44,7 +51,7 @@ def test_exact_conversions_match_numpy(src, dst, rng):
     need(src, dst)
     for n in SIZES:
         a = exact_values(src, dst, n, rng)
-        got = wgc.astype(wgc.from_numpy(a), dst)
+        got = _exact(wgc.from_numpy(a), dst)
         assert got.dtype == dst and got.shape == a.shape
         np.testing.assert_array_equal(got.to_numpy(), a.astype(npd(dst)))
 
@@ -75,17 +82,17 @@ def test_lossy_values_are_refused_naming_the_first(src, dst, bad, message, rng):
     a = exact_values(src, dst, 70_001, rng)
     a[[40_000, 60_000]] = np.array(bad).astype(npd(src))  # the first of two is named
     with pytest.raises(wgc.DtypeError, match=f"astype\\('{dst}'\\): .*{message}"):
-        wgc.astype(wgc.from_numpy(a), dst)
+        _exact(wgc.from_numpy(a), dst)
     with pytest.raises(wgc.DtypeError, match="element 40000 of x"):
-        wgc.astype(wgc.from_numpy(a), dst)
+        _exact(wgc.from_numpy(a), dst)
 
 
 @pytest.mark.needs("f64", "f16")
 def test_float_narrowing_rounds_without_complaint():
     a = np.array([0.1, 1 / 3, 1e-3, -2.7], np.float64)
-    np.testing.assert_array_equal(wgc.astype(wgc.from_numpy(a), "f32").to_numpy(),
+    np.testing.assert_array_equal(_exact(wgc.from_numpy(a), "f32").to_numpy(),
                                   a.astype(np.float32))
-    np.testing.assert_array_equal(wgc.astype(wgc.from_numpy(a), "f16").to_numpy(),
+    np.testing.assert_array_equal(_exact(wgc.from_numpy(a), "f16").to_numpy(),
                                   a.astype(np.float16))
 
 
@@ -100,7 +107,7 @@ def test_rounding_modes(src, dst, rounding, ref, rng):
                         rng.uniform(lo + 1, 100, 1027).astype(npd(src))])
     if lo < 0:
         a = np.concatenate([a, -a[:6]])
-    got = wgc.astype(wgc.from_numpy(a), dst, rounding=rounding).to_numpy()
+    got = _exact(wgc.from_numpy(a), dst, rounding=rounding).to_numpy()
     np.testing.assert_array_equal(got, ref(a.astype(np.float64)).astype(npd(dst)))
 
 
@@ -119,7 +126,7 @@ def test_unsafe_is_numpys_cast_made_definite(src, dst, rng):
         info = np.iinfo(npd(src))
         a = rng.integers(info.min, info.max, 1000, dtype=npd(src), endpoint=True)
         a = np.concatenate([a, np.array([info.min, info.max, 0], npd(src))])
-    got = wgc.astype(wgc.from_numpy(a), dst, casting="unsafe").to_numpy()
+    got = _exact(wgc.from_numpy(a), dst, casting="unsafe").to_numpy()
     a64 = a.astype(np.float64)
     if npd(src).kind == "f" and npd(dst).kind != "f":
         info = np.iinfo(npd(dst))
@@ -135,7 +142,7 @@ def test_unsafe_is_numpys_cast_made_definite(src, dst, rng):
 
 def test_same_dtype_is_a_copy():
     a = wgc.buffer([1.5, 2.5])
-    b = wgc.astype(a, "f32")
+    b = _exact(a, "f32")
     assert b is not a and b.tolist() == [1.5, 2.5]
 
 
@@ -150,8 +157,8 @@ def test_pairs_that_cannot_lose_read_nothing_back(monkeypatch, rng):
         for dst in ALL:
             if exact_by_type(src, dst):
                 need(src, dst)
-                wgc.astype(wgc.from_numpy(exact_values(src, dst, 9, rng)), dst)
-    wgc.astype(wgc.buffer([1e9, 2.5]), "s32", casting="unsafe")
+                _exact(wgc.from_numpy(exact_values(src, dst, 9, rng)), dst)
+    _exact(wgc.buffer([1e9, 2.5]), "s32", casting="unsafe")
 
 
 def test_kernel_form_needs_unsafe_for_lossy_pairs(adapter_lacks):
@@ -169,14 +176,31 @@ def test_kernel_form_needs_unsafe_for_lossy_pairs(adapter_lacks):
 def test_options_are_checked():
     x = wgc.buffer([1.0])
     with pytest.raises(wgc.ArgumentError, match="rounding must be one of"):
-        wgc.astype(x, "s32", rounding="nearest")
+        _exact(x, "s32", rounding="nearest")
     with pytest.raises(wgc.ArgumentError, match="applies to float -> integer"):
-        wgc.astype(x, "f64", rounding="round")
+        _exact(x, "f64", rounding="round")
     with pytest.raises(wgc.ArgumentError, match="casting must be"):
-        wgc.astype(x, "s32", casting="same_kind")
+        _exact(x, "s32", casting="same_kind")
     with pytest.raises(wgc.DtypeError, match="unknown dtype"):
-        wgc.astype(x, "f128")
+        _exact(x, "f128")
     with pytest.raises(wgc.ShapeError, match="out is"):
-        wgc.astype(x, "f64", out=wgc.empty((2,), "f64"))
+        _exact(x, "f64", out=wgc.empty((2,), "f64"))
     with pytest.raises(wgc.DtypeError, match="out is f32, expected f64"):
-        wgc.astype(x, "f64", out=wgc.empty((1,), "f32"))
+        _exact(x, "f64", out=wgc.empty((1,), "f32"))
+
+
+def test_wgc_astype_is_the_namespaces_conversion_and_exact_on_request():
+    """wgc.astype means what the array namespace's astype means (numpy's conversion); the
+    exact conversion is asked for by name, and Buffer.astype is exact by default."""
+    import wgcompute.array_api as xp
+
+    a = np.array([2.5, -1.5, 1e10, np.nan], np.float32)
+    x = wgc.from_numpy(a)
+    got = wgc.astype(x, "s32").to_numpy()
+    np.testing.assert_array_equal(got, xp.astype(x, xp.int32).to_numpy())
+    np.testing.assert_array_equal(got[:2], a[:2].astype(np.int32))
+    with pytest.raises(wgc.DtypeError, match="not an integer"):
+        wgc.astype(x, "s32", casting="exact")
+    with pytest.raises(wgc.DtypeError, match="not an integer"):
+        x.astype("s32")
+    np.testing.assert_array_equal(wgc.astype(x[:2], "f16").to_numpy(), a[:2].astype(np.float16))

@@ -77,7 +77,7 @@ def closed_device():
     why = lacks("several-devices")
     if why is not None:
         pytest.skip(why)
-    d = wgc.device()
+    d = wgc.device(new=True)
     d.close()
     return d
 
@@ -117,7 +117,7 @@ BAD: dict[str, list] = {
                 [FREED], [np.ones(4, np.float32)], [], Make("3 Buffers", lambda: [f32()] * 3)],
     "shape": [None, "3", -1, (-1,), (2.5,), (True,), 2**64, (2**40,), [[2]], {2: 3}, NAN,
               (NAN,), ()],
-    "dtype": [None, "f8", "", "F32", 3, np.int16, np.complex128, ["f32"]],
+    "dtype": [None, "f8", "", "F32", 3, np.longdouble, np.complex128, ["f32"]],
     "label": [None, 5, b"x", ["x"]],
     "number": [None, "1", [1.0], True, NAN, INF, -INF, 2**200, 1j, np.array([1.0, 2.0])],
     "timeout": [-1, NAN, INF, True, "1", [1], 1e300],
@@ -125,10 +125,10 @@ BAD: dict[str, list] = {
                {"nope": 1}, {"scalar": None}, {"scalar": "2"}, {"scalar": NAN}],
     "kernel": [None, 1, "", "no_such_kernel", b"relu", ["relu"]],
     "data": [None, "abc", {1: 2}, [[1.0], [1.0, 2.0]], [1j], np.array(["x"]),
-             np.array([1], np.int16), b"\0\0\0", [NAN], [2**200], [], FREED, set()],
+             np.array([1], np.longdouble), b"\0\0\0", [NAN], [2**200], [], FREED, set()],
     "bytes": [None, "abc", [0, 0, 0, 0], b"\0\0\0", b"", np.zeros(8, np.uint8), 8],
     "array": [None, [1.0, 2.0], "x", 5, np.array(["x"]), np.array([1j]),
-              np.array([1], np.int16), Make("a Buffer", f32)],
+              np.array([1], np.longdouble), Make("a Buffer", f32)],
     "image_array": [None, [[1, 2]], np.zeros((4, 4), np.float32), np.zeros((4, 4, 5), np.uint8),
                     np.zeros(4, np.uint8), np.zeros((4, 4, 4), np.int32), Make("a Buffer", img)],
     "bool": [None, "yes", 2, 1.5, [True]],
@@ -150,7 +150,7 @@ BAD: dict[str, list] = {
     "channels": [None, 0, 2, 5, 3.5, "3", True],
     "depth": [None, 0, -1, 1.5, True, "3"],
     "batches": [None, 1, np.ones(4, np.float32), Make("a Buffer", f32), [None], ["x"],
-                [np.array([1j])], [np.ones(4, np.int16)]],
+                [np.array([1j])], [np.ones(4, np.longdouble)]],
     "event": [None, 1, "ev"],
     "surface": [None, 1, "window"],
     "text": [None, "", 5, "nope", "grayscale |", "resize(size=(-1, 2))", "blur(", "|"],
@@ -196,6 +196,9 @@ BAD: dict[str, list] = {
                    np.zeros((4, 4), np.int16), np.zeros((4, 4, 3), np.float64)],
     "gif_path": [None, 3, b"x.gif", "", "\0.gif", "x.png"],
     "entry_point": [5, "", "no_such_function", b"main"],
+    "typed_args": [None, 5, "x", "x: f8", "x: c64", "x T", "i: f32", "x: T, x: T", [5]],
+    "wgsl_code": [None, 5, "", "${x}", b"x"],
+    "reduce_type": [5, "f8", "bool", "S", "vec5<f32>"],
 }
 # what messages may call an argument besides its own name
 # (a kernel's messages name its inputs by the kernel's own binding names: 'a', 'src'...)
@@ -228,6 +231,14 @@ class Target:
 
 def fn(f, name=None):
     return lambda kw: f(**kw)
+
+
+def positional(f, *names):
+    """``f`` called with ``names`` by position (the array namespace's positional-only
+    parameters), the rest by keyword."""
+    def call(kw):
+        return f(*[kw.pop(n) for n in names], **kw)
+    return call
 
 
 def method(cls_attr: str):
@@ -306,36 +317,59 @@ def _targets() -> list[Target]:
          "params": "kernel_params", "workgroup_size": "workgroup_size", "dtypes": "dtypes",
          "entry_point": "entry_point", "grid": "grid", "replace": "bool", "checked": "bool"},
         wgc.register_kernel)
+    add("wgc.ElementwiseKernel", fn(wgc.ElementwiseKernel),
+        lambda: {"in_params": "x: T, a: f32", "out_params": "z: T", "operation": "z = x;",
+                 "name": "bad_inputs_ek", "preamble": ""},
+        {"in_params": "typed_args", "out_params": "typed_args", "operation": "wgsl_code",
+         "name": "kernel_name", "preamble": "wgsl_code"}, wgc.ElementwiseKernel)
+    add("wgc.ReductionKernel", fn(wgc.ReductionKernel),
+        lambda: {"in_params": "x: T", "out_params": "y: T", "map_expr": "x",
+                 "reduce_expr": "a + b", "post_map_expr": "y = a;", "identity": "0",
+                 "name": "bad_inputs_rk", "reduce_type": None, "preamble": ""},
+        {"in_params": "typed_args", "out_params": "typed_args", "map_expr": "wgsl_code",
+         "reduce_expr": "wgsl_code", "post_map_expr": "wgsl_code", "identity": "wgsl_code",
+         "name": "kernel_name", "reduce_type": "reduce_type", "preamble": "wgsl_code"},
+        wgc.ReductionKernel)
     for f in (wgc.run_kernel, wgc.run_kernel_async):
         add(f"wgc.{f.__name__}", call_then_wait(f),
             lambda: {"kernel": "scale", "inputs": [f32()], "output": None,
                      "params": {"scalar": 2.0}},
             {"kernel": "kernel", "inputs": "buffers", "output": "out", "params": "params"}, f)
-    for f in (wgc.add, wgc.sub, wgc.multiply, wgc.divide):
-        add(f"wgc.{f.__name__}", fn(f), lambda: {"a": f32(), "b": f32(), "out": None},
-            {"a": "buffer", "b": "buffer", "out": "out"}, f)
+    add("wgc.sub", fn(wgc.sub), lambda: {"a": f32(), "b": f32(), "out": None},
+        {"a": "buffer", "b": "buffer", "out": "out"}, wgc.sub)
+    for f in (wgc.add, wgc.multiply, wgc.divide):  # the array namespace's: x1, x2 positional
+        add(f"wgc.{f.__name__}", positional(f, "x1", "x2"),
+            lambda: {"x1": f32(), "x2": f32(), "out": None},
+            {"x1": "buffer", "x2": "buffer", "out": "out"}, f)
     add("wgc.scale", fn(wgc.scale), lambda: {"inp": f32(), "scalar": 2.0, "out": None},
         {"inp": "buffer", "scalar": "number", "out": "out"}, wgc.scale)
     add("wgc.relu", fn(wgc.relu), lambda: {"inp": f32(), "out": None, "slope": 0.1},
         {"inp": "buffer", "out": "out", "slope": "number"}, wgc.relu)
-    add("wgc.matmul", fn(wgc.matmul), lambda: {"a": mat(), "b": mat(), "out": None,
-                                               "precision": None},
-        {"a": "matrix", "b": "matrix", "out": "out", "precision": "precision"}, wgc.matmul)
+    add("wgc.matmul", positional(wgc.matmul, "x1", "x2"),
+        lambda: {"x1": mat(), "x2": mat(), "out": None, "precision": None},
+        {"x1": "matrix", "x2": "matrix", "out": "out", "precision": "precision"}, wgc.matmul)
     add("wgc.transpose", fn(wgc.transpose), lambda: {"a": mat(), "out": None, "axes": None},
         {"a": "matrix", "out": "out", "axes": "axes"}, wgc.transpose)
-    add("wgc.astype", fn(wgc.astype),  # to f64, which holds every value exactly, where it can
+    add("wgc.astype", positional(wgc.astype, "x", "dtype"),  # to f64, exact where it can
         lambda: {"x": f32(), "dtype": "f64" if lacks("f64") is None else "f32",
-                 "rounding": None, "casting": "exact", "out": None},
+                 "rounding": None, "casting": "exact", "out": None, "copy": True,
+                 "device": None},
         {"x": "buffer", "dtype": "dtype", "rounding": "rounding", "casting": "casting",
-         "out": "out"}, wgc.astype)
+         "out": "out", "copy": "bool", "device": "device"}, wgc.astype)
     add("wgc.fill", fn(wgc.fill), lambda: {"out": f32(), "value": 2.0},
         {"out": "buffer", "value": "fill_value"}, wgc.fill)
     for name in ("sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean",
-                 "argmax"):
+                 "argmax", "reduce_mean", "reduce_argmax"):
         f = getattr(wgc, name)
-        add(f"wgc.{name}", fn(f),
-            lambda: {"x": mat(), "axis": -1, "out": None, "keepdims": False},
-            {"x": "matrix", "axis": "axis", "out": "out", "keepdims": "bool"}, f)
+        good = {"x": mat(), "axis": -1, "out": None, "keepdims": False}
+        kinds = {"x": "matrix", "axis": "axis", "out": "out", "keepdims": "bool"}
+        if name == "sum":
+            good["dtype"], kinds["dtype"] = None, "dtype"
+        add(f"wgc.{name}", fn(f) if name.startswith("reduce_") else positional(f, "x"),
+            lambda good=good: {k: (mat() if k == "x" else v) for k, v in good.items()},
+            kinds, f)
+    add("wgc.autotune_wait", fn(wgc.autotune_wait), lambda: {"device": None, "timeout": 1.0},
+        {"device": "device", "timeout": "timeout"}, wgc.autotune_wait)
     add("wgc.softmax", fn(wgc.softmax), lambda: {"x": mat(), "axis": -1, "out": None},
         {"x": "matrix", "axis": "axis", "out": "out"}, wgc.softmax)
     # commands
@@ -376,6 +410,8 @@ def _targets() -> list[Target]:
         lambda: {"devices": [0]}, {"devices": "process_devices"})
     add("wgc.load_each", fn(wgc.load_each), lambda: {"fn": np.ones, "items": [1]},
         {"fn": "callable", "items": "items"})
+    add("wgc.fuse", fn(wgc.fuse), lambda: {"fn": lambda x: x + 1.0}, {"fn": "callable"},
+        wgc.fuse)
     # surfaces (offscreen canvases)
     add("wgc.create_surface", lambda kw: wgc.create_surface(**kw).close(),
         lambda: {"width": 8, "height": 8, "title": "t", "offscreen": True, "device": None},
@@ -394,9 +430,16 @@ def _targets() -> list[Target]:
          "params": "params", "present": "bool"}, wgc.run_to_surface)
 
     # devices
-    add("wgc.device", lambda kw: wgc.device(**kw).close(),
-        lambda: {"which": None, "backend": None, "hold_clocks": None},
-        {"which": "which", "backend": "backend", "hold_clocks": "hold_clocks"}, wgc.device)
+    add("wgc.device", fn(wgc.device),
+        lambda: {"which": None, "backend": None, "hold_clocks": None, "new": False},
+        {"which": "which", "backend": "backend", "hold_clocks": "hold_clocks", "new": "bool"},
+        wgc.device)
+    add("wgc.synchronize", fn(wgc.synchronize), lambda: {"device": None, "timeout": None},
+        {"device": "device", "timeout": "timeout"}, wgc.synchronize)
+    add("wgc.set_eager", fn(wgc.set_eager), lambda: {"on": False}, {"on": "bool"},
+        wgc.set_eager)
+    add("wgc.memory_stats", fn(wgc.memory_stats), lambda: {"device": None},
+        {"device": "device"}, wgc.memory_stats)
     add("wgc.set_default_device", fn(wgc.set_default_device),
         lambda: {"dev": wgc.current_device()}, {"dev": "dev"}, wgc.set_default_device)
     add("wgc.use_device", _enter, lambda: {"dev": wgc.current_device()}, {"dev": "dev"},
@@ -643,13 +686,19 @@ def accept(targets, arg, labels, why):
 
 ANY_BUFFER = ["u32 Buffer", "Buffer (3,)", "empty Buffer (0,)"]
 REDUCTIONS = ["wgc.sum", "wgc.max", "wgc.min", "wgc.reduce_sum", "wgc.reduce_max",
-              "wgc.reduce_min", "wgc.mean", "wgc.argmax", "wgc.softmax"]
+              "wgc.reduce_min", "wgc.mean", "wgc.argmax", "wgc.reduce_mean",
+              "wgc.reduce_argmax", "wgc.softmax"]
 accept(["wgc.buffer", "wgc.buffer_from_binary", "wgc.buffer_zeros", "wgc.empty",
         "wgc.from_numpy", "wgc.upload", "wgc.image.from_numpy", "Stream.upload",
         "wgc.create_stream", "wgc.Stream"], "label", "None", "None is the default: no label")
 for _arg in ("bindings", "workgroup_size", "dtypes"):
     accept("wgc.register_kernel", _arg, "None",
            "None: read from the WGSL source (its bindings, @workgroup_size, element types)")
+accept(["wgc.ElementwiseKernel", "wgc.ReductionKernel"], "name", ["None", "'relu'"],
+       "None: a default name; these kernels are objects, not registered: any name is free")
+accept(["wgc.ElementwiseKernel", "wgc.ReductionKernel"], "preamble", "''",
+       "'' is the default: no helper code")
+accept("wgc.ReductionKernel", "identity", "5", "a number is its own WGSL literal")
 accept("wgc.buffer", "shape", "None", "None: the data's own shape")
 accept("wgc.buffer", "dtype", "None", "None: the array's dtype, else f32")
 accept("wgc.buffer", "data", "[]", "an empty buffer of shape (0,)")
@@ -682,14 +731,20 @@ accept(REDUCTIONS, "axis", "1", "the last axis of a 2-D buffer, as -1")
 NUMPY_REDUCTIONS = [r for r in REDUCTIONS if r != "wgc.softmax"] + [
     f"Buffer.{m}" for m in ("sum", "max", "min", "mean", "argmax")]
 accept(NUMPY_REDUCTIONS, "axis", ["0", "1", "-2"], "any axis of a 2-D buffer, as numpy")
-accept(["wgc.matmul"], "a", "1-D Buffer", "numpy's matmul takes a vector (a row)")
-accept(["wgc.matmul"], "b", "1-D Buffer", "numpy's matmul takes a vector (a column)")
+for _arg in ("x1", "x2"):
+    accept(["wgc.add", "wgc.multiply", "wgc.divide"], _arg, "1.0",
+           "a Python scalar with an array: the array API standard's rule")
+accept("wgc.astype", "casting", "None", "None is the default: numpy's conversion")
+accept("wgc.sum", "dtype", "None", "None is the default: the standard's dtype for the sum")
+accept(["wgc.matmul"], "x1", "1-D Buffer", "numpy's matmul takes a vector (a row)")
+accept(["wgc.matmul"], "x2", "1-D Buffer", "numpy's matmul takes a vector (a column)")
 accept("wgc.transpose", "a", "1-D Buffer", "numpy transposes a 1-D array to itself")
 accept("wgc.astype", "x", ANY_BUFFER, "every dtype and shape converts (exactly here)")
 accept("Buffer.view", "dtype", "None", "None: a view of the same dtype (numpy's view())")
 accept("Buffer.reshape", "shape", ["-1", "(-1,)"], "-1 stands for every element (numpy)")
 
-accept("wgc.argmax", "out", "u32 Buffer", "argmax writes u32 indices (a (4,) u32 fits)")
+accept("wgc.reduce_argmax", "out", "u32 Buffer",
+       "the argmax kernel writes u32 indices (a (4,) u32 fits)")
 accept("wgc.transpose", "a", ["Buffer (3, 5)", "s32 Buffer (4, 4)"], "any 2-D buffer")
 accept("Stream.write", "buf", "u32 Buffer", "1.0 is exact in u32")
 accept(["wgc.stream_map"], "out_shape", "None", "None: like the input")
@@ -699,7 +754,7 @@ accept("wgc.set_pixels", "data", ["ndarray(4, 4)float32", "a Buffer"],
        "f32 images and Buffers are shown too")
 accept("wgc.image.as_rgba8", "array", "ndarray(4, 4)float32",
        "a float32 grey image is converted like to_numpy converts one")
-accept("wgc.image.to_uint8", "array", ["5", "[1.0, 2.0]", "ndarray(1,)int16", "a Buffer"],
+accept("wgc.image.to_uint8", "array", ["5", "[1.0, 2.0]", "ndarray(1,)float128", "a Buffer"],
        "anything numpy reads as numbers (clipped to [0, 1], scaled)")
 
 
@@ -814,7 +869,7 @@ NO_ARGUMENTS = {  # called once each: they take nothing a user could get wrong
     "device_info", "is_gpu", "version", "adapters", "live_buffers", "kernels",
     "kernels_stats", "release_staging", "autotune_reset", "devices", "current_device",
     "default_device", "Timeline", "Pipeline.close", "Pipeline.recipe",
-    "Buffer.tolist", "Command.poll", "Command.done", "Pipeline.buffers",
+    "Buffer.tolist", "Command.poll", "Command.done", "Command.future", "Pipeline.buffers",
     "Stream.record_event", "Stream.query", "Stream.close", "Event.query",
     "image.has_imageio", "image.INSTALL_HINT", "image.stage_help", "image.image_stage_names",
 }

@@ -4,6 +4,7 @@ id(device), which a device opened after another was closed can reuse. A Model's 
 bound runs, a stream map's pipeline clones."""
 
 import ast
+import contextlib
 import gc
 import os
 import weakref
@@ -24,7 +25,7 @@ PACKAGE = os.path.join(os.path.dirname(wgc.__file__))
 def _second_device() -> wgc.Device:
     dev = wgc.current_device()
     index = next(a.index for a in wgc.devices() if a.name == dev.name and a.backend == dev.backend)
-    return wgc.device(index)
+    return wgc.device(index, new=True)
 
 
 class _Thing:
@@ -57,7 +58,7 @@ def test_state_for_is_made_once_and_closed_with_the_device():
 @pytest.mark.needs("several-devices")
 def test_state_for_goes_with_its_owner_and_drop_state_hands_it_back():
     dev = _second_device()
-    with dev:
+    try:
         owner = type("Owner", (), {})()
         s = dev.state_for(owner, _Thing)
         assert dev.drop_state(owner) is s and not s.closed
@@ -66,6 +67,8 @@ def test_state_for_goes_with_its_owner_and_drop_state_hands_it_back():
         del owner
         gc.collect()
         assert not dev._states
+    finally:
+        dev.close()
 
 
 @pytest.mark.needs("several-devices")
@@ -125,10 +128,11 @@ def test_a_new_device_never_sees_a_closed_ones_weights():
         dev = _second_device()
         reused += id(dev) in seen
         seen.add(id(dev))
-        with dev, wgc.use_device(dev):
+        with dev:
             assert rel_err(model(x), want) < 1e-5
             out = model(wgc.from_numpy(x))
             assert rel_err(out.to_numpy(), want) < 1e-5
+        dev.close()
         gone = weakref.ref(dev)
         del dev, out
         gc.collect()
@@ -149,9 +153,9 @@ def test_a_new_device_never_sees_a_closed_ones_stream_map_pipeline():
     assert work.pipeline_on(x.device) is p
     for _ in range(8):
         dev = _second_device()
-        with dev:
-            clone = work.pipeline_on(dev)
-            assert clone is not p and clone.device is dev and work.pipeline_on(dev) is clone
+        clone = work.pipeline_on(dev)
+        assert clone is not p and clone.device is dev and work.pipeline_on(dev) is clone
+        dev.close()
         gone = weakref.ref(dev)
         del dev, clone
         gc.collect()
@@ -210,7 +214,7 @@ def test_a_model_that_ran_is_collected_with_its_state():
     """The device holds a model's state, not the model: a model dropped by its user goes,
     and its weights and bound runs with it."""
     dev = _second_device()
-    with dev, wgc.use_device(dev):
+    with contextlib.closing(dev), dev:
         model = wgc.ml.load_onnx(tiny_net())
         model(np.zeros((1, 3, 8, 8), np.float32))
         assert dev._states and dev.live_buffers() >= 6

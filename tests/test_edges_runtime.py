@@ -5,6 +5,7 @@ gemm given a c that does not broadcast to its output.
 
 References are numpy; every test opens what it needs and closes it."""
 
+import contextlib
 import json
 import logging
 import subprocess
@@ -57,7 +58,7 @@ def test_malformed_autotune_cache_never_breaks_matmul_or_conv(tmp_path, monkeypa
     monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", tune)
     path = tmp_path / "autotune.json"
     rng = np.random.default_rng(5)
-    with wgc.device() as d:
+    with contextlib.closing(wgc.device(new=True)) as d:  # a device of its own, closed after
         key = autotune.adapter_key(d)
         data = MALFORMED[shape](key)
         if isinstance(data, dict):
@@ -130,7 +131,7 @@ def test_close_under_other_threads_gives_each_a_device_error():
     hang."""
     seen = []
     for run in range(10):
-        d = wgc.device()
+        d = wgc.device(new=True)
         outcome, stop = [], threading.Event()
         threads = [threading.Thread(target=_hammer, args=(d, outcome, stop), daemon=True)
                    for _ in range(4)]
@@ -399,7 +400,7 @@ def hammer(d, outcome, stop, kind):
 
 counts, wrong, hung = collections.Counter(), [], 0
 for run in range(int(sys.argv[1])):
-    d = wgc.device()
+    d = wgc.device(new=True)
     outcome, stop = [], threading.Event()
     threads = [threading.Thread(target=hammer, args=(d, outcome, stop, k % 4), daemon=True)
                for k in range(6)]

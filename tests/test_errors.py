@@ -75,7 +75,7 @@ def test_bad_dtype_objects(bad):
 
 
 def test_numpy_dtype_without_equivalent():
-    for a in (np.array([1j]), np.array(["x"]), np.array([1], np.int16)):
+    for a in (np.array([1], np.longdouble), np.array(["x"]), np.array([1], "datetime64[s]")):
         with pytest.raises(wgc.DtypeError, match="no wgcompute equivalent"):
             wgc.from_numpy(a)
 
@@ -170,8 +170,7 @@ def test_unknown_kernel_suggests_names(f3):
 def test_shape_mismatch_names_both_shapes(f3):
     b = wgc.buffer([1.0, 2.0])
     with pytest.raises(wgc.ShapeError,
-                       match=r"input 'a' is \(3,\) and input 'b' is \(2,\); they "
-                             r"do not broadcast"):
+                       match=r"x1 is \(3,\) and x2 is \(2,\); they do not broadcast"):
         wgc.add(f3, b)
     with pytest.raises(wgc.ShapeError, match=r"\(3,\).*\(2,\)"):
         wgc.add(f3, f3, wgc.empty((2,)))
@@ -181,11 +180,17 @@ def test_shape_mismatch_names_both_shapes(f3):
 
 def test_dtype_mismatch(f3):
     s = wgc.buffer([1, 2, 3], dtype="s32")
-    with pytest.raises(wgc.DtypeError, match="input 'a' is f32 and input 'b' is s32"):
+    # the array namespace's promotion table: float32 and int32 have none
+    with pytest.raises(wgc.DtypeError, match="x1 is float32 and x2 is int32, which have no "
+                                             "promoted dtype"):
         wgc.add(f3, s)
-    with pytest.raises(wgc.DtypeError, match="input 'b' is s32 and output is f32"):
+    with pytest.raises(wgc.DtypeError, match="x1 is float32 and x2 is int32"):
         wgc.add(f3, s, wgc.empty((3,)))
-    with pytest.raises(wgc.DtypeError, match="f32.*s32"):
+    with pytest.raises(wgc.DtypeError, match="input 'a' is f32 and input 'b' is s32"):
+        wgc.run_kernel("elementwise_add", [f3, s])
+    with pytest.raises(wgc.DtypeError, match="input 'b' is s32 and output is f32"):
+        wgc.run_kernel("elementwise_add", [f3, s], wgc.empty((3,)))
+    with pytest.raises(wgc.DtypeError, match="add: out is s32; the result is f32"):
         wgc.add(f3, f3, wgc.empty((3,), "s32"))
 
 
@@ -193,12 +198,12 @@ def test_unsupported_dtype_for_kernel():
     with pytest.raises(wgc.DtypeError, match="relu: dtype u32 is not supported"):
         wgc.relu(wgc.buffer([1], dtype="u32"))
     with pytest.raises(wgc.DtypeError, match="matmul: dtype s32 is not supported"):
-        wgc.matmul(wgc.buffer_zeros((2, 2), "s32"), wgc.buffer_zeros((2, 2), "s32"))
+        wgc.run_kernel("matmul", [wgc.buffer_zeros((2, 2), "s32"), wgc.buffer_zeros((2, 2), "s32")])
 
 
 def test_matmul_shapes():
-    with pytest.raises(wgc.ShapeError, match=r"a is \(3, 4\) and b is \(5, 2\); inner "
-                                             r"dimensions 4 and 5 differ"):
+    with pytest.raises(wgc.ShapeError, match=r"x1 is \(3, 4\) and x2 is \(5, 2\); the "
+                                             r"contracted dimensions 4 and 5 differ"):
         wgc.matmul(wgc.buffer_zeros((3, 4)), wgc.buffer_zeros((5, 2)))
     with pytest.raises(wgc.ShapeError, match=r"out is \(2, 3\), expected \(3, 2\)"):
         wgc.matmul(wgc.buffer_zeros((3, 4)), wgc.buffer_zeros((4, 2)), wgc.buffer_zeros((2, 3)))
@@ -259,7 +264,7 @@ def test_inputs_and_outputs_of_wrong_type(f3):
         wgc.run_kernel("elementwise_add", f3, wgc.empty((3,)))
     with pytest.raises(wgc.ArgumentError, match="input 'b': expected a wgc.Buffer, got list"):
         wgc.run_kernel("elementwise_add", [f3, [1.0, 2.0, 3.0]])
-    with pytest.raises(wgc.ArgumentError, match="input 'a': expected a wgc.Buffer"):
+    with pytest.raises(wgc.ArgumentError, match="x1: expected an array of this namespace"):
         wgc.add(np.ones(3, np.float32), f3)
     with pytest.raises(wgc.ArgumentError, match="output: expected a wgc.Buffer"):
         wgc.run_kernel("elementwise_add", [f3, f3], [0.0, 0.0, 0.0])
@@ -322,7 +327,7 @@ def test_unsupported_dtype_error_names_the_missing_feature(monkeypatch):
         a = wgc.buffer([1.0, 2.0], dtype="f64")  # storing f64 still works
         assert a.tolist() == [1.0, 2.0]
         with pytest.raises(wgc.UnsupportedDtypeError, match="shader-f64") as e:
-            wgc.add(a, a)
+            wgc.run_kernel("elementwise_add", [a, a])
         assert e.value.feature == "shader-f64"
         assert "storing and copying f64 still works" in str(e.value)
         assert isinstance(e.value, wgc.DtypeError)

@@ -24,12 +24,14 @@ LAYERS = {
     "wgcompute.clocks": 2,  # the GPU's clocks (NVML) and holding them up (a CUDA context)
     "wgcompute.runtime": 3,  # Device: owns everything of one logical device; the default
     "wgcompute._adapters": 3,  # the adapters wgpu finds and the choice of one (runtime's)
+    "wgcompute._device_parts": 3,  # Device's current-device block, synchronize, memory counts
     "wgcompute.transfers": 4,  # uploads, downloads, readbacks over a device's pools
     "wgcompute.buffer": 5,
     "wgcompute._buffer_memory": 5, "wgcompute._buffer_numpy": 5,  # parts of buffer's Buffer
     "wgcompute.autotune": 6,  # tuned choices per device and adapter
     "wgcompute.kernels": 7,
     "wgcompute.commands": 8,
+    "wgcompute._lazy": 8,  # each device's open batch of queued operators (lazy execution)
     "wgcompute._command": 8,  # Command and Status, re-exported by commands
     "wgcompute.pipeline": 9,
     "wgcompute.recipes": 9,  # a Pipeline as data; installs itself into pipeline.py
@@ -43,6 +45,9 @@ LAYERS = {
     "wgcompute.array": 10,  # array operations (astype, operators, views) over kernels, pipelines
     "wgcompute._gather": 10, "wgcompute._setitem": 10,  # array's advanced indexing, assignment
     "wgcompute.array_api": 11,  # the array API standard's namespace, over arrays and kernels
+    "wgcompute._fusion": 11, "wgcompute._fusion_trace": 10,  # wgc.fuse and what it traces with
+    "wgcompute._fusion_auto": 10,  # queued elementwise operators held and fused (_lazy's hooks)
+    "wgcompute._fusion_xp": 11,  # the array namespace's elementwise functions, traced
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it
     "wgcompute.dask": 14,  # work on a Dask cluster: above the facade, which loads it on use
     "wgcompute.cli": 15, "wgcompute.viewer": 15,  # the app layer: public names only
@@ -72,6 +77,8 @@ TYPE_ONLY_UP = {
 APP_MAY_USE = {
     "wgcompute._extras": "the one table of which extra brings which module: the CLI checks an "
                          "extra up front, once, with the same message as the library",
+    "wgcompute.autotune": "`wgcompute tune` reports the tuning cache's path and how many "
+                          "choices it holds for the adapter before and after each batch",
 }
 
 # Third-party modules only some of the package may import, and how.

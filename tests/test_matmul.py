@@ -351,15 +351,17 @@ def test_configs_that_do_not_fit_are_refused():
 
 
 def test_shape_and_dtype_errors_name_the_operands():
-    with pytest.raises(wgc.ShapeError, match="inner dimensions 4 and 5"):
+    with pytest.raises(wgc.ShapeError, match="contracted dimensions 4 and 5"):
         wgc.matmul(wgc.empty((3, 4)), wgc.empty((5, 2)))
-    with pytest.raises(wgc.ShapeError, match="inner dimensions 1 and 4"):  # batched
+    with pytest.raises(wgc.ShapeError, match="inner dimensions 4 and 5"):  # the kernel's words
+        wgc.run_kernel("matmul", [wgc.empty((3, 4)), wgc.empty((5, 2))])
+    with pytest.raises(wgc.ShapeError, match="contracted dimensions 1 and 4"):  # batched
         wgc.matmul(wgc.empty((3, 4, 1)), wgc.empty((4, 2)))
     with pytest.raises(wgc.DtypeError, match="b is f64"):
         wgc.run_kernel("matmul", [wgc.empty((2, 2)), wgc.empty((2, 2), "f64")],
                        wgc.empty((2, 2)))
     with pytest.raises(wgc.DtypeError, match="not supported"):
-        wgc.matmul(wgc.empty((2, 2), "s32"), wgc.empty((2, 2), "s32"))
+        wgc.run_kernel("matmul", [wgc.empty((2, 2), "s32"), wgc.empty((2, 2), "s32")])
     with pytest.raises(wgc.ShapeError, match="out is"):
         wgc.matmul(wgc.empty((2, 3)), wgc.empty((3, 4)), wgc.empty((4, 2)))
 

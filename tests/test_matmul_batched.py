@@ -152,15 +152,17 @@ def test_batches_past_the_grid_z_limit(rng, monkeypatch):
 
 
 def test_errors_name_the_operands():
-    with pytest.raises(wgc.ShapeError, match=r"a is \(2, 3, 4\) and b is \(2, 5, 2\); inner "
-                                             r"dimensions 4 and 5 differ"):
+    with pytest.raises(wgc.ShapeError, match=r"x1 is \(2, 3, 4\) and x2 is \(2, 5, 2\); the "
+                                             r"contracted dimensions 4 and 5 differ"):
         wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((2, 5, 2)))
-    with pytest.raises(wgc.ShapeError, match=r"a's batch shape is \(2,\) and b's batch shape "
+    with pytest.raises(wgc.ShapeError, match=r"x1's batch shape is \(2,\) and x2's batch shape "
                                              r"is \(3,\); they do not broadcast"):
         wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((3, 4, 2)))
-    with pytest.raises(wgc.ShapeError, match="a is 0-d"):
+    with pytest.raises(wgc.ShapeError, match="x1 is 0-dimensional"):
         wgc.matmul(wgc.empty(()), wgc.empty((3,)))
     with pytest.raises(wgc.ShapeError, match=r"out is \(3, 5\), expected \(2, 3, 5\)"):
         wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((4, 5)), wgc.empty((3, 5)))
-    with pytest.raises(wgc.DtypeError, match="a is f32 and b is f64"):
-        wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((4, 5), "f64"))
+    with pytest.raises(wgc.DtypeError, match="a is f32 and b is f64"):  # the kernel's check
+        wgc.run_kernel("matmul", [wgc.empty((2, 3, 4)), wgc.empty((4, 5), "f64")])
+    # the array namespace's matmul (wgc.matmul) promotes f32 with f64, as the standard says
+    assert wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((4, 5), "f64")).dtype == "f64"

@@ -154,7 +154,7 @@ def test_to_another_device_copies():
         pytest.skip(why)
     a = np.arange(5, dtype=np.float32)
     x = wgc.from_numpy(a)
-    d = wgc.device()
+    d = wgc.device(new=True)
     try:
         y = x.to(d)
         assert y.device is d and y is not x

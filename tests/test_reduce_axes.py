@@ -10,7 +10,8 @@ from wgcompute.kernels.reduce import reduce as reduce_mod
 from wgcompute.kernels.reduce.reduce import reduce_plan
 
 DTYPES = ["f32", "f16", "f64", "s32", "s64", "u32", "u8"]
-FNS = {"sum": wgc.sum, "max": wgc.max, "min": wgc.min, "mean": wgc.mean, "argmax": wgc.argmax}
+# the reduction kernels along any axes (wgc.sum and the others are the array namespace's)
+FNS = {op: getattr(wgc, f"reduce_{op}") for op in ("sum", "max", "min", "mean", "argmax")}
 # (shape, axes): the plan each one takes is asserted in test_plans_cover_every_mode
 CASES = [
     ((6, 7), 0),  # columns, outer 1
@@ -109,12 +110,12 @@ def test_column_reduction_of_a_long_axis(rng):
     by the whole axis once."""
     a = rng.standard_normal((20_000, 5)).astype(np.float32)
     x = wgc.from_numpy(a)
-    np.testing.assert_allclose(wgc.sum(x, axis=0).to_numpy(), a.astype(np.float64).sum(0),
+    np.testing.assert_allclose(wgc.reduce_sum(x, axis=0).to_numpy(), a.astype(np.float64).sum(0),
                                rtol=1e-4, atol=1e-3)
-    np.testing.assert_allclose(wgc.mean(x, axis=0).to_numpy(), a.astype(np.float64).mean(0),
+    np.testing.assert_allclose(wgc.reduce_mean(x, axis=0).to_numpy(), a.astype(np.float64).mean(0),
                                rtol=1e-4, atol=1e-6)
-    np.testing.assert_array_equal(wgc.max(x, axis=0).to_numpy(), a.max(0))
-    np.testing.assert_array_equal(wgc.argmax(x, axis=0).to_numpy(), a.argmax(0))
+    np.testing.assert_array_equal(wgc.reduce_max(x, axis=0).to_numpy(), a.max(0))
+    np.testing.assert_array_equal(wgc.reduce_argmax(x, axis=0).to_numpy(), a.argmax(0))
 
 
 def test_argmax_over_columns_takes_the_first_of_equal_maxima():
@@ -122,7 +123,8 @@ def test_argmax_over_columns_takes_the_first_of_equal_maxima():
     a[[2, 7], 0] = 5.0  # slices 2 and 3 of the column both hold the maximum
     a[[6, 5], 1] = 1.0
     a[:, 2] = -1.0
-    np.testing.assert_array_equal(wgc.argmax(wgc.from_numpy(a), axis=0).to_numpy(), [2, 5, 0])
+    got = wgc.reduce_argmax(wgc.from_numpy(a), axis=0).to_numpy()
+    np.testing.assert_array_equal(got, [2, 5, 0])
 
 
 @pytest.mark.parametrize("shape,axis", [((3, 0), -1), ((0, 3), 0), ((2, 0, 3), 1),
@@ -131,47 +133,48 @@ def test_empty_axes_follow_numpy(shape, axis):
     """max/min/argmax of nothing raise (numpy raises too), sum is 0 and mean nan."""
     a = np.zeros(shape, np.float32)
     x = wgc.from_numpy(a)
-    for fn in (wgc.max, wgc.min) + ((wgc.argmax,) if not isinstance(axis, tuple) else ()):
+    arg = (wgc.reduce_argmax,) if not isinstance(axis, tuple) else ()
+    for fn in (wgc.reduce_max, wgc.reduce_min) + arg:
         with pytest.raises(wgc.ShapeError, match="no elements along axis"):
             fn(x, axis=axis)
-    np.testing.assert_array_equal(wgc.sum(x, axis=axis).to_numpy(), np.sum(a, axis=axis))
-    got = wgc.mean(x, axis=axis).to_numpy()  # numpy: nan, with a RuntimeWarning
+    np.testing.assert_array_equal(wgc.reduce_sum(x, axis=axis).to_numpy(), np.sum(a, axis=axis))
+    got = wgc.reduce_mean(x, axis=axis).to_numpy()  # numpy: nan, with a RuntimeWarning
     assert got.shape == np.sum(a, axis=axis).shape and np.isnan(got).all()
     s = wgc.from_numpy(np.zeros(shape, np.int32))
-    np.testing.assert_array_equal(wgc.sum(s, axis=axis).to_numpy(), np.sum(s.to_numpy(),
+    np.testing.assert_array_equal(wgc.reduce_sum(s, axis=axis).to_numpy(), np.sum(s.to_numpy(),
                                                                           axis=axis))
 
 
 def test_nothing_to_reduce_along_a_nonempty_axis_is_no_error():
     x = wgc.from_numpy(np.zeros((0, 3), np.float32))
-    assert wgc.max(x, axis=1).shape == (0,)
-    assert wgc.argmax(x, axis=-1, keepdims=True).shape == (0, 1)
+    assert wgc.reduce_max(x, axis=1).shape == (0,)
+    assert wgc.reduce_argmax(x, axis=-1, keepdims=True).shape == (0, 1)
 
 
 def test_axis_errors_name_the_argument():
     x = wgc.from_numpy(np.ones((2, 3), np.float32))
     with pytest.raises(wgc.ArgumentError, match="axis' 2 is out of range for a 2-D"):
-        wgc.sum(x, axis=2)
+        wgc.reduce_sum(x, axis=2)
     with pytest.raises(wgc.ArgumentError, match="names axis 0 twice"):
-        wgc.sum(x, axis=(0, -2))
+        wgc.reduce_sum(x, axis=(0, -2))
     with pytest.raises(wgc.ArgumentError, match="must be an int or None"):
-        wgc.argmax(x, axis=(0, 1))
+        wgc.reduce_argmax(x, axis=(0, 1))
     with pytest.raises(wgc.ArgumentError, match="axis"):
-        wgc.sum(x, axis=1.0)
+        wgc.reduce_sum(x, axis=1.0)
     with pytest.raises(wgc.ArgumentError, match="keepdims"):
-        wgc.sum(x, keepdims="yes")
+        wgc.reduce_sum(x, keepdims="yes")
     with pytest.raises(wgc.ShapeError, match=r"out is \(3,\), expected \(1, 3\) for x \(2, 3\) "
                                              r"with axis=0, keepdims=True"):
-        wgc.sum(x, axis=0, keepdims=True, out=wgc.empty((3,)))
+        wgc.reduce_sum(x, axis=0, keepdims=True, out=wgc.empty((3,)))
 
 
 def test_keepdims_output_shares_the_layout():
     """A keepdims result is the plain one with size-1 axes: same values, same order."""
     a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     x = wgc.from_numpy(a)
-    assert wgc.sum(x, axis=1, keepdims=True).to_numpy().tolist() == \
+    assert wgc.reduce_sum(x, axis=1, keepdims=True).to_numpy().tolist() == \
         a.sum(axis=1, keepdims=True).tolist()
-    assert wgc.sum(x, axis=None, keepdims=True).shape == (1, 1, 1)
+    assert wgc.reduce_sum(x, axis=None, keepdims=True).shape == (1, 1, 1)
 
 
 def test_pipeline_stage_reduces_any_axis():

@@ -1,7 +1,9 @@
 """The one tuner: a kernel's key never times anything (it only looks up a choice); binding tunes
 first, for matmul, gemm and conv2d alike; tune() keeps the fastest, choice() serves it."""
 
+import importlib
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -106,3 +108,81 @@ def test_tune_keeps_the_fastest_and_choice_only_looks_up(cache, monkeypatch):
     wgc.autotune_reset()
     assert not (cache / "autotune.json").exists()
     assert tuning.choice(dev, problem) == "a"
+
+
+def test_background_tuning_never_waits_and_later_bindings_use_its_choice(cache, monkeypatch,
+                                                                            rng):
+    """In the background mode (a GPU's default; forced here on lavapipe) a first matmul binds
+    the default configuration without timing anything on the caller; the device's tuning
+    thread times the candidates meanwhile; once it is done the choice is remembered, the
+    device's autotune generation grew, and a new binding uses the tuned configuration.
+    Results are the same either way."""
+    monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "background")
+    dev = wgc.current_device()
+    kernel = get("matmul")
+    a = rng.uniform(-1, 1, (100, 100)).astype(np.float32)
+    ins = [wgc.from_numpy(a), wgc.from_numpy(a.T.copy())]
+    out = wgc.empty((100, 100), "f32")
+    resolved = kernel.resolve_params({}, DTYPES["f32"])
+    [problem] = kernel.tune_problems(ins, out, resolved)
+    started = threading.Event()
+    release = threading.Event()
+    mm = importlib.import_module("wgcompute.kernels.matmul.matmul")
+
+    measured = []
+    original = mm._measure
+
+    def slow_measure(*args, **kwargs):  # holds the tuning thread until the caller is done
+        started.set()
+        release.wait(60)
+        measured.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(mm, "_measure", slow_measure)
+    generation = dev.autotune_generation
+    got = wgc.matmul(ins[0], ins[1], out)  # binds with the default, times nothing here
+    np.testing.assert_allclose(got.to_numpy(), a @ a.T, rtol=1e-4, atol=1e-4)
+    assert started.wait(60)  # the tuning thread took the problem
+    assert autotune.lookup(dev, problem.key) is None  # not remembered yet: the default ran
+    assert not wgc.autotune_wait(timeout=0.05)
+    release.set()
+    assert wgc.autotune_wait(timeout=120)
+    assert measured and set(measured) == {"wgcompute-autotune"}
+    chosen = autotune.lookup(dev, problem.key)
+    assert chosen in problem.candidates
+    assert dev.autotune_generation == generation + 1
+    assert dict(kernel.key(ins, out, resolved).constants)["config"] == chosen
+    again = wgc.matmul(ins[0], ins[1], wgc.empty((100, 100), "f32"))
+    np.testing.assert_allclose(again.to_numpy(), a @ a.T, rtol=1e-4, atol=1e-4)
+
+
+def test_the_autotune_switch_is_checked(monkeypatch):
+    monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "sometimes")
+    with pytest.raises(wgc.ArgumentError, match="WGCOMPUTE_AUTOTUNE"):
+        autotune.mode(wgc.current_device())
+    for flag, want in (("0", "off"), ("1", "now"), ("background", "background")):
+        monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", flag)
+        assert autotune.mode(wgc.current_device()) == want
+    monkeypatch.delenv("WGCOMPUTE_AUTOTUNE")
+    assert autotune.mode(wgc.current_device()) == ("background" if wgc.is_gpu() else "off")
+
+
+def test_a_model_binds_again_after_background_tuning(cache, monkeypatch, rng):
+    """A Model's bound run made before background tuning finished is bound again on the next
+    call (its convolutions then use the tuned configurations); the answers stay the same."""
+    pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")
+    from wgcompute.ml.builders import mobilenet_v2
+
+    monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "background")
+    proto = mobilenet_v2(width=0.25, num_classes=10, size=32)
+    model = wgc.ml.load_onnx(proto.SerializeToString())
+    x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    first = model(x)
+    assert wgc.autotune_wait(timeout=300)
+    dev = wgc.current_device()
+    [exe] = dev.state_for(model, lambda d: None).exes.values()
+    assert exe.generation < dev.autotune_generation  # bound with the defaults
+    second = model(x)
+    [fresh] = dev.state_for(model, lambda d: None).exes.values()
+    assert fresh is not exe and fresh.generation == dev.autotune_generation
+    np.testing.assert_allclose(second, first, rtol=1e-4, atol=1e-5)

@@ -6,6 +6,7 @@ Importing wgcompute creates no device; the first call that needs the GPU opens t
 
 from __future__ import annotations
 
+import operator as _operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -14,9 +15,11 @@ from . import (
     array_api,  # the array API standard's namespace: wgc.array_api
     image,  # wgc.image: image files, numpy conversions, --pipeline text
 )
+from . import array_api as _xp
 from . import recipes as _recipes  # noqa: F401 - installs Pipeline.recipe() and pickling
+from ._fusion import fuse
+from ._lazy import set_eager
 from ._version import __version__
-from .array import astype
 from .buffer import (
     Buffer,
     asnumpy,
@@ -32,10 +35,12 @@ from .buffer import check_buffer as _check_buffer
 from .commands import Command, Status, poll, run_kernel, run_kernel_async, submit, wait
 from .commands import prepare_output as _prepare_output
 from .dtypes import DTYPES
+from .dtypes import dtype as _dtype_of
 from .errors import (
     ArgumentError,
     BufferFreedError,
     CommandFailedError,
+    ConvergenceError,
     DeviceError,
     DeviceLostError,
     DtypeError,
@@ -55,6 +60,9 @@ from .errors import (
 from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
+from .kernels.core import custom as _custom
+from .kernels.user.elementwise import ElementwiseKernel
+from .kernels.user.reduction import ReductionKernel
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
 from .runtime import (
     AdapterInfo,
@@ -66,10 +74,13 @@ from .runtime import (
     device_info,
     devices,
     is_gpu,
+    memory_stats,
     set_default_device,
+    synchronize,
     use_device,
     version,
 )
+from .runtime import resolve as _resolve
 from .stream_map import (
     DeviceProcesses,
     LoadEach,
@@ -90,10 +101,11 @@ __all__ = [
     "KernelNotFoundError", "ShaderCompileError", "BufferFreedError", "IndexingError",
     "DeviceError",
     "DeviceLostError", "CommandFailedError", "PipelineError", "TimeoutError", "SurfaceError",
-    "ModelError", "MissingExtraError", "MissingExtraAttributeError",
+    "ModelError", "MissingExtraError", "MissingExtraAttributeError", "ConvergenceError",
     # devices
     "Device", "AdapterInfo", "devices", "device", "use_device", "set_default_device",
     "current_device", "default_device", "device_info", "is_gpu", "version", "adapters",
+    "synchronize", "memory_stats",
     # buffers
     "buffer", "buffer_from_binary", "buffer_zeros", "empty", "from_numpy", "to_numpy",
     "asnumpy",
@@ -101,13 +113,16 @@ __all__ = [
     "live_buffers",
     # kernels
     "kernels", "kernel_info", "kernels_stats", "register_kernel", "run_kernel",
+    "ElementwiseKernel", "ReductionKernel",
     "run_kernel_async", "add",
     "sub", "multiply", "divide", "scale", "relu", "matmul",
-    # reductions (sum, max and min are also reduce_sum, reduce_max, reduce_min) and autotuning
-    "sum", "max", "min", "reduce_sum", "reduce_max", "reduce_min", "mean", "argmax", "softmax",
-    "autotune_reset", "transpose", "fill", "astype",
+    # reductions: sum, max, min, mean and argmax are the array namespace's (every axis by
+    # default); reduce_* run one reduction kernel along the last axis by default
+    "sum", "max", "min", "mean", "argmax", "reduce_sum", "reduce_max", "reduce_min",
+    "reduce_mean", "reduce_argmax", "softmax",
+    "autotune_reset", "autotune_wait", "transpose", "fill", "astype", "fuse",
     # commands
-    "submit", "poll", "wait",
+    "submit", "poll", "wait", "set_eager",
     # pipelines
     "Pipeline", "pipeline", "pipeline_add", "pipeline_run", "free_pipeline",
     # streams and transfers
@@ -169,6 +184,9 @@ def free_many(bufs) -> None:
 
 
 # -- kernels --------------------------------------------------------------------------------
+_custom.runner = run_kernel  # what a kernel object runs through when called
+
+
 def kernels() -> list[str]:
     """Names of every registered kernel."""
     return _kernel_names()
@@ -197,26 +215,9 @@ def _whole(name: str, inputs: list, out: Buffer | None, params=None) -> Buffer:
     return run_kernel(name, inputs, out, params)
 
 
-def add(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
-    """out = a + b, broadcast as numpy does (dtypes must match). Returns out (new, of the
-    broadcast shape, if None)."""
-    return _whole("elementwise_add", [a, b], out)
-
-
 def sub(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
     """out = a - b, broadcast as numpy does (dtypes must match)."""
     return _whole("elementwise_sub", [a, b], out)
-
-
-def multiply(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
-    """out = a * b, broadcast as numpy does (dtypes must match)."""
-    return _whole("elementwise_multiply", [a, b], out)
-
-
-def divide(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
-    """out = a / b, broadcast as numpy does (dtypes must match; integers truncate toward
-    zero and x / 0 gives x, as in WGSL)."""
-    return _whole("elementwise_divide", [a, b], out)
 
 
 def scale(inp: Buffer, scalar, out: Buffer | None = None) -> Buffer:
@@ -227,16 +228,6 @@ def scale(inp: Buffer, scalar, out: Buffer | None = None) -> Buffer:
 def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
     """out = max(inp, 0), or inp * slope where inp < 0 (leaky ReLU)."""
     return _whole("relu", [inp], out, {"slope": slope})
-
-
-def matmul(a: Buffer, b: Buffer, out: Buffer | None = None, precision: str | None = None
-           ) -> Buffer:
-    """out = a · b with numpy's matmul rules: (..., M, K) · (..., K, N) -> (..., M, N), the
-    leading (batch) dimensions broadcast, a 1-D a taken as a row and a 1-D b as a column.
-    For f16, ``precision="mixed"`` sums each 8-16 wide k slice in f16 (faster, looser: see
-    the matmul kernel's docs); the default sums in f32."""
-    return run_kernel("matmul", [a, b], out, None if precision is None else
-                      {"precision": precision})
 
 
 def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
@@ -280,18 +271,145 @@ def reduce_min(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer |
     return _reduce("min", x, axis, out, keepdims)
 
 
-def mean(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
-         keepdims: bool = False) -> Buffer:
+def reduce_mean(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
+                keepdims: bool = False) -> Buffer:
     """Mean over ``axis`` (as reduce_sum's): f64 for f64, f16 for f16, f32 for f32 and every
     integer dtype (accumulated in f32). The mean of an empty axis is nan, as in numpy."""
     return _reduce("mean", x, axis, out, keepdims)
 
 
-def argmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None,
-           keepdims: bool = False) -> Buffer:
+def reduce_argmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None,
+                  keepdims: bool = False) -> Buffer:
     """u32 index of the first maximum along one axis (-1, the default, or any int), or in
-    the flattened buffer (axis=None), as numpy's argmax. An empty axis is a ShapeError."""
+    the flattened buffer (axis=None). An empty axis is a ShapeError."""
     return _reduce("argmax", x, axis, out, keepdims)
+
+
+# -- the names shared with the array namespace: the same functions (wgc.sum(x) is xp.sum(x):
+# every axis by default, the standard's dtypes), with wgcompute's explicit output ``out`` as
+# an extension (the result written into that buffer: its dtype and shape) ---------------------
+def _into(where: str, r: Buffer, out: Buffer) -> Buffer:
+    _check_buffer(out, "out")
+    if out.dtype != r.dtype:
+        raise DtypeError(f"{where}: out is {out.dtype}; the result is {r.dtype}")
+    if out.shape != r.shape:
+        raise ShapeError(f"{where}: out is {out.shape}; the result is {r.shape}")
+    out[...] = r
+    return out
+
+
+def _f16(*xs) -> bool:
+    """An f16 Buffer among ``xs``: a dtype outside the standard, which the namespace refuses;
+    the Buffer's own operators and methods (the same rules) compute it."""
+    return any(isinstance(x, Buffer) and x.dtype == "f16" for x in xs)
+
+
+def _same(x1, x2, out, floats_only: bool = False) -> bool:
+    """Both operands Buffers of out's dtype: the kernel writes out directly."""
+    return (isinstance(x1, Buffer) and isinstance(x2, Buffer) and isinstance(out, Buffer)
+            and x1.dtype == x2.dtype == out.dtype and (x1.dtype.kind == "f" or not floats_only))
+
+
+def add(x1, x2, /, out: Buffer | None = None) -> Buffer:
+    """x1 + x2: the array namespace's ``add`` (broadcasting, promotion, Python scalars);
+    ``out``: written into that buffer instead of a new one."""
+    if out is None:
+        return _xp.add(x1, x2) if not _f16(x1, x2) else _operator.add(x1, x2)
+    if _same(x1, x2, out):
+        return _whole("elementwise_add", [x1, x2], out)
+    return _into("add", _xp.add(x1, x2), out)
+
+
+def multiply(x1, x2, /, out: Buffer | None = None) -> Buffer:
+    """x1 * x2: the array namespace's ``multiply``; ``out`` as add's."""
+    if out is None:
+        return _xp.multiply(x1, x2) if not _f16(x1, x2) else _operator.mul(x1, x2)
+    if _same(x1, x2, out):
+        return _whole("elementwise_multiply", [x1, x2], out)
+    return _into("multiply", _xp.multiply(x1, x2), out)
+
+
+def divide(x1, x2, /, out: Buffer | None = None) -> Buffer:
+    """x1 / x2: the array namespace's ``divide`` (true division: integers give floats);
+    ``out`` as add's."""
+    if out is None:
+        return _xp.divide(x1, x2) if not _f16(x1, x2) else _operator.truediv(x1, x2)
+    if _same(x1, x2, out, floats_only=True):
+        return _whole("elementwise_divide", [x1, x2], out)
+    return _into("divide", _xp.divide(x1, x2), out)
+
+
+def matmul(x1, x2, /, out: Buffer | None = None, precision: str | None = None) -> Buffer:
+    """x1 @ x2: the array namespace's ``matmul`` ((..., M, K) @ (..., K, N), batch dimensions
+    broadcast, a 1-D x1 a row and a 1-D x2 a column). ``out`` as add's; for f16,
+    ``precision="mixed"`` sums each 8-16 wide k slice in f16 (faster, looser: see the matmul
+    kernel's docs); the default sums in f32."""
+    if out is None and precision is None and not _f16(x1, x2):
+        return _xp.matmul(x1, x2)
+    return run_kernel("matmul", [x1, x2], out, None if precision is None else
+                      {"precision": precision})
+
+
+def astype(x, dtype, /, *, copy: bool = True, device=None, casting: str | None = None,
+           rounding: str | None = None, out: Buffer | None = None) -> Buffer:
+    """``x`` converted to ``dtype``: the array namespace's ``astype`` (numpy's conversion:
+    floats to integers truncate and saturate, nan gives 0, wider integers keep their low bits).
+    ``casting="exact"`` refuses any change of value instead (a DtypeError naming the first
+    value; ``rounding`` 'trunc', 'round', 'floor' or 'ceil' lets floats go to integers), as
+    ``Buffer.astype`` does by default; ``out``: written into that buffer."""
+    if not isinstance(copy, bool):
+        raise ArgumentError(f"copy: expected True or False, got {copy!r}")
+    target = _dtype_of(dtype, "dtype")
+    standard = target.name != "f16" and getattr(x, "dtype", None) != "f16"
+    if casting is None and rounding is None and out is None and standard:
+        return _xp.astype(x, target, copy=copy, device=device)
+    _check_buffer(x, "x")
+    if device is not None and _resolve(device) is not x.device:
+        raise ArgumentError("astype: device= with casting, rounding or out; move x first "
+                            "(x.to(device))")
+    if not copy and casting is None and out is None and x.dtype == target:
+        return x
+    return _array.astype(x, target, rounding=rounding,
+                         casting="unsafe" if casting is None else casting, out=out)
+
+
+def _sum(x, /, *, axis=None, dtype=None, keepdims: bool = False,
+         out: Buffer | None = None) -> Buffer:
+    """The sum over ``axis`` (every axis by default): the array namespace's ``sum``."""
+    r = _xp.sum(x, axis=axis, dtype=dtype, keepdims=keepdims) if not _f16(x) else \
+        x.sum(axis=axis, keepdims=keepdims)
+    return r if out is None else _into("sum", r, out)
+
+
+def _max(x, /, *, axis=None, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+    """The maximum over ``axis`` (every axis by default): the array namespace's ``max``."""
+    r = _xp.max(x, axis=axis, keepdims=keepdims) if not _f16(x) else \
+        x.max(axis=axis, keepdims=keepdims)
+    return r if out is None else _into("max", r, out)
+
+
+def _min(x, /, *, axis=None, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+    """The minimum over ``axis`` (every axis by default): the array namespace's ``min``."""
+    r = _xp.min(x, axis=axis, keepdims=keepdims) if not _f16(x) else \
+        x.min(axis=axis, keepdims=keepdims)
+    return r if out is None else _into("min", r, out)
+
+
+def mean(x, /, *, axis=None, keepdims: bool = False, out: Buffer | None = None) -> Buffer:
+    """The mean over ``axis`` (every axis by default) of a floating-point array: the array
+    namespace's ``mean``."""
+    r = _xp.mean(x, axis=axis, keepdims=keepdims) if not _f16(x) else \
+        x.mean(axis=axis, keepdims=keepdims)
+    return r if out is None else _into("mean", r, out)
+
+
+def argmax(x, /, *, axis: int | None = None, keepdims: bool = False,
+           out: Buffer | None = None) -> Buffer:
+    """The index of the first maximum (of the flattened array by default, or along ``axis``):
+    the array namespace's ``argmax``."""
+    r = _xp.argmax(x, axis=axis, keepdims=keepdims) if not _f16(x) else \
+        x.argmax(axis=axis, keepdims=keepdims)
+    return r if out is None else _into("argmax", r, out)
 
 
 def softmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None) -> Buffer:
@@ -301,15 +419,15 @@ def softmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None) -> Buff
     return run_kernel("softmax", [x], out, {"axis": axis})
 
 
-_BUILTIN_NAMED = {"sum": reduce_sum, "max": reduce_max, "min": reduce_min}
+_BUILTIN_NAMED = {"sum": _sum, "max": _max, "min": _min}
 
 if TYPE_CHECKING:  # what __getattr__ hands out, spelled for type checkers and editors only
     from . import dask as dask
     from . import ml as ml
 
-    sum = reduce_sum  # noqa: A001
-    max = reduce_max  # noqa: A001
-    min = reduce_min  # noqa: A001
+    sum = _sum  # noqa: A001
+    max = _max  # noqa: A001
+    min = _min  # noqa: A001
 
 
 def __dir__() -> list[str]:
@@ -334,6 +452,17 @@ def __getattr__(name: str):
         return _BUILTIN_NAMED[name]
     except KeyError:
         raise AttributeError(f"module 'wgcompute' has no attribute {name!r}") from None
+
+
+def autotune_wait(device: Device | None = None, timeout: float | None = None) -> bool:
+    """Wait until ``device``'s (default: the current one's) background tuning has timed every
+    configuration handed to it (True), or ``timeout`` seconds passed (False). Nothing to wait
+    for when tuning runs on the caller or is off."""
+    from ._args import check_timeout
+    from .kernels.core import tuning
+    from .runtime import resolve
+
+    return tuning.wait(resolve(device), check_timeout(timeout))
 
 
 def autotune_reset() -> None:

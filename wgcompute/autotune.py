@@ -7,7 +7,14 @@ kernel is bound and stores the winner here, in ``autotune.json`` under the user 
 (platformdirs; ``WGCOMPUTE_CACHE_DIR`` overrides it), updated under a file lock so that several
 processes (a cluster's workers) can tune at once. Tuning runs only on real GPUs: on CPU
 adapters (lavapipe) timings say nothing about a GPU, so the family's default is used at once.
-``WGCOMPUTE_AUTOTUNE=0`` disables tuning everywhere, ``=1`` forces it (even on lavapipe)."""
+
+When it runs (``mode``): on a GPU, in the background by default: a first use never waits for
+timings, it runs the family's default at once while a thread of the device times the
+candidates; once they are remembered the device's ``autotune_generation`` grows and what was
+bound with defaults is bound again on next use (a Model rebinds its runs). ``wgcompute tune
+MODEL.onnx`` tunes ahead of time. ``WGCOMPUTE_AUTOTUNE=0`` disables tuning everywhere, ``=1``
+tunes at first use, on the caller (even on lavapipe), ``=background`` in the background (even
+on lavapipe)."""
 
 from __future__ import annotations
 
@@ -41,14 +48,28 @@ def adapter_key(device: Device) -> str:
     return f"{info['device']} | {info.get('description', '')} | wgcompute {__version__}"
 
 
+MODES = ("off", "now", "background")
+_FLAGS = {"0": "off", "off": "off", "1": "now", "now": "now", "background": "background"}
+
+
+def mode(device: Device) -> str:
+    """How tuning runs on ``device``: "off", "now" (on the caller, before its first use
+    binds) or "background" (the default on real GPUs); WGCOMPUTE_AUTOTUNE chooses."""
+    flag = os.environ.get("WGCOMPUTE_AUTOTUNE", "").strip().lower()
+    if flag:
+        got = _FLAGS.get(flag)
+        if got is None:
+            from .errors import ArgumentError
+
+            raise ArgumentError(f"WGCOMPUTE_AUTOTUNE: expected 0, 1, now or background, got "
+                                f"{flag!r}")
+        return got
+    return "background" if device.is_gpu else "off"
+
+
 def enabled(device: Device) -> bool:
-    """Whether tuning measures candidates (True on real GPUs unless WGCOMPUTE_AUTOTUNE=0)."""
-    flag = os.environ.get("WGCOMPUTE_AUTOTUNE", "").strip()
-    if flag == "0":
-        return False
-    if flag == "1":
-        return True
-    return device.is_gpu
+    """Whether tuning measures candidates at all (mode is not "off")."""
+    return mode(device) != "off"
 
 
 def _load() -> tuple[dict, list[str]]:
@@ -127,6 +148,11 @@ def lookup(device: Device, problem: str) -> str | None:
         if got is not None:
             device.autotune[problem] = got
     return got
+
+
+def stored(device: Device) -> dict:
+    """The choices the cache file holds for ``device``'s adapter (problem -> configuration)."""
+    return dict(_read().get(adapter_key(device), {}))
 
 
 def autotune_reset() -> None:

@@ -268,7 +268,7 @@ def test_where_refusals():
         xp.where(f, f, f)
     with pytest.raises(wgc.ShapeError, match="broadcast"):
         xp.where(c, f, wgc.from_numpy(np.ones(4, np.float32)))
-    with pytest.raises(wgc.DtypeError, match="float32 and int32"):
+    with pytest.raises(wgc.DtypeError, match="x1 is float32 and x2 is int32"):
         xp.where(c, f, wgc.from_numpy(np.ones(3, np.int32)))
     with pytest.raises(wgc.ArgumentError, match="condition: expected an array"):
         xp.where([True, False, True], f, f)

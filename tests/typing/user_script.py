@@ -57,7 +57,7 @@ def buffers_and_operators() -> None:
     assert_type(a.to_numpy(), np.ndarray)
     assert_type(a.shape, tuple[int, ...])
     np.testing.assert_array_equal((a @ b).to_numpy(), a.to_numpy() @ b.to_numpy())
-    assert wgc.read_list(wgc.sum(b)) == [2.0, 2.0]
+    assert wgc.read_list(wgc.sum(b, axis=-1)) == [2.0, 2.0]
     a.free()
 
 

@@ -1,5 +1,5 @@
-"""The `wgcompute` command line: one module per subcommand (demo, info, process, view,
-bench), each with add_arguments(parser) and run(args) -> exit code, imported on use."""
+"""The `wgcompute` command line: one module per subcommand (demo, info, process, infer,
+tune, view, bench), each with add_arguments(parser) and run(args) -> exit code, imported on use."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "info": "print the device table (adapters, features, limits)",
     "process": "run an image pipeline over files, globs or directories",
     "infer": "classify images with an ONNX model (preprocess -> model -> softmax)",
+    "tune": "time an ONNX model's kernel configurations ahead of its first use",
     "view": "open the live image-processing viewer (glfw window)",
     "bench": "run the benchmark suite side by side with peers",
 }

@@ -8,6 +8,8 @@ use of a shape tunes there (when tuning is on), and ``key`` then only reads the 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -67,6 +69,89 @@ def tune(device, problems) -> None:
 
 def prepare(kernel, inputs, output, params: dict, device) -> None:
     """Tune what binding ``kernel`` to these buffers will ask ``choice`` for (``bind`` calls
-    this before the kernel's ``passes`` and ``key``). Costs one check when tuning is off."""
-    if autotune.enabled(device):
-        tune(device, kernel.tune_problems(inputs, output, params))
+    this before the kernel's ``passes`` and ``key``): on the caller in mode "now"; in mode
+    "background" the missing problems go to the device's tuning thread and this binding uses
+    the defaults. Costs one check when tuning is off."""
+    how = autotune.mode(device)
+    if how == "off":
+        return
+    problems = kernel.tune_problems(inputs, output, params)
+    if how == "now":
+        tune(device, problems)
+        return
+    missing = [p for p in problems if len(p.candidates) > 1
+               and autotune.lookup(device, p.key) not in p.candidates]
+    if missing:
+        _tuner(device).add(missing)
+
+
+class _Tuner:
+    """A device's background tuning: one daemon thread timing the problems handed to it, one
+    at a time (each problem once), off every caller's path. When its queue runs dry after
+    remembering a choice, the device's ``autotune_generation`` grows and its bind cache is
+    dropped, so later bindings (and the bound runs of owners that watch the generation) use
+    the tuned configurations."""
+
+    def __init__(self, device):
+        self.device = device
+        self.jobs: queue.Queue = queue.Queue()
+        self.queued: set[str] = set()
+        self.lock = threading.Lock()
+        self.idle = threading.Event()
+        self.idle.set()
+        self.thread = threading.Thread(target=self._loop, name="wgcompute-autotune",
+                                       daemon=True)
+        self.thread.start()
+
+    def add(self, problems) -> None:
+        with self.lock:
+            for p in problems:
+                if p.key not in self.queued:
+                    self.queued.add(p.key)
+                    self.idle.clear()
+                    self.jobs.put(p)
+
+    def _loop(self) -> None:
+        changed = False
+        while True:
+            problem = self.jobs.get()
+            dev = self.device
+            if dev.closed or not dev.alive:
+                with self.lock:
+                    self.queued.clear()
+                    self.idle.set()
+                return
+            try:
+                tune(dev, [problem])
+                changed = True
+            except Exception as e:  # noqa: BLE001 - a failed timing leaves the default in use
+                log.info("wgcompute autotune: background tuning of %s failed: %s",
+                         problem.key, e)
+            with self.lock:
+                self.queued.discard(problem.key)
+                if self.jobs.empty():
+                    if changed:
+                        dev.autotune_generation += 1
+                        dev._forget_binds()
+                        changed = False
+                    self.idle.set()
+
+
+_tuners_lock = threading.Lock()
+
+
+def _tuner(device) -> _Tuner:
+    t = getattr(device, "_tuner", None)
+    if t is None:
+        with _tuners_lock:
+            t = getattr(device, "_tuner", None)
+            if t is None:
+                t = device._tuner = _Tuner(device)
+    return t
+
+
+def wait(device, timeout: float | None = None) -> bool:
+    """Block until ``device``'s background tuning has nothing left to time (True), or
+    ``timeout`` seconds passed (False)."""
+    t = getattr(device, "_tuner", None)
+    return True if t is None else t.idle.wait(timeout)

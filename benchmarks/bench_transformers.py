@@ -1,0 +1,167 @@
+"""Transformers through ONNX, every peer in one run: ViT-B/16 (torchvision) and BERT-base
+(transformers, sequence 128), random weights, exported to ONNX (opset 17, dynamic batch),
+run by wgcompute (numpy in -> numpy out, wall clock, the median of --repeat calls after a
+warm-up), checked against onnxruntime (CPU) at 1e-4 relative, beside onnxruntime CPU and torch
+eager fp32 on CUDA where torch sees it.
+
+    python -m benchmarks.bench_transformers [--models vit,bert] [--batches 1,32]
+        [--repeat 10] [--json PATH]
+
+It needs torch, torchvision and transformers to export the models (the GPU machine has them)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def export_vit(folder: str):
+    import torch
+    import torchvision
+
+    net = torchvision.models.vit_b_16(weights=None).eval()
+    # torchvision zero-initializes the classification head: with random weights its logits are
+    # all 0, which would compare nothing; the encoder's class-token features are compared
+    net.heads = torch.nn.Identity()
+    path = os.path.join(folder, "vit_b_16.onnx")
+    torch.onnx.export(net, torch.zeros(1, 3, 224, 224), path, input_names=["pixels"],
+                      output_names=["logits"], dynamic_axes={"pixels": {0: "N"}},
+                      opset_version=17, dynamo=False)
+
+    def inputs(b, rng):
+        return {"pixels": rng.standard_normal((b, 3, 224, 224)).astype(np.float32)}
+
+    def torch_fn(feeds):
+        x = torch.from_numpy(feeds["pixels"]).cuda()
+        with torch.no_grad():
+            return net.cuda()(x).cpu().numpy()
+
+    return path, inputs, torch_fn
+
+
+def export_bert(folder: str, seq: int = 128):
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig()).eval()  # bert-base: 12 layers, 768 wide, random weights
+
+    class Encoder(torch.nn.Module):  # by keyword: BertModel's positional arguments shift
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+
+    net = Encoder().eval()
+    path = os.path.join(folder, "bert_base.onnx")
+    ids = torch.zeros(1, seq, dtype=torch.int64)
+    torch.onnx.export(net, (ids, torch.ones_like(ids)), path,
+                      input_names=["input_ids", "attention_mask"],
+                      output_names=["last_hidden_state", "pooler_output"],
+                      dynamic_axes={"input_ids": {0: "N"}, "attention_mask": {0: "N"}},
+                      opset_version=17, dynamo=False)
+
+    def inputs(b, rng):
+        mask = np.ones((b, seq), np.int64)
+        mask[:, seq - 16:] = 0  # padding at the end of each sequence
+        return {"input_ids": rng.integers(0, 30522, (b, seq)).astype(np.int64),
+                "attention_mask": mask}
+
+    def torch_fn(feeds):
+        with torch.no_grad():
+            out = net.cuda()(torch.from_numpy(feeds["input_ids"]).cuda(),
+                             torch.from_numpy(feeds["attention_mask"]).cuda())
+            return out[0].cpu().numpy()
+
+    return path, inputs, torch_fn
+
+
+def run_case(name, path, inputs, torch_fn, batches, repeat, rows):
+    import onnxruntime as ort
+
+    import wgcompute as wgc
+
+    model = wgc.ml.load_onnx(path)
+    print(f"{name}: {model!r}", flush=True)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for b in batches:
+        feeds = inputs(b, rng)
+        t0 = time.perf_counter()
+        got = model.run(feeds)[0]
+        first = time.perf_counter() - t0
+        want = sess.run(None, feeds)[0]
+        rel = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+        t_wgc = median_time(lambda feeds=feeds: model.run(feeds), repeat)
+        t_ort = median_time(lambda feeds=feeds: sess.run(None, feeds), max(2, repeat // 3))
+        t_torch = None
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                def tfn(feeds=feeds):
+                    torch_fn(feeds)
+                    torch.cuda.synchronize()
+                t_torch = median_time(tfn, repeat)
+        except ImportError:
+            pass
+        row = {"model": name, "batch": b, "wgcompute_ms": t_wgc * 1e3, "first_call_s": first,
+               "ort_cpu_ms": t_ort * 1e3, "torch_eager_ms": None if t_torch is None else
+               t_torch * 1e3, "max_rel_err_vs_ort": rel}
+        rows.append(row)
+        torch_text = "" if t_torch is None else f", torch eager fp32 {t_torch * 1e3:.2f} ms"
+        print(f"{name} b{b}: wgcompute {t_wgc * 1e3:.2f} ms (first call {first:.2f} s), "
+              f"onnxruntime CPU {t_ort * 1e3:.2f} ms{torch_text}; max rel err vs ORT {rel:.1e}",
+              flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="vit,bert")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    exporters = {"vit": ("ViT-B/16", export_vit), "bert": ("BERT-base seq 128", export_bert)}
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for key in args.models.split(","):
+            name, export = exporters[key]
+            try:
+                path, inputs, torch_fn = export(folder)
+            except Exception as e:  # noqa: BLE001 - a missing exporter: say so, go on
+                print(f"{name}: not exported ({type(e).__name__}: {e})")
+                continue
+            try:
+                run_case(name, path, inputs, torch_fn, batches, args.repeat, rows)
+            except Exception as e:  # noqa: BLE001 - the error, named, then the next model
+                print(f"{name}: failed ({type(e).__name__}: {e})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

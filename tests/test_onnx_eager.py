@@ -455,3 +455,46 @@ def test_max_pooling_of_8_bit_integers(elem):
     m = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 1])],
                [_vi("x", elem, [1, 2, 5, 5])], [_vi("y", elem)])
     _check(m, {"x": x}, path="interpreted")
+
+
+def test_berts_token_type_embedding_folds_on_the_host():
+    """transformers' BertEmbeddings exports token types as Expand of a (1, 512) buffer, a
+    GatherElements by the (1, seq) position ids, and Expand to (batch, seq), all of them host
+    values; onnx's reference GatherElements reads one element there (a reshape error), the
+    fold is numpy's take_along_axis. Compared with onnxruntime."""
+    import onnxruntime as ort
+
+    seq = 128
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.arange(512, dtype=np.int64)[None], "pos_buf"),
+             numpy_helper.from_array(np.zeros((1, 512), np.int64), "tt_buf"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([-1], np.int64), "m1"),
+             numpy_helper.from_array(rng.standard_normal((2, 8)).astype(np.float32), "emb")]
+    ones = numpy_helper.from_array(np.array([1], np.int64))
+    nodes = [helper.make_node("Shape", ["ids"], ["sh"]),
+             helper.make_node("Gather", ["sh", "one"], ["seq"], axis=0),
+             helper.make_node("Gather", ["sh", "zero"], ["bat"], axis=0),
+             helper.make_node("Slice", ["pos_buf", "zero", "seq", "one"], ["pos"]),
+             helper.make_node("Shape", ["pos"], ["psh"]),
+             helper.make_node("Gather", ["psh", "zero"], ["p0"], axis=0),
+             helper.make_node("Concat", ["p0", "m1"], ["eshape"], axis=0),
+             helper.make_node("Equal", ["eshape", "m1"], ["eq"]),
+             helper.make_node("ConstantOfShape", ["two"], ["ones"], value=ones),
+             helper.make_node("Where", ["eq", "ones", "eshape"], ["eshape2"]),
+             helper.make_node("Expand", ["tt_buf", "eshape2"], ["tte"]),
+             helper.make_node("GatherElements", ["tte", "pos"], ["ttg"], axis=1),
+             helper.make_node("Concat", ["bat", "seq"], ["bshape"], axis=0),
+             helper.make_node("Expand", ["ttg", "bshape"], ["tt"]),
+             helper.make_node("Gather", ["emb", "tt"], ["y"], axis=0)]
+    graph = helper.make_graph(nodes, "emb", [helper.make_tensor_value_info("ids", T.INT64,
+                                                                           ["N", seq])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, ["N", seq, 8])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    ids = np.zeros((2, seq), np.int64)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"ids": ids})[0]
+    got = wgc.ml.load_onnx(model).run({"ids": ids})[0]
+    np.testing.assert_array_equal(got, want)

@@ -271,6 +271,10 @@ def test_every_builtin_shader_agrees_with_its_kernel():
             # bindings are its op's own, checked by that family's tests against numpy
             continue
         k = _kernel_for(key.kernel)
+        if key.kernel == "elementwise_fused":  # one program per expression DAG, in its key
+            from wgcompute.kernels.elementwise.fused import fused_kernel
+
+            k = fused_kernel(dict(key.constants)["dag"])
         if isinstance(k, registry.CustomKernel):
             continue  # a user's kernel is described by its shader (read at registration)
         r = reflect.reflect(c.source)
@@ -283,8 +287,10 @@ def test_every_builtin_shader_agrees_with_its_kernel():
                 problems.append(f"{key}: @workgroup_size {entry.workgroup_size}, kernel "
                                 f"launches for {k.workgroup_size}")
         storage = [b for b in r.bindings if b.space == "storage"]
+        outs = getattr(k, "outs", (k.output,))  # a fused program writes several outputs
         want = [(i, n, "read_write" if i in key.in_place else "read")
-                for i, n in enumerate(k.inputs)] + [(len(k.inputs), k.output, "read_write")]
+                for i, n in enumerate(k.inputs)] + [(len(k.inputs) + j, o, "read_write")
+                                                    for j, o in enumerate(outs)]
         got = [(b.binding, b.name, b.access) for b in storage]
         if got != want:
             problems.append(f"{key}: storage bindings {got}, kernel declares {want}")

@@ -90,6 +90,7 @@ def test_fma_candidates_round_between_rows(rng):
     assert np.array_equal(got.to_numpy(), (product + z) - x * np.float32(0.3))
 
 
+@pytest.mark.needs("shader-f16")
 def test_operators_broadcasting_scalars_promotion_several_outputs(rng):
     a = wgc.from_numpy(data(rng, "f32", 3 * 1 * 7).reshape(3, 1, 7))
     b = wgc.from_numpy(data(rng, "f32", 5 * 7).reshape(5, 7))
@@ -122,6 +123,7 @@ def test_packed_outputs_at_odd_sizes(rng, n):
 
 
 @pytest.mark.computes("f16")
+@pytest.mark.needs("shader-f16")
 def test_f16_rounds_between_rows(rng):
     x = wgc.from_numpy(data(rng, "f16"))
     y = wgc.from_numpy(data(rng, "f16"))
@@ -376,6 +378,7 @@ def test_bench_fusion_small_runs_and_checks_its_results(capsys):
     assert "operators / fused" in out and "auto-fused" in out
 
 
+@pytest.mark.needs("several-devices")
 def test_a_device_lost_while_ops_are_held_raises_at_the_next_use():
     """The held ops are bound when the batch is flushed: on a lost device that is a
     DeviceLostError kept for the next use (and no hang: a pipeline is not compiled then)."""
@@ -394,6 +397,7 @@ def test_a_device_lost_while_ops_are_held_raises_at_the_next_use():
 
 
 @pytest.mark.computes("f64")
+@pytest.mark.needs("shader-f64")
 def test_astype_that_holds_every_value(rng):
     x = wgc.from_numpy(data(rng, "f32"))
     i = wgc.from_numpy(data(rng, "u8"))

@@ -32,6 +32,11 @@ def unfused(monkeypatch):
 @pytest.fixture
 def other():
     """A device of its own (adopted from wgpu) on the default device's adapter."""
+    from conftest import lacks
+
+    why = lacks("several-devices")
+    if why is not None:
+        pytest.skip(why)
     d = wgc.Device.from_wgpu(wgc.current_device().adapter.request_device_sync())
     yield d
     d.close()

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import lacks
 
 import wgcompute as wgc
 from wgcompute.kernels import bind, get
@@ -165,4 +166,5 @@ def test_errors_name_the_operands():
     with pytest.raises(wgc.DtypeError, match="a is f32 and b is f64"):  # the kernel's check
         wgc.run_kernel("matmul", [wgc.empty((2, 3, 4)), wgc.empty((4, 5), "f64")])
     # the array namespace's matmul (wgc.matmul) promotes f32 with f64, as the standard says
-    assert wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((4, 5), "f64")).dtype == "f64"
+    if lacks("f64") is None:
+        assert wgc.matmul(wgc.empty((2, 3, 4)), wgc.empty((4, 5), "f64")).dtype == "f64"

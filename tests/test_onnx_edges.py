@@ -136,6 +136,7 @@ def test_exact_double_casts_still_run():
         np.testing.assert_array_equal(g, r)
 
 
+@pytest.mark.needs("shader-f16")
 def test_cast_to_float16_feeding_arithmetic_keeps_its_rounding():
     """The cast rounds to float16 before the Add reads it (interpreted, in float16)."""
     m = _model([helper.make_node("Cast", ["x"], ["h"], name="half", to=TensorProto.FLOAT16),

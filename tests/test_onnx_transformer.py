@@ -12,6 +12,10 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the reference)")
+# interpreted models carry int64 (shapes, indices, token ids) and float64 tensors on the
+# GPU: on adapters without shader-int64 (wgpu's GL backend) load_onnx refuses them, naming
+# the feature (tests/test_onnx_backend.py checks those refusals)
+pytestmark = pytest.mark.needs("shader-int64")
 
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402

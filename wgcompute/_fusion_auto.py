@@ -48,6 +48,11 @@ _VALID: dict = {}  # what one op's kernel accepted: (kernel, buffers' shapes and
 def _valid(k, inputs, output, params) -> bool:
     """Whether the op's kernel takes these buffers (its own checks, as bind runs them; once
     per signature): one it refuses goes the usual way, which raises the kernel's error."""
+    features = output.device.features
+    for b in (*inputs, output):  # a dtype the adapter cannot compute: the kernel says so now
+        need = DTYPES[str(b.dtype)].feature
+        if need is not None and need not in features:
+            return False
     key = (id(k), tuple((b.shape, str(b.dtype)) for b in inputs), output.shape,
            str(output.dtype), tuple(params) if params else ())
     ok = _VALID.get(key)

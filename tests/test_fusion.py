@@ -405,3 +405,16 @@ def test_astype_that_holds_every_value(rng):
                                               i.astype("s32") - 7, (x > 0).astype("f32")), x, i)
     for g, w in zip(got, want):
         same_bits(g, w)
+
+
+def test_views_off_the_binding_alignment_are_not_held(rng):
+    """x[1:] starts 4 bytes into x: the fused kernel cannot bind it there (WebGPU's offset
+    alignment), so such an op runs its own kernel (which binds through a copy): xp.diff and
+    a chain over shifted views give numpy's answers."""
+    import wgcompute.array_api as xp
+
+    a = rng.standard_normal(1001).astype(np.float32)
+    x = wgc.from_numpy(a)
+    np.testing.assert_array_equal(xp.diff(x).to_numpy(), np.diff(a))
+    got = ((x[1:] - x[:-1]) * 2.0 + x[:-1]).to_numpy()
+    np.testing.assert_array_equal(got, (a[1:] - a[:-1]) * np.float32(2.0) + a[:-1])

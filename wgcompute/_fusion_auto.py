@@ -53,6 +53,8 @@ def _valid(k, inputs, output, params) -> bool:
         need = DTYPES[str(b.dtype)].feature
         if need is not None and need not in features:
             return False
+        if b._offset and not b._bindable():  # a view off the binding alignment (x[1:]): the
+            return False  # op's own kernel binds it through a copy; the fused one cannot
     key = (id(k), tuple((b.shape, str(b.dtype)) for b in inputs), output.shape,
            str(output.dtype), tuple(params) if params else ())
     ok = _VALID.get(key)

@@ -12,27 +12,14 @@ the chain). Prints the ratios.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import wgcompute as wgc
-from benchmarks.harness import peers
+from benchmarks.harness import peers, wall_time
 from wgcompute import _fusion_auto
 from wgcompute import array_api as xp
-
-
-def _median_s(fn, repeat: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _chain(relu):
@@ -83,10 +70,10 @@ def rows(n: int, ops: int, repeat: int) -> dict:
     if not np.array_equal(_QUEUED(x, b, ops).to_numpy(), _unfused(x, b, ops).to_numpy()):
         raise SystemExit(f"bench_fusion: the automatically fused chain of {ops} ops on {n} "
                          f"elements differs from the operators'")
-    out = {"operators": _median_s(lambda: _unfused(x, b, ops), repeat) * 1e3,
-           "auto-fused": _median_s(lambda: _sync(_QUEUED(x, b, ops)), repeat) * 1e3,
-           "fused": _median_s(lambda: _sync(fused(x, b)), repeat) * 1e3,
-           "one add": _median_s(lambda: _sync(x + b), repeat) * 1e3}
+    out = {"operators": wall_time(lambda: _unfused(x, b, ops), repeat=repeat) * 1e3,
+           "auto-fused": wall_time(lambda: _sync(_QUEUED(x, b, ops)), repeat=repeat) * 1e3,
+           "fused": wall_time(lambda: _sync(fused(x, b)), repeat=repeat) * 1e3,
+           "one add": wall_time(lambda: _sync(x + b), repeat=repeat) * 1e3}
     for name, mod in peers().items():
         if name == "torch":
             tx, tb = mod.from_numpy(xn).cuda(), mod.from_numpy(bn).cuda()
@@ -104,7 +91,7 @@ def rows(n: int, ops: int, repeat: int) -> dict:
                 for _ in range(ops):
                     y = mod.maximum(y + cb, 0)
                 mod.cuda.runtime.deviceSynchronize()
-        out[name] = _median_s(run, repeat) * 1e3
+        out[name] = wall_time(run, repeat=repeat) * 1e3
     return out
 
 

@@ -10,25 +10,12 @@ wait latency (median). Prints the ratios.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import wgcompute as wgc
-from benchmarks.harness import peers
-
-
-def _median_s(fn, repeat: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from benchmarks.harness import peers, wall_time
 
 
 def _chain_operators(a: wgc.Buffer, q: wgc.Buffer, ops: int) -> np.ndarray:
@@ -65,19 +52,19 @@ def chain_rows(n: int, ops: int, repeat: int) -> dict:
     rows = {}
     got = _chain_operators(a, q, ops)
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
-    rows["operators (queued)"] = _median_s(lambda: _chain_operators(a, q, ops), repeat)
+    rows["operators (queued)"] = wall_time(lambda: _chain_operators(a, q, ops), repeat=repeat)
     wgc.set_eager(True)
     try:
-        rows["operators (eager)"] = _median_s(lambda: _chain_operators(a, q, ops), repeat)
+        rows["operators (eager)"] = wall_time(lambda: _chain_operators(a, q, ops), repeat=repeat)
     finally:
         wgc.set_eager(False)
     p, last, _bufs = _chain_pipeline(a, q, ops)
     p.run()
     np.testing.assert_allclose(last.to_numpy(), got, rtol=1e-5, atol=1e-5)
-    rows["wgc.pipeline"] = _median_s(lambda: (p.run(), last.to_numpy()), repeat)
+    rows["wgc.pipeline"] = wall_time(lambda: (p.run(), last.to_numpy()), repeat=repeat)
     p.free()
     for name, mod in peers().items():
-        rows[name] = _median_s(_peer_chain(name, mod, an, qn, ops), repeat)
+        rows[name] = wall_time(_peer_chain(name, mod, an, qn, ops), repeat=repeat)
     return {k: v / ops * 1e6 for k, v in rows.items()}
 
 
@@ -111,17 +98,17 @@ def tiny_rows(repeat: int) -> dict:
         x + 1.0  # noqa: B018 - the op is the point
         dev.synchronize()
 
-    rows["operator + synchronize"] = _median_s(queued, repeat, warmup=20)
-    rows["operator + read"] = _median_s(lambda: (x + 1.0).to_numpy(), repeat, warmup=20)
+    rows["operator + synchronize"] = wall_time(queued, warmup=20, repeat=repeat)
+    rows["operator + read"] = wall_time(lambda: (x + 1.0).to_numpy(), warmup=20, repeat=repeat)
     wgc.set_eager(True)
     try:
-        rows["operator (eager)"] = _median_s(lambda: x + 1.0, repeat, warmup=20)
-        rows["operator (eager) + read"] = _median_s(lambda: (x + 1.0).to_numpy(), repeat,
-                                                    warmup=20)
+        rows["operator (eager)"] = wall_time(lambda: x + 1.0, warmup=20, repeat=repeat)
+        rows["operator (eager) + read"] = wall_time(lambda: (x + 1.0).to_numpy(), warmup=20,
+                                                        repeat=repeat)
     finally:
         wgc.set_eager(False)
     for name, mod in peers().items():
-        rows[name] = _median_s(_peer_tiny(name, mod), repeat, warmup=20)
+        rows[name] = wall_time(_peer_tiny(name, mod), warmup=20, repeat=repeat)
     return {k: v * 1e6 for k, v in rows.items()}
 
 

@@ -78,6 +78,16 @@ def _pickle_grid(name: str, grid) -> bytes | None:
                             f"cloudpickle") from None
     return cloudpickle.dumps(grid)
 
+def _has_two_row_matrix(t) -> bool:
+    if t.kind == "matrix":
+        return t.shape[1] == 2
+    if t.kind == "array":
+        return _has_two_row_matrix(t.element)
+    if t.kind == "struct":
+        return any(_has_two_row_matrix(m) for _, _, m in t.members)
+    return False
+
+
 class CustomKernel(Kernel):
     """A user's WGSL kernel, described by what its shader declares (see register_kernel):
     inputs are its read-only storage buffers in @binding order, the output its one
@@ -204,12 +214,25 @@ class CustomKernel(Kernel):
                                  f"declares {name}: {self.types[i]} (expected {want})")
         if self.extra:
             self._check_extra_outputs(inputs)
+        self._check_structured_params(output.device)
         lanes = self.lanes[-1]
         if lanes > 1 and output.size % lanes:
             raise ShapeError(f"{self.name}: output {output.shape} holds {output.size} "
                              f"elements, not a whole number of the shader's "
                              f"{self.types[-1]} items of {lanes}")
         self._check_sizes(inputs, output)
+
+    def _check_structured_params(self, device) -> None:
+        """wgpu's GL backend (naga's GLSL, std140) pads each column of a matCx2 to 16 bytes
+        where WGSL packs them in 8: such a param (or one holding it) is refused there."""
+        if device.adapter.info.get("backend_type") != "OpenGL":
+            return
+        for p in self.params:
+            if isinstance(p.type, uniform.UniformType) and _has_two_row_matrix(p.type):
+                raise DtypeError(f"{self.name}: param {p.name!r} is {p.type}; on wgpu's GL "
+                                 f"backend a matrix of two rows is not laid out as WGSL says "
+                                 f"(its columns are padded to 16 bytes): pass its columns as "
+                                 f"vec2 params there")
 
     def _outs(self, inputs, out, params) -> tuple:
         """The outputs of a call: ``out`` checked, or new buffers like the first input (an

@@ -316,8 +316,8 @@ def test_an_interpreted_model_says_why_in_its_repr():
     m = _model([helper.make_node("Exp", ["x"], ["y"])], [_vi("x", T.FLOAT, [2])], [_vi("y")])
     model = wgc.ml.load_onnx(m)
     assert "interpreted" in repr(model) and "Exp" in model.interpreted_because
-    with pytest.raises(ModelError, match="profile needs the planned path"):
-        model.profile(np.ones(2, np.float32))
+    with pytest.raises(ModelError, match="plan needs the planned path"):
+        model.plan((2,))
     with pytest.raises(ModelError, match="dtype 'f16'.*interpreted"):
         wgc.ml.load_onnx(m, dtype="f16")
 

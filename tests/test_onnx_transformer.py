@@ -149,3 +149,25 @@ def test_encoder_on_buffers_gives_a_buffer():
     out = model(wgc.buffer(feeds["input_ids"]), wgc.buffer(feeds["attention_mask"]))
     assert isinstance(out, wgc.Buffer) and out.shape == (1, 5, D)
     np.testing.assert_allclose(out.to_numpy(), model.run(feeds)[0], rtol=1e-6, atol=1e-6)
+
+
+def test_encoder_calls_of_a_seen_shape_are_replayed(monkeypatch):
+    """The second call of a shape replays the first's dispatches without walking the graph
+    (ml/replay.py): other token ids and masks, then a new shape (traced), all as onnxruntime."""
+    from wgcompute.ml import eager
+
+    m = encoder(False, seed=4)
+    model = wgc.ml.load_onnx(m)
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    walks = []
+    walk = eager._run_nodes
+    monkeypatch.setattr(eager, "_run_nodes", lambda *a: walks.append(1) or walk(*a))
+    rng = np.random.default_rng(5)
+    for batch, seq in ((2, 9), (2, 9), (2, 9), (3, 4), (2, 9), (3, 4)):
+        feeds = _inputs(rng, batch, seq)
+        feeds["attention_mask"][-1, rng.integers(1, seq):] = 0  # padding differs each call
+        got = model.run(feeds)[0]
+        ref = s.run(None, feeds)[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    assert model.replayed is None
+    assert len(walks) == 2  # each shape's first call; the other four were replays

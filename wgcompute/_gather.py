@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ._lazy import enqueue, tracing
 from .buffer import Buffer, BufferView, check_buffer, from_numpy, result_buffer
 from .commands import bound, run_blocking, run_kernel
 from .dtypes import DTYPES, convert_exact
@@ -113,18 +114,31 @@ def checked_run(where: str, idx: Buffer, n: int, kernel, inputs, out: Buffer,
     """Run ``kernel`` after checking ``idx`` against an axis of length ``n`` in the same
     submit; an index out of range (read back: one word) is an IndexingError naming it."""
     flag = result_buffer((1,), DTYPES["u32"], idx.device, label=f"{where}-check")
+    steps = [("fill", [], flag, {"value": _NONE}), (INDEX_CHECK, [idx], flag, {"n": n})]
+    if kernel is not None:
+        steps.append((kernel, inputs, out, params))
+
+    def error(bad: int):
+        if bad == _NONE:
+            return None
+        value = read_element(idx, bad).item()
+        return IndexingError(f"{where}: index {value} (element {bad} of the indices) is out "
+                             f"of range for {axis_text} of size {n} (valid: {-n}..{n - 1})")
+
+    cap = tracing(idx.device)
+    if cap is not None:  # a trace (a replayed model): queued, the flag read after the run
+        for k, ins, o, p in steps:
+            enqueue(registry_get(k), list(ins), o, p, where)
+        cap.defer(flag, error)
+        return out
     try:
-        steps = [("fill", [], flag, {"value": _NONE}), (INDEX_CHECK, [idx], flag, {"n": n})]
-        if kernel is not None:
-            steps.append((kernel, inputs, out, params))
         run_steps(where, idx.device, steps, [idx, flag, out, *inputs])
         bad = int(flag.to_numpy()[0])  # the documented read: one word
     finally:
         flag.free()
-    if bad != _NONE:
-        value = read_element(idx, bad).item()
-        raise IndexingError(f"{where}: index {value} (element {bad} of the indices) is out "
-                            f"of range for {axis_text} of size {n} (valid: {-n}..{n - 1})")
+    e = error(bad)
+    if e is not None:
+        raise e
     return out
 
 

@@ -78,6 +78,7 @@ class Batch:
         self.held: list = []  # ops a hook holds back (fusion); non-empty, a submit flushes
         self.streams: list = []  # batches of open `with stream:` blocks on this device
         self.error: WgComputeError | None = None  # raised at the next sync
+        self.capture: Capture | None = None  # a graph trace recording this batch's ops
 
     def enqueue(self, op: Op) -> None:
         dev = self.device
@@ -92,6 +93,8 @@ class Batch:
                 ops = self.ops
                 ops.append(op)
                 full = len(ops) >= MAX_OPS
+                if self.capture is not None:
+                    self.capture.saw(op)
         except BaseException:
             for b in held:
                 b._release()
@@ -228,6 +231,84 @@ class Batch:
         for sb in list(self.streams):
             sb.drop()
         release(ops)
+
+
+class Capture:
+    """The dispatches one thread queues on a device while a graph is traced (ml's replayed
+    models), kept to be recorded again: their native calls, what keeps the handles alive,
+    and a hold on every buffer they touch (its memory stays theirs until ``close``).
+
+    The trace is only good if those dispatches are ALL its work: ``why`` says what spoiled it
+    (another thread queuing on the device, or work submitted outside the batch: a read back,
+    a synchronous run; a staged upload does not, its buffer keeps what it wrote); then
+    ``close`` and run without it."""
+
+    def __init__(self, batch: Batch):
+        self.batch = batch
+        self.owner = threading.get_ident()
+        # (calls, keep, buffers, label) of each op (Op.keep is let go)
+        self.ops: list[tuple] = []
+        self.why: str | None = None
+        # checks of the data, read after each run: (flag Buffer, fn(its value) -> the error
+        # to raise, or None)
+        self.checks: list[tuple] = []
+        self.tag = ""  # what the ops queued now are part of (an ONNX node), for profiles
+
+    def begin(self) -> bool:
+        """Start recording this thread's ops on the batch; False if another trace records."""
+        with self.batch.lock:
+            if self.batch.capture is not None:
+                return False
+            self.batch.capture = self
+        return True
+
+    def end(self, ok: bool = True) -> None:
+        """Stop recording (``ok``: once what fusion holds is queued, and seen, first)."""
+        try:
+            if ok:
+                self.batch.flush()
+        finally:
+            with self.batch.lock:
+                self.batch.capture = None
+
+    def saw(self, op: Op) -> None:
+        if threading.get_ident() != self.owner:
+            self.spoil("another thread queued work on the device during the trace")
+            return
+        for b in op.buffers:  # held beyond the op's own hold: replays write them again
+            b._pin(op.label, ": buffer")
+        self.ops.append((op.calls, op.keep, op.buffers, f"{self.tag}: {op.label}"))
+
+    def saw_submit(self) -> None:
+        """Device.submit of other work: the owner's (a read, a synchronous run) spoils it."""
+        if threading.get_ident() == self.owner:
+            self.spoil("work outside the queued operators ran during the trace (a read back "
+                       "or a synchronous run)")
+
+    def spoil(self, why: str) -> None:
+        if self.why is None:
+            self.why = why
+
+    def defer(self, flag: Buffer, error) -> None:
+        """A check of the data whose ``flag`` (a one-element Buffer the queued work writes)
+        is read once the run is submitted: ``error(value)`` -> the error to raise, or None."""
+        self.checks.append((flag, error))
+
+    def calls(self) -> list:
+        return [c for op in self.ops for c in op[0]]
+
+    def close(self) -> None:
+        ops, self.ops = self.ops, []
+        for _, _, buffers, _ in ops:
+            for b in buffers:
+                b._release()
+
+
+def tracing(dev: Device) -> Capture | None:
+    """The trace this thread runs on ``dev`` (its checks of the data are deferred), or None."""
+    b = dev.lazy
+    cap = b.capture if b is not None else None
+    return cap if cap is not None and cap.owner == threading.get_ident() else None
 
 
 def release(ops) -> None:

@@ -80,7 +80,7 @@ class Device(DeviceParts):
         self.autotune: dict = {}  # problem -> the tile configuration chosen on this device
         self.autotune_generation = 0  # grows when background tuning changed a choice
         self.stats = {"pipelines_created": 0, "bind_groups_created": 0,
-                      "uniform_buffers_created": 0}
+                      "uniform_buffers_created": 0, "buffers_created": 0}
         self.alive = True  # False once lost or closed: every object of it then refuses work
         self.dead: DeviceError | None = None
         self.closed = False
@@ -141,14 +141,17 @@ class Device(DeviceParts):
         return self.gpu_device.queue
 
     def submit(self, command_buffers, *, fence: bool = True, sync: bool = False,
-               batch: bool = False):
+               batch: bool = False, upload: bool = False):
         """The one way work reaches this device's queue. Returns the submission's Fence (None
         with ``fence=False``: staging copies whose buffer map is their completion), or with
         ``sync=True`` (one command buffer) what ``submitter.wait_sync`` polls for from this
         thread. Never waits for the GPU. The open batch of queued operators goes first
         (queue order is program order), and an error of its work raises here; ``batch``:
-        this is that batch."""
+        this is that batch; ``upload``: staging copies into a buffer (a trace of a replayed
+        model may hold them: the buffer keeps what they wrote)."""
         lazy = self.lazy
+        if lazy is not None and not batch and not upload and lazy.capture is not None:
+            lazy.capture.saw_submit()
         if lazy is not None and not batch and (lazy.ops or lazy.held or lazy.streams
                                                 or lazy.error is not None):
             if not sync:  # one submission: the batch, then these

@@ -79,7 +79,7 @@ def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> F
                 del view
                 link.unmap(stage)
                 # only the last chunk needs a fence: the others' re-maps say when they are done
-                last = dev.submit([cb], fence=fence and start + CHUNK >= n)
+                last = dev.submit([cb], fence=fence and start + CHUNK >= n, upload=True)
                 slot[1] = link.map_async(stage, True, stage.size)
             finally:
                 dev.end_work()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._lazy import tracing
 from ..buffer import Buffer, buffer
 from ..dtypes import DTYPES
 from ..errors import ModelError, WgComputeError
@@ -115,8 +116,14 @@ class EagerState:
 
     def __init__(self, device):
         self.consts: dict = {}
+        self.replays: dict = {}  # input shapes -> Replay (ml/replay.py), oldest first
+        self.traces = 0  # traces that could not be kept
+        self.no_replay: str | None = None  # why this model is not replayed
 
     def close(self) -> None:
+        for rep in list(self.replays.values()):
+            rep.close()
+        self.replays.clear()
         for v in list(self.consts.values()):
             if isinstance(v, tuple) and isinstance(v[1], Buffer):
                 v[1].free()
@@ -144,6 +151,7 @@ class Context:
         self.budget = operators.FoldBudget(graph.max_folded_bytes)
         self.subgraphs: dict = {}  # (node name, attribute) -> Graph, for If/Loop/Scan
         self.scope: dict | None = None  # the values of the graph running now (name -> value)
+        self.data_dependent: str | None = None  # why this run depends on input values
 
     # -- reading nodes -----------------------------------------------------------------------
     @staticmethod
@@ -169,6 +177,7 @@ class Context:
         if isinstance(v, Buffer):
             hit = self.known.get(id(v))
             if hit is not None and hit[0] is v:
+                self.spoil(node, what)
                 return hit[1]
             made = self.derived.get(id(v))
             if made is not None and made[0] is v:  # computed from known values: again here
@@ -181,10 +190,18 @@ class Context:
                 except Exception as e:  # noqa: BLE001 - numpy's or onnx's reason, named
                     raise self.fail(src, f"folding on the host failed: {e}") from e
                 self.known[id(v)] = (v, arr)
+                self.spoil(node, what)
                 return arr
             raise self.fail(node, f"{what} must be known when the model is planned; it is "
                                   f"computed at run time")
         raise self.fail(node, f"{what} is missing")
+
+    def spoil(self, node: Node, what: str) -> None:
+        """A host value was read from an input's data: this run's work depends on the
+        values, not only on the shapes (a replay of it would be wrong for other inputs)."""
+        if self.data_dependent is None:
+            self.data_dependent = f"node {node.op} {node.name!r} reads its {what} from the " \
+                                  f"inputs' values"
 
     def _knowable(self, v) -> bool:
         return v is None or isinstance(v, np.ndarray) or (
@@ -385,8 +402,11 @@ def _step(ctx: Context, node: Node, ins: list) -> list:
 
 def _run_nodes(ctx: Context, g: Graph, env: dict) -> None:
     outer, ctx.scope = ctx.scope, env  # what an If / Loop body sees
+    cap = tracing(ctx.device)
     try:
         for node in g.nodes:
+            if cap is not None:  # a trace: its ops are named after their node in profiles
+                cap.tag = f"{node.op} {node.name}"
             ins = [env[x] if x else None for x in node.inputs]
             outs = _step(ctx, node, ins)
             if any(isinstance(v, Buffer) for v in ins):
@@ -441,24 +461,41 @@ def to_host(v, elem: int) -> np.ndarray:
     return a
 
 
+def upload_inputs(ctx: Context, inputs: list) -> dict:
+    """The values a run starts from: the graph's constants, and its inputs (host arrays in
+    the declared types, or Buffers) on the GPU."""
+    env: dict = dict(ctx.graph.constants)
+    for (name, _, elem), v in zip(ctx.graph.inputs, inputs, strict=True):
+        env[name] = _upload_input(ctx, name, elem, v)
+    return env
+
+
+def evaluate(ctx: Context, env: dict) -> list:
+    """Run the graph's nodes from ``env`` (upload_inputs'): its outputs' values (Buffers,
+    whose work is queued, or host arrays)."""
+    _run_nodes(ctx, ctx.graph, env)
+    outs = []
+    for y in ctx.graph.outputs:
+        v = env[y]
+        if v is None:
+            raise ModelError(f"{ctx.graph.name}: output {y!r} was not produced")
+        outs.append(v)
+    return outs
+
+
+def output_types(graph: Graph) -> list[int]:
+    return graph.output_types or [0] * len(graph.outputs)
+
+
 def interpret(graph: Graph, inputs: list, device, consts: dict, as_buffers: bool = False
               ) -> list:
     """Run ``graph`` on its inputs (host arrays in the declared types, or Buffers): inputs
     uploaded, nodes run on the GPU (small host values folded), outputs read back as numpy
     in their declared types (``as_buffers``: outputs as Buffers)."""
     ctx = Context(graph, device, consts)
-    env: dict = dict(graph.constants)
-    for (name, _, elem), v in zip(graph.inputs, inputs, strict=True):
-        env[name] = _upload_input(ctx, name, elem, v)
-    _run_nodes(ctx, graph, env)
-    outs = []
-    for y, elem in zip(graph.outputs, graph.output_types or [0] * len(graph.outputs),
-                       strict=True):
-        v = env[y]
-        if v is None:
-            raise ModelError(f"{graph.name}: output {y!r} was not produced")
-        outs.append(ctx.buffer(v) if as_buffers else to_host(v, elem))
-    return outs
+    vals = evaluate(ctx, upload_inputs(ctx, inputs))
+    return [ctx.buffer(v) if as_buffers else to_host(v, elem)
+            for v, elem in zip(vals, output_types(graph), strict=True)]
 
 
 def run_model(graph: Graph, owner: Owner, xs: list, default_device, numpy: bool = False

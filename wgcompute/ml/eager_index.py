@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import array_api as xp
 from .._gather import checked_run
+from .._lazy import tracing
 from ..buffer import Buffer
 from ..errors import IndexingError, ModelError
 from ..kernels.gather.scatter_reduce import DTYPE_NAMES, SCATTER_REDUCE
@@ -218,14 +219,24 @@ def check_coords(ctx, node, idx: Buffer, dims: tuple) -> None:
     """Refuse (IndexingError) an index of ``idx`` outside -d..d-1 of its dimension, ``dims``
     matching idx's last axis (or one size for all): one truth value read back."""
     hi = ctx.buffer(np.asarray(dims, dtype=idx.dtype.numpy))
-    if idx.size == 0 or not bool(xp.any(xp.logical_or(idx < -hi, idx >= hi))):
+    if idx.size == 0:
         return
+    bad = xp.any(xp.logical_or(idx < -hi, idx >= hi))
+    cap = tracing(ctx.device)
+    if cap is not None:  # a trace (a replayed model): read after the run, with every replay's
+        cap.defer(bad, lambda v: _coords_error(ctx, node, idx, dims) if v else None)
+        return
+    if bool(bad):
+        raise _coords_error(ctx, node, idx, dims)
+
+
+def _coords_error(ctx, node, idx: Buffer, dims: tuple) -> IndexingError:
     a = idx.to_numpy()
     d = np.broadcast_to(np.asarray(dims), a.shape)
     k = int(np.flatnonzero((a < -d) | (a >= d))[0])
-    raise IndexingError(f"{ctx.graph.name}: node {node.op} {node.name!r}: index "
-                        f"{a.reshape(-1)[k]} (element {k} of the indices) is out of range "
-                        f"for a dimension of size {d.reshape(-1)[k]}")
+    return IndexingError(f"{ctx.graph.name}: node {node.op} {node.name!r}: index "
+                         f"{a.reshape(-1)[k]} (element {k} of the indices) is out of range "
+                         f"for a dimension of size {d.reshape(-1)[k]}")
 
 
 def _flat_positions(ctx, node, idx: Buffer, dims: tuple) -> Buffer:

@@ -9,9 +9,9 @@ import math
 import numpy as np
 
 from .. import array_api as xp
+from .._lazy import enqueue
 from ..array import astype
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..dtypes import DTYPES
 from ..kernels.elementwise.arrayops import array_op
 from ..kernels.nn.layer_norm import LAYER_NORM
@@ -28,7 +28,7 @@ def row(name: str, x: Buffer) -> Buffer:
     from ..array_api._helpers import new
 
     out = new(x.shape, DTYPES[x.dtype], x.device, name)
-    return run_kernel(array_op(name, 1), [x], out) if out.size else out
+    return enqueue(array_op(name, 1), [x], out) if out.size else out
 
 
 # -- activations -----------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def _row_norm(x0: Buffer, inner: tuple, scale, bias, eps: float, center: bool) -
     n = math.prod(inner)
     if x0.size == 0 or n == 0:
         return out
-    return run_kernel(LAYER_NORM, [x0, scale, scale if bias is None else bias], out,
+    return enqueue(LAYER_NORM, [x0, scale, scale if bias is None else bias], out,
                       {"n": n, "eps": eps, "bias": bias is not None, "center": center})
 
 
@@ -246,7 +246,7 @@ def _channel_norm(ctx, node, x: Buffer, groups: int, scale, bias, eps: float) ->
     spatial = math.prod(x.shape[2:])
     if out.size == 0:
         return out
-    return run_kernel(LAYER_NORM, [x, scale, bias], out, {
+    return enqueue(LAYER_NORM, [x, scale, bias], out, {
         "n": spatial * c // groups, "eps": eps, "groups": groups, "cpg": c // groups,
         "spatial": spatial})
 

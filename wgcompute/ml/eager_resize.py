@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from .. import array_api as xp
+from .._lazy import enqueue
 from ..array import astype
 from ..buffer import Buffer
-from ..commands import run_kernel
 from ..kernels.image.resize_axis import DTYPE_NAMES, RESIZE_AXIS
 from .eager import eager
 from .eager_args import back, const, empty, floats, work
@@ -210,7 +210,7 @@ def _weighted(ctx, x, axis: int, idx, w, outside, value: float):
     table = np.concatenate([w, outside[:, None].astype(np.float64)], axis=1).astype(work)
     shape = x.shape[:axis] + (len(idx),) + x.shape[axis + 1:]
     out = empty(shape, x.dtype, x.device)
-    return run_kernel(RESIZE_AXIS, [x, ctx.buffer(idx.astype(np.int32)), ctx.buffer(table)],
+    return enqueue(RESIZE_AXIS, [x, ctx.buffer(idx.astype(np.int32)), ctx.buffer(table)],
                       out, {"outer": math.prod(x.shape[:axis]),
                             "inner": math.prod(x.shape[axis + 1:]), "value": value})
 

@@ -27,11 +27,11 @@ from ..errors import (
 from ..kernels import bind, registry
 from ..kernels.core.base import Kernel, Param
 from ..runtime import open_devices
-from . import eager
+from . import eager, replay
 from .executable import _device, _Executable, _OnDevice, collect, plan_passes, record_run
 from .graph import Graph, read_onnx
 from .plan import Plan, lower
-from .profile import profile_model
+from .profile import profile_model, profile_replayed
 
 DTYPES = ("f32", "f16")
 PRECISIONS = ("f32", "mixed")
@@ -87,6 +87,16 @@ class Model:
     def interpreted_because(self) -> str | None:
         """Why the model runs interpreted (None when it runs planned)."""
         return self.graph.eager
+
+    @property
+    def replayed(self) -> str | None:
+        """Why calls of an interpreted model on numpy inputs are not replayed on the default
+        device (None: they are, or will be from their second call; ml/replay.py)."""
+        if self.graph.eager is None:
+            return "it runs planned (one command buffer a call already)"
+        if not replay.enabled():
+            return "WGCOMPUTE_REPLAY=0"
+        return _device().state_for(self._interpreter, eager.EagerState).no_replay
 
     # -- description ------------------------------------------------------------------------
     def onnx_bytes(self) -> bytes:
@@ -244,15 +254,15 @@ class Model:
         xs = self._arrays(args, kwargs)
         if self.graph.eager is not None:
             self._check_open()
-            outs = eager.run_model(self.graph, self._interpreter, xs, _device())
+            outs = replay.run_model(self.graph, self._interpreter, xs, _device())
             return outs[0] if len(outs) == 1 else tuple(outs)
         if all(isinstance(x, Buffer) for x in xs):
             if len(self.graph.outputs) != 1:
                 raise ModelError(f"{self.name}: has {len(self.graph.outputs)} outputs; run it "
                                  f"on numpy arrays, or use run()")
-            from ..commands import run_kernel
+            from .._lazy import enqueue
 
-            return run_kernel(self._own_kernel(), xs)
+            return enqueue(self._own_kernel(), xs, label=f"model {self.name}")
         outs = self.run(xs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -271,7 +281,7 @@ class Model:
         xs = self._arrays((inputs,), {}) if isinstance(inputs, dict) else \
             self._arrays(tuple(inputs), {})
         if self.graph.eager is not None:
-            return eager.run_model(self.graph, self._interpreter, xs, _device(), numpy=True)
+            return replay.run_model(self.graph, self._interpreter, xs, _device(), numpy=True)
         arrays = []
         for i, (name, x) in enumerate(zip(self.input_names, xs, strict=True)):
             if isinstance(x, Buffer):
@@ -419,7 +429,8 @@ class Model:
         fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
         ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
         chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
-        self._refuse_interpreted("profile")
+        if self.graph.eager is not None:  # its replayed call's operations
+            return profile_replayed(self, inputs, repeat, trace)
         return profile_model(self, inputs, repeat, trace)
 
     def free(self) -> None:

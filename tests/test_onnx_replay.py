@@ -1,0 +1,172 @@
+"""Replayed interpreted models (wgcompute/ml/replay.py): a call on numpy inputs of a shape the
+model has seen submits the dispatches of its first call again. What may not be replayed is
+not: a graph whose work depends on the inputs' values; checks of the inputs' values (an index
+out of range) still raise on a replay. Results against numpy and scipy."""
+
+import threading
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")
+
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+import wgcompute as wgc  # noqa: E402
+from wgcompute.ml import eager  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return wgc.ml.load_onnx(m)
+
+
+def _walks(monkeypatch) -> list:
+    walks = []
+    walk = eager._run_nodes
+    monkeypatch.setattr(eager, "_run_nodes", lambda *a: walks.append(1) or walk(*a))
+    return walks
+
+
+def _erf_gelu():
+    """x -> gelu(x) * w + b through Erf (a chain fusion takes), one float input of any shape."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    c = {k: numpy_helper.from_array(np.float32(v), k) for k, v in
+         (("half", 0.5), ("one", 1.0), ("rsqrt2", 1 / np.sqrt(2)))}
+    nodes = [helper.make_node("Mul", ["x", "rsqrt2"], ["s"]),
+             helper.make_node("Erf", ["s"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]),
+             helper.make_node("Mul", ["x", "e1"], ["g0"]),
+             helper.make_node("Mul", ["g0", "half"], ["g"]),
+             helper.make_node("MatMul", ["g", "wm"], ["y0"]),
+             helper.make_node("Add", ["y0", "b"], ["y"])]
+    wm = numpy_helper.from_array(np.outer(np.ones(8), numpy_helper.to_array(w))
+                                 .astype(np.float32), "wm")
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, ["n", 8])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, ["n", 8])],
+                   [b, wm, *c.values()])
+
+    def ref(x):
+        from scipy.special import erf
+
+        g = x * (1 + erf(x / np.sqrt(2))) * 0.5
+        return g @ numpy_helper.to_array(wm) + numpy_helper.to_array(b)
+
+    return model, ref
+
+
+def test_replays_match_numpy_for_new_values_and_shapes(monkeypatch):
+    model, ref = _erf_gelu()
+    walks = _walks(monkeypatch)
+    rng = np.random.default_rng(1)
+    for n in (5, 5, 5, 3, 5, 3, 3):
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        np.testing.assert_allclose(model(x), ref(x), rtol=1e-5, atol=1e-5)
+    assert model.replayed is None and len(walks) == 2
+
+
+def test_no_replay_when_asked(monkeypatch):
+    monkeypatch.setenv("WGCOMPUTE_REPLAY", "0")
+    model, ref = _erf_gelu()
+    walks = _walks(monkeypatch)
+    x = np.ones((2, 8), np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(model(x), ref(x), rtol=1e-5, atol=1e-5)
+    assert len(walks) == 3 and model.replayed == "WGCOMPUTE_REPLAY=0"
+
+
+@pytest.mark.needs("shader-int64")
+def test_work_that_depends_on_the_values_is_not_replayed(monkeypatch):
+    """Reshape to a shape given as an input tensor: the shape is read from the input's values
+    at each call."""
+    model = _model([helper.make_node("Reshape", ["x", "s"], ["y0"]),
+                    helper.make_node("Neg", ["y0"], ["y"])],
+                   [helper.make_tensor_value_info("x", T.FLOAT, [2, 6]),
+                    helper.make_tensor_value_info("s", T.INT64, [2])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    walks = _walks(monkeypatch)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    for shape in ((3, 4), (4, 3), (6, 2), (3, 4)):
+        got = model(x, np.array(shape, np.int64))
+        np.testing.assert_array_equal(got, -x.reshape(shape))
+    assert len(walks) == 4
+    assert "reads" in model.replayed and "inputs' values" in model.replayed
+
+
+@pytest.mark.needs("shader-int64")
+def test_an_index_out_of_range_raises_on_a_replay(monkeypatch):
+    model = _model([helper.make_node("Gather", ["d", "i"], ["y0"], axis=0),
+                    helper.make_node("Erf", ["y0"], ["y"])],
+                   [helper.make_tensor_value_info("d", T.FLOAT, [5, 3]),
+                    helper.make_tensor_value_info("i", T.INT64, [4])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [4, 3])])
+    assert model.path == "interpreted"
+    walks = _walks(monkeypatch)
+    data = np.linspace(-2, 2, 15, dtype=np.float32).reshape(5, 3)
+    from scipy.special import erf
+
+    for k, idx in enumerate(([0, 1, 2, 3], [4, -1, 0, 0], [1, 7, 0, 2], [3, 3, -5, 1])):
+        i = np.array(idx, np.int64)
+        if max(idx) >= 5:
+            with pytest.raises(wgc.IndexingError, match=r"index 7 \(element 1"):
+                model(data, i)
+            continue
+        d = data * (k + 1)
+        np.testing.assert_allclose(model(d, i), erf(d)[i], rtol=1e-6, atol=1e-6)
+    assert len(walks) == 1 and model.replayed is None
+
+
+def test_threads_calling_one_model():
+    model, ref = _erf_gelu()
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(12):
+                x = rng.standard_normal((4, 8)).astype(np.float32)
+                np.testing.assert_allclose(model(x), ref(x), rtol=1e-5, atol=1e-5)
+        except Exception as e:  # noqa: BLE001 - reported by the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_a_freed_model_lets_go_of_its_replays():
+    model, ref = _erf_gelu()
+    dev = wgc.default_device()
+    x = np.ones((64, 8), np.float32)
+    model(x)
+    model(x)
+    held = dev.memory_stats()["used"]
+    model.free()
+    assert dev.memory_stats()["used"] < held
+    with pytest.raises(wgc.WgComputeError):
+        model(x)
+
+
+@pytest.mark.needs("timestamp-query")
+def test_profile_of_an_interpreted_model_names_its_nodes(tmp_path):
+    """profile() times each operation of the replayed call, named by its ONNX node; the Chrome
+    trace holds one event per operation."""
+    import json
+
+    model, _ = _erf_gelu()
+    rows = model.profile(np.ones((16, 8), np.float32), repeat=2, trace=tmp_path / "t.json")
+    layers = [r["layer"] for r in rows]
+    assert rows and all(r["ms"] >= 0 for r in rows)
+    assert any(x.startswith("MatMul ") for x in layers), layers
+    assert all(x.split(" ")[0] in {"Mul", "Erf", "Add", "MatMul"} for x in layers), layers
+    events = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+              if e.get("ph") == "X"]
+    assert len(events) == len(rows)

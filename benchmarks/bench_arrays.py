@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 
 import numpy as np
@@ -164,12 +163,7 @@ def main(argv=None) -> int:
     for buf in (a, b, out):
         buf.free()
 
-    print()
-    print(res.markdown())
-    paths = [p for p in (args.json, os.path.join(os.environ["OUT"], "bench_arrays.json")
-                         if os.environ.get("OUT") else None) if p]
-    for p in paths:
-        res.write_json(p)
+    res.report(args.json, "bench_arrays.json")
     return 0
 
 

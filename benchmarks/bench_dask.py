@@ -23,26 +23,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
-import time
 
 import numpy as np
 
-from benchmarks.harness import Results, env_info
+from benchmarks.harness import Results, env_info, median_time
 
 RADIUS, SIGMA = 3, 1.5
 PARAMS = {"radius": RADIUS, "sigma": SIGMA, "mode": "clamp"}
 _runs = itertools.count()
-
-
-def median_time(fn, repeat: int) -> float:
-    fn()  # warm-up: kernels compile on each worker, lanes start
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def nbytes_of(shape) -> int:

@@ -12,7 +12,6 @@ $OUT/bench_fft.json."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
@@ -118,12 +117,7 @@ def main(argv=None) -> int:
             except Exception as e:  # a peer failing must not stop the run
                 print(f"  {peer} failed: {e}", file=sys.stderr)
         x.free()
-    print()
-    print(res.markdown())
-    paths = [p for p in (args.json, os.path.join(os.environ["OUT"], "bench_fft.json")
-                         if os.environ.get("OUT") else None) if p]
-    for p in paths:
-        res.write_json(p)
+    res.report(args.json, "bench_fft.json")
     return 0
 
 

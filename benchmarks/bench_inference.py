@@ -22,25 +22,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+from benchmarks import harness
 from benchmarks.harness import WALL, Results, env_info, gpu_time, max_rel_err, peers
 
 
 def median_time(fn, repeat: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return harness.median_time(fn, repeat, warmup)
 
 
 def say(msg: str) -> None:

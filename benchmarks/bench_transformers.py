@@ -1,8 +1,9 @@
 """Transformers through ONNX, every peer in one run: ViT-B/16 (torchvision) and BERT-base
 (transformers, sequence 128), random weights, exported to ONNX (opset 17, dynamic batch),
 run by wgcompute (numpy in -> numpy out, wall clock, the median of --repeat calls after a
-warm-up), checked against onnxruntime (CPU) at 1e-4 relative, beside onnxruntime CPU and torch
-eager fp32 on CUDA where torch sees it.
+warm-up and the background tuning), checked against onnxruntime (CPU) at 1e-4 relative, beside
+onnxruntime CPU, torch eager fp32 on CUDA, and where they run (benchmarks/peers_onnx.py) ONNX
+Runtime's WebGPU backend with and without graph capture and torch CUDA graphs fp32 / fp16.
 
     python -m benchmarks.bench_transformers [--models vit,bert] [--batches 1,32]
         [--repeat 10] [--json PATH]
@@ -12,24 +13,14 @@ It needs torch, torchvision and transformers to export the models (the GPU machi
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-
-def median_time(fn, repeat: int) -> float:
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+from benchmarks.harness import median_time, save_rows
 
 
 def export_vit(folder: str):
@@ -53,7 +44,7 @@ def export_vit(folder: str):
         with torch.no_grad():
             return net.cuda()(x).cpu().numpy()
 
-    return path, inputs, torch_fn
+    return path, inputs, torch_fn, (net, lambda m, t: m(t["pixels"]))
 
 
 def export_bert(folder: str, seq: int = 128):
@@ -93,10 +84,35 @@ def export_bert(folder: str, seq: int = 128):
                              torch.from_numpy(feeds["attention_mask"]).cuda())
             return out[0].cpu().numpy()
 
-    return path, inputs, torch_fn
+    return path, inputs, torch_fn, (net, lambda m, t: m(t["input_ids"], t["attention_mask"])[0])
 
 
-def run_case(name, path, inputs, torch_fn, batches, repeat, rows):
+def _peers(path, feeds, graphable, repeat, want) -> dict:
+    """ms per call of each GPU peer that runs here (ORT WebGPU with and without graph capture,
+    torch CUDA graphs fp32 and fp16), and the largest relative error of each against ``want``."""
+    from benchmarks import peers_onnx
+
+    net, call = graphable
+    makers = {"ort_webgpu": lambda: peers_onnx.ort_webgpu(path, feeds),
+              "ort_webgpu_capture": lambda: peers_onnx.ort_webgpu(path, feeds, True),
+              "torch_graph_fp32": lambda: peers_onnx.torch_graph(call, net, feeds),
+              "torch_graph_fp16": lambda: peers_onnx.torch_graph(call, net, feeds, True)}
+    out = {}
+    for key, make in makers.items():
+        try:
+            fn = make()
+            if fn is None:
+                continue
+            got = fn(feeds)
+            out[key + "_ms"] = median_time(lambda fn=fn: fn(feeds), repeat) * 1e3
+            out[key + "_rel_err"] = float(np.abs(got - want).max() /
+                                          max(np.abs(want).max(), 1e-30))
+        except Exception as e:  # noqa: BLE001 - the peer's failure, named; the others go on
+            print(f"  {key}: failed ({type(e).__name__}: {str(e)[:200]})", flush=True)
+    return out
+
+
+def run_case(name, path, inputs, torch_fn, batches, repeat, rows, graphable=None):
     import onnxruntime as ort
 
     import wgcompute as wgc
@@ -111,6 +127,7 @@ def run_case(name, path, inputs, torch_fn, batches, repeat, rows):
         got = model.run(feeds)[0]
         first = time.perf_counter() - t0
         want = sess.run(None, feeds)[0]
+        wgc.autotune_wait()  # background tuning of the first call's kernels, then steady
         rel = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
         t_wgc = median_time(lambda feeds=feeds: model.run(feeds), repeat)
         t_ort = median_time(lambda feeds=feeds: sess.run(None, feeds), max(2, repeat // 3))
@@ -128,11 +145,16 @@ def run_case(name, path, inputs, torch_fn, batches, repeat, rows):
         row = {"model": name, "batch": b, "wgcompute_ms": t_wgc * 1e3, "first_call_s": first,
                "ort_cpu_ms": t_ort * 1e3, "torch_eager_ms": None if t_torch is None else
                t_torch * 1e3, "max_rel_err_vs_ort": rel}
+        if graphable is not None:
+            row.update(_peers(path, feeds, graphable, repeat, want))
         rows.append(row)
+        peers = "".join(f", {k[:-3]} {v:.2f} ms ({t_wgc * 1e3 / v:.2f}x)"
+                        for k, v in row.items() if k.endswith("_ms") and k.startswith(
+                            ("ort_webgpu", "torch_graph")))
         torch_text = "" if t_torch is None else f", torch eager fp32 {t_torch * 1e3:.2f} ms"
         print(f"{name} b{b}: wgcompute {t_wgc * 1e3:.2f} ms (first call {first:.2f} s), "
-              f"onnxruntime CPU {t_ort * 1e3:.2f} ms{torch_text}; max rel err vs ORT {rel:.1e}",
-              flush=True)
+              f"onnxruntime CPU {t_ort * 1e3:.2f} ms{torch_text}{peers}; max rel err vs ORT "
+              f"{rel:.1e} (wgcompute / peer in parentheses)", flush=True)
 
 
 def main(argv=None) -> int:
@@ -149,17 +171,15 @@ def main(argv=None) -> int:
         for key in args.models.split(","):
             name, export = exporters[key]
             try:
-                path, inputs, torch_fn = export(folder)
+                path, inputs, torch_fn, graphable = export(folder)
             except Exception as e:  # noqa: BLE001 - a missing exporter: say so, go on
                 print(f"{name}: not exported ({type(e).__name__}: {e})")
                 continue
             try:
-                run_case(name, path, inputs, torch_fn, batches, args.repeat, rows)
+                run_case(name, path, inputs, torch_fn, batches, args.repeat, rows, graphable)
             except Exception as e:  # noqa: BLE001 - the error, named, then the next model
                 print(f"{name}: failed ({type(e).__name__}: {e})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_rows(args.json, rows)
     return 0
 
 

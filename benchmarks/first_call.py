@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks.harness import save_rows
+
 CHILD = r"""
 import json, statistics, sys, time
 t0 = time.perf_counter()
@@ -127,9 +129,7 @@ def main(argv=None) -> int:
               f"{r['steady_tuned'] * 1e3:.2f} ms |")
     if rows:
         print(f"\ndevice: {rows[0]['device']}; tuning: {args.tune}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_rows(args.json, rows)
     return 0
 
 

@@ -49,18 +49,35 @@ def settle() -> None:
     wgc.autotune_wait(timeout=600)
 
 
-def wall_time(fn, warmup: int = 2, repeat: int = 10) -> float:
-    """Median wall seconds of ``fn()`` (which must block until its work is done)."""
+def median_time(fn, repeat: int = 10, warmup: int = 1) -> float:
+    """Median wall seconds of ``repeat`` calls of ``fn()`` (which must block until its work is
+    done) after ``warmup`` untimed ones; the device's background tuning is not waited for
+    (``wall_time`` waits)."""
     for _ in range(warmup):
         fn()
-    settle()
-    fn()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def wall_time(fn, warmup: int = 2, repeat: int = 10) -> float:
+    """Median wall seconds of ``fn()`` (which must block until its work is done), timed once
+    the warm-up's background tuning is done."""
+    for _ in range(warmup):
+        fn()
+    settle()
+    return median_time(fn, repeat, warmup=1)
+
+
+def save_rows(path: str, rows) -> None:
+    """``rows`` (JSON-able: a list of dicts) written to ``path`` as JSON; nothing without a
+    path (a script's unset --json)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 class _Timestamps:
@@ -420,6 +437,16 @@ class Results:
             rows.append(d)
         return {"title": self.title, "reference": self.reference, "env": env_info(),
                 "rows": rows}
+
+    def report(self, json_path: str | None, name: str) -> None:
+        """Print the markdown table; write the JSON to ``json_path`` (a script's --json) and,
+        where $OUT names a folder, to ``name`` in it."""
+        print()
+        print(self.markdown())
+        out = os.environ.get("OUT")
+        for path in (json_path, os.path.join(out, name) if out else None):
+            if path:
+                self.write_json(path)
 
     @classmethod
     def load(cls, path: str) -> Results:

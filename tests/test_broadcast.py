@@ -166,6 +166,20 @@ def test_errors_name_the_shapes():
         wgc.scale(wgc.empty((4,)), 2.0, wgc.empty((3, 4)))
 
 
+def test_too_many_alternating_dimensions_are_refused_alike_naming_the_shapes():
+    """A broadcast alternating over more coalesced dimensions than the strided programs index
+    (16) is refused by the elementwise kernel and by a fused program with one message: the
+    operands' shapes, the output's, the count and the limit."""
+    a = wgc.from_numpy(np.ones((2, 1) * 9, np.float32))
+    b = wgc.from_numpy(np.ones((1, 2) * 9, np.float32))
+    said = (r"broadcasting \(2, 1, 2, .*\) and \(1, 2, 1, .*\) to \(2, 2, 2, .*\) alternates "
+            r"over 18 dimensions; at most 16 are supported")
+    with pytest.raises(wgc.ShapeError, match="elementwise_add: " + said):
+        _kernel_add(a, b)
+    with pytest.raises(wgc.ShapeError, match="elementwise_fused: " + said):
+        wgc.fuse(lambda x, y: x * 2.0 + y)(a, b)
+
+
 def test_rows_of_four_take_vec4_items():
     from wgcompute.kernels import registry
 

@@ -128,6 +128,26 @@ def _span(sizes, steps, start: int, stop: int) -> tuple[int, int]:
     return lo, hi
 
 
+def broadcast_plan(name: str, names, inputs, shape: tuple[int, ...], flat: bool = False):
+    """(full flags per input, coalesced sizes, {name: (strides, 0)} of the strided inputs)
+    for outputs of ``shape`` (the elementwise and fused kernels' layout): an input of the
+    output's size is read flat, the others through strides over the coalesced sizes, at most
+    MAX_DIMS of them. ``flat``: no sizes at all when no input is strided."""
+    check_u32_index(name, shape)
+    size = math.prod(shape)
+    full = tuple(b.size == size for b in inputs)
+    strided = tuple(n for n, f in zip(names, full) if not f)
+    if flat and not strided:
+        return full, (), {}
+    strides = tuple(broadcast_strides(b.shape, shape) for b, f in zip(inputs, full) if not f)
+    sizes, steps = coalesce(shape, strides)
+    if len(sizes) > MAX_DIMS:
+        raise ShapeError(f"{name}: broadcasting {' and '.join(str(b.shape) for b in inputs)} "
+                         f"to {shape} alternates over {len(sizes)} dimensions; at most "
+                         f"{MAX_DIMS} are supported")
+    return full, sizes, {n: (st, 0) for n, st in zip(strided, steps)}
+
+
 def split_launches(name: str, operands, full, sizes, strided: dict, total: int,
                    out_item: int, device: Device):
     """(start, count, ranges, offsets) of each launch of a strided / broadcasting kernel over
@@ -285,17 +305,7 @@ class Elementwise(BuiltinKernel):
     def _plan(self, inputs, output, params):
         """(full flags per input, coalesced sizes, {name: (strides, element offset)} of the
         strided inputs)."""
-        check_u32_index(self.name, output.shape)
-        full = tuple(b.size == output.size for b in inputs)
-        names = tuple(n for n, f in zip(self.inputs, full) if not f)
-        strides = tuple(broadcast_strides(b.shape, output.shape)
-                        for b, f in zip(inputs, full) if not f)
-        sizes, steps = coalesce(output.shape, strides)
-        if len(sizes) > MAX_DIMS:
-            raise ShapeError(f"{self.name}: broadcasting "
-                             f"{' and '.join(str(b.shape) for b in inputs)} alternates over "
-                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
-        return full, sizes, {n: (st, 0) for n, st in zip(names, steps)}
+        return broadcast_plan(self.name, self.inputs, inputs, tuple(output.shape))
 
     def key(self, inputs, output, params) -> PipelineKey:
         # the operands of the output's size share its memory layout: the vectorized path

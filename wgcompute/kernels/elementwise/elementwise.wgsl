@@ -42,16 +42,7 @@ fn apply(${ARGS}) -> ${V} {
 #endif
 }
 
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let base = (wid.y * nwg.x + wid.x) * (${WG}u * ${U}u) + lid;
-    for (var j = 0u; j < ${U}u; j = j + 1u) {
-        let i = base + j * ${WG}u;
-        if (i >= p.n) {
-            return;
-        }
+#include "elementwise/items_main.wgsl"
         out[i] = apply(${CALL});
     }
 }

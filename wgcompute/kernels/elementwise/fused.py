@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import wgpu
 
 from ...dtypes import DTYPES
-from ...errors import ShapeError
 from ...runtime import Device
 from ..core import shaders
 from ..core.base import (
@@ -33,18 +32,10 @@ from ..core.base import (
     pack_uniform,
 )
 from ..core.bind import _check_binding_sizes, _create_bind_groups
-from ..core.layout import (
-    MAX_DIMS,
-    broadcast_strides,
-    check_u32_index,
-    coalesce,
-    index_wgsl,
-    uniform_fields,
-    uniform_values,
-)
+from ..core.layout import index_wgsl, uniform_fields, uniform_values
 from . import packing
 from .arrayops import _float_divmod
-from .elementwise import split_launches
+from .elementwise import broadcast_plan, split_launches
 from .optable import OPS
 
 KERNEL = "elementwise_fused"
@@ -189,20 +180,7 @@ class FusedKernel(BuiltinKernel):
     def plan(self, inputs, shape):
         """(full flags per input, coalesced sizes, {name: (strides, 0)} of the strided
         inputs) for outputs of ``shape``; an input of the output's size is read flat."""
-        check_u32_index(KERNEL, shape)
-        size = math.prod(shape)
-        full = tuple(b.size == size for b in inputs)
-        names = tuple(n for n, f in zip(self.inputs, full) if not f)
-        strides = tuple(broadcast_strides(b.shape, shape) for b, f in zip(inputs, full)
-                        if not f)
-        if not names:
-            return full, (), {}
-        sizes, steps = coalesce(tuple(shape), strides)
-        if len(sizes) > MAX_DIMS:
-            raise ShapeError(f"{KERNEL}: broadcasting {' and '.join(str(b.shape) for b in inputs)}"
-                             f" to {shape} alternates over {len(sizes)} dimensions; at most "
-                             f"{MAX_DIMS} are supported")
-        return full, sizes, {n: (st, 0) for n, st in zip(names, steps)}
+        return broadcast_plan(KERNEL, self.inputs, inputs, tuple(shape), flat=True)
 
     def fused_key(self, inputs, shape, device: Device) -> PipelineKey:
         full, sizes, _ = self.plan(inputs, shape)

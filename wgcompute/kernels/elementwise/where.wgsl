@@ -47,16 +47,7 @@ fn pick(e: u32) -> ${AT} {
 #endif
 }
 
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let base = (wid.y * nwg.x + wid.x) * (${WG}u * ${U}u) + lid;
-    for (var j = 0u; j < ${U}u; j = j + 1u) {
-        let i = base + j * ${WG}u;
-        if (i >= p.n) {
-            return;
-        }
+#include "elementwise/items_main.wgsl"
 #if PACKED
         var word = 0u;
         for (var l = 0u; l < ${LANES}u; l = l + 1u) {

@@ -86,14 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 }
 #elif MODE == "scatter"
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let e = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
-    if (e >= p.total) {
-        return;
-    }
+#include "elementwise/element_main.wgsl"
     let r = resolve(e / p.inner);
     if (r.y == 0u) {
         return;

@@ -24,14 +24,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<${T}>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let e = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
-    if (e >= p.total) {
-        return;
-    }
+#include "elementwise/element_main.wgsl"
     let i = e % p.inner;
     let q = e / p.inner;
     let j = q % p.m;

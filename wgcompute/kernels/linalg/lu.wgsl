@@ -11,22 +11,7 @@
 // A zero pivot (a singular matrix) makes that matrix's X nan; det is then 0, sign 0 and
 // log|det| -inf, as LAPACK's getrf goes on past a zero pivot.
 #include "linalg/common.wgsl"
-
-struct Params {
-    n: u32,
-    k: u32,
-    batch: u32,
-    nanv: f32,
-    ninf: f32,
-    phase: u32,
-    j0: u32,
-    j1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> a: array<${T}>;
-@group(0) @binding(1) var<storage, read> b: array<${T}>;
-@group(0) @binding(2) var<storage, read_write> ws: array<${T}>;
-@group(0) @binding(3) var<uniform> p: Params;
+#include "linalg/lu_params.wgsl"
 
 // where this matrix's LU and X start in ws
 var<private> lo: u32;
@@ -187,25 +172,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
 #if MODE == "det"
     if (t == 0u) {
-        // det = sign · Π d; its sign (the phase, complex) = sign · Π d / |d|
-        let sign = from_real(carried.x);
-        var det = sign;
-        var logabs = ${R}(0);
-        var sgn = sign;
-        for (var j = 0u; j < n; j = j + 1u) {
-            let d = lu_at(j * n + j);
-            det = mul(det, d);
-            let m = mag(d);
-            sgn = mul(sgn, d / m);
-            logabs = logabs + ln(m);
-        }
-        if (carried.y != ${R}(0)) {
-            sgn = from_real(${R}(0));
-            logabs = ${R}(p.ninf);
-        }
-        ws[zo] = det;
-        ws[so] = sgn;
-        ws[so + p.batch] = from_real(logabs);
+        let sign = carried.x;
+        let singular = carried.y != ${R}(0);
+#include "linalg/lu_det.wgsl"
     }
 #else
     if (p.phase == 2u) {

@@ -6,29 +6,14 @@
 // results combined in workgroup memory (a slot per subgroup taken atomically: nothing assumed
 // about how subgroups lie over the invocations; three sets of slots in turn, so that a column
 // needs ONE barrier: an invocation reads its own row's element for the next pivot, and the
-// pivot row, which others read, is complete before that barrier). order[j] is the row chosen
+// pivot row, which others read, is complete before that barrier). perm[j] is the row chosen
 // at step j. One launch (phase 4), one workgroup per matrix.
 #include "linalg/common.wgsl"
-
-struct Params {
-    n: u32,
-    k: u32,
-    batch: u32,
-    nanv: f32,
-    ninf: f32,
-    phase: u32,
-    j0: u32,
-    j1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> a: array<${T}>;
-@group(0) @binding(1) var<storage, read> b: array<${T}>;
-@group(0) @binding(2) var<storage, read_write> ws: array<${T}>;
-@group(0) @binding(3) var<uniform> p: Params;
+#include "linalg/lu_params.wgsl"
 
 // the rows of a (ld = n rounded up to odd apart), then those of X (n · k)
 var<workgroup> sm: array<${T}, ${CAP}>;
-var<workgroup> order: array<u32, ${NMAX}>;
+var<workgroup> perm: array<u32, ${NMAX}>;
 var<workgroup> slot_v: array<f32, ${3 * WG}>;
 var<workgroup> slot_i: array<u32, ${3 * WG}>;
 var<workgroup> slots: array<atomic<u32>, 3>;
@@ -59,12 +44,12 @@ fn pivot_row(t: u32, sid: u32, j: u32, v: f32) -> u32 {
     if (t == 0u) {
         // the group the step before this one used: every invocation read it before the barrier
         atomicStore(&slots[(j + 2u) % 3u], 0u);
-        order[j] = bi;
+        perm[j] = bi;
     }
     return bi;
 }
 
-// The sign of the permutation order (its parity from its cycles; n ≤ 64).
+// The sign of the permutation perm (its parity from its cycles; n ≤ 64).
 fn order_sign(n: u32) -> ${R} {
     var seen = vec2<u32>(0u, 0u);
     var cycles = 0u;
@@ -76,7 +61,7 @@ fn order_sign(n: u32) -> ${R} {
         var c = i;
         while ((seen[c / 32u] & (1u << (c % 32u))) == 0u) {
             seen[c / 32u] = seen[c / 32u] | (1u << (c % 32u));
-            c = order[c];
+            c = perm[c];
         }
     }
     return select(${R}(1), ${R}(-1), (n - cycles) % 2u == 1u);
@@ -87,26 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32,
         @builtin(subgroup_invocation_id) sid: u32) {
-    let mat = wid.y * nwg.x + wid.x;
-    if (mat >= p.batch) {
-        return;
-    }
-    let n = p.n;
-    let k = p.k;
-    let ld = n | 1u;
-    let xo = n * ld;
-    for (var e = t; e < n * n; e = e + ${WG}u) {
-        sm[e / n * ld + e % n] = a[mat * n * n + e];
-    }
-#if MODE == "solve"
-    for (var e = t; e < n * k; e = e + ${WG}u) {
-        sm[xo + e] = b[mat * n * k + e];
-    }
-#elif MODE == "inv"
-    for (var e = t; e < n * n; e = e + ${WG}u) {
-        sm[xo + e] = from_real(select(${R}(0), ${R}(1), e / n == e % n));
-    }
-#endif
+#include "linalg/lu_load.wgsl"
     if (t < 3u) {
         atomicStore(&slots[t], 0u);
     }
@@ -139,48 +105,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     workgroupBarrier();
-    let zo = p.batch * n * k + mat;
-    let so = zo + p.batch;
-#if MODE == "det"
-    if (t == 0u) {
-        let sign = order_sign(n);
-        var det = from_real(sign);
-        var sgn = from_real(sign);
-        var logabs = ${R}(0);
-        for (var j = 0u; j < n; j = j + 1u) {
-            let d = sm[order[j] * ld + j];
-            det = mul(det, d);
-            let m = mag(d);
-            sgn = mul(sgn, d / m);
-            logabs = logabs + ln(m);
-        }
-        if (singular) {
-            sgn = from_real(${R}(0));
-            logabs = ${R}(p.ninf);
-        }
-        ws[zo] = det;
-        ws[so] = sgn;
-        ws[so + p.batch] = from_real(logabs);
-    }
-#else
-    // back-substitution, the last step first: the row of step j is final once the rows of
-    // later steps have been taken out of it
-    for (var jj = 0u; jj < n; jj = jj + 1u) {
-        let j = n - 1u - jj;
-        let pr = order[j];
-        if (t < n && step < j) {
-            let l = mul(sm[t * ld + j], div(from_real(${R}(1)), sm[pr * ld + j]));
-            for (var c = 0u; c < k; c = c + 1u) {
-                sm[xo + t * k + c] = sm[xo + t * k + c] - mul(l, sm[xo + pr * k + c]);
-            }
-        }
-        workgroupBarrier();
-    }
-    let wx = mat * n * k;
-    for (var e = t; e < n * k; e = e + ${WG}u) {
-        let pr = order[e / k];
-        let x = mul(sm[xo + pr * k + e % k], div(from_real(${R}(1)), sm[pr * ld + e / k]));
-        ws[wx + e] = select(x, ${T}(p.nanv), singular);
-    }
-#endif
+#include "linalg/lu_store.wgsl"
 }

@@ -5,22 +5,7 @@
 // barrier instead of a reduction's eight, and each invocation updates whole rows. One launch
 // (phase 4), one workgroup per matrix.
 #include "linalg/common.wgsl"
-
-struct Params {
-    n: u32,
-    k: u32,
-    batch: u32,
-    nanv: f32,
-    ninf: f32,
-    phase: u32,
-    j0: u32,
-    j1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> a: array<${T}>;
-@group(0) @binding(1) var<storage, read> b: array<${T}>;
-@group(0) @binding(2) var<storage, read_write> ws: array<${T}>;
-@group(0) @binding(3) var<uniform> p: Params;
+#include "linalg/lu_params.wgsl"
 
 // the rows of a (n of them, ld = n rounded up to odd apart: a row per invocation then reads
 // distinct banks), then those of X (n · k)
@@ -30,26 +15,7 @@ var<workgroup> sm: array<${T}, ${CAP}>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
-    let mat = wid.y * nwg.x + wid.x;
-    if (mat >= p.batch) {
-        return;
-    }
-    let n = p.n;
-    let k = p.k;
-    let ld = n | 1u;
-    let xo = n * ld;
-    for (var e = t; e < n * n; e = e + ${WG}u) {
-        sm[e / n * ld + e % n] = a[mat * n * n + e];
-    }
-#if MODE == "solve"
-    for (var e = t; e < n * k; e = e + ${WG}u) {
-        sm[xo + e] = b[mat * n * k + e];
-    }
-#elif MODE == "inv"
-    for (var e = t; e < n * n; e = e + ${WG}u) {
-        sm[xo + e] = from_real(select(${R}(0), ${R}(1), e / n == e % n));
-    }
-#endif
+#include "linalg/lu_load.wgsl"
     workgroupBarrier();
     // perm[j]: the row of sm that is row j of the factorisation
     var perm: array<u32, ${NMAX}>;
@@ -94,49 +60,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
         workgroupBarrier();
     }
-    let zo = p.batch * n * k + mat;
-    let so = zo + p.batch;
-#if MODE == "det"
-    if (t == 0u) {
-        var det = from_real(sign);
-        var sgn = from_real(sign);
-        var logabs = ${R}(0);
-        for (var j = 0u; j < n; j = j + 1u) {
-            let d = sm[perm[j] * ld + j];
-            det = mul(det, d);
-            let m = mag(d);
-            sgn = mul(sgn, d / m);
-            logabs = logabs + ln(m);
-        }
-        if (singular) {
-            sgn = from_real(${R}(0));
-            logabs = ${R}(p.ninf);
-        }
-        ws[zo] = det;
-        ws[so] = sgn;
-        ws[so + p.batch] = from_real(logabs);
-    }
-#else
-    // back-substitution, the last row first: row j's X is final once the rows above have
-    // taken it out
-    for (var jj = 0u; jj < n; jj = jj + 1u) {
-        let j = n - 1u - jj;
-        let pr = perm[j];
-        let inv_d = div(from_real(${R}(1)), sm[pr * ld + j]);
-        for (var i = t; i < j; i = i + ${WG}u) {
-            let r = perm[i];
-            let l = mul(sm[r * ld + j], inv_d);
-            for (var c = 0u; c < k; c = c + 1u) {
-                sm[xo + r * k + c] = sm[xo + r * k + c] - mul(l, sm[xo + pr * k + c]);
-            }
-        }
-        workgroupBarrier();
-    }
-    let wx = mat * n * k;
-    for (var e = t; e < n * k; e = e + ${WG}u) {
-        let pr = perm[e / k];
-        let x = mul(sm[xo + pr * k + e % k], div(from_real(${R}(1)), sm[pr * ld + e / k]));
-        ws[wx + e] = select(x, ${T}(p.nanv), singular);
-    }
-#endif
+#include "linalg/lu_store.wgsl"
 }

@@ -61,13 +61,7 @@ fn reflect(mat: u32, block: u32, j: u32, t: u32) {
     }
 }
 
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {
-    let w = wid.y * nwg.x + wid.x;
-    let m = p.m;
-    let n = p.n;
+#include "linalg/grid_main.wgsl"
     let uc = p.uc;
     let bt = p.batch;
     if (p.phase == 1u) {

@@ -85,13 +85,7 @@ fn apply(mat: u32, j: u32, c: u32, t: u32) {
     }
 }
 
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {
-    let w = wid.y * nwg.x + wid.x;
-    let m = p.m;
-    let n = p.n;
+#include "linalg/grid_main.wgsl"
     if (p.phase == 0u) {
         let e = w * ${WG}u + t;
         if (e < p.batch * m * n) {

@@ -14,12 +14,7 @@
 #include "linalg/jacobi.wgsl"
 
 struct Params {
-    m: u32,
-    n: u32,
-    uc: u32,
-    np: u32,
-    batch: u32,
-    phase: u32,
+#include "linalg/svd_fields.wgsl"
     g0: u32,
     g1: u32,
 }
@@ -99,11 +94,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                     for (var i = 0u; i < m; i = i + 1u) {
                         let x = ws[wo + i * n + pq.x];
                         let y = ws[wo + i * n + pq.y];
-                        let xm = mag(x);
-                        let ym = mag(y);
-                        al = al + xm * xm;
-                        be = be + ym * ym;
-                        ga = ga + mul(conjugate(x), y);
+#include "linalg/gram.wgsl"
                     }
                     // the columns' Gram matrix [[al, ga], [conj(ga), be]] made diagonal
                     if (mag(ga) > ${R}(${TOL}) * sqrt(al) * sqrt(be)) {

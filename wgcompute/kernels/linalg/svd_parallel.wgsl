@@ -16,12 +16,7 @@
 #include "linalg/jacobi.wgsl"
 
 struct Params {
-    m: u32,
-    n: u32,
-    uc: u32,
-    np: u32,
-    batch: u32,
-    phase: u32,
+#include "linalg/svd_fields.wgsl"
     round: u32,
     vectors: u32,
     tol: f32,
@@ -129,11 +124,7 @@ fn rotate_pair(mat: u32, kp: u32, r: u32, t: u32) {
     for (var i = t; i < m; i = i + ${WG}u) {
         let x = ws[xo + i];
         let y = ws[yo + i];
-        let xm = mag(x);
-        let ym = mag(y);
-        al = al + xm * xm;
-        be = be + ym * ym;
-        ga = ga + mul(conjugate(x), y);
+#include "linalg/gram.wgsl"
     }
 #endif
     let s = sum3(t, al, be, ga);

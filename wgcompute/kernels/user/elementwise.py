@@ -8,18 +8,9 @@ import math
 from ...buffer import Buffer, check_buffer, empty
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, ShapeError
-from ..core import custom, shaders
+from ..core import custom, layout, shaders
 from ..core.base import Kernel, Launch, Param, PipelineKey, fold_grid
 from ..core.bind import _shared_memory, same_device
-from ..core.layout import (
-    broadcast_shapes,
-    broadcast_strides,
-    check_u32_index,
-    coalesce,
-    index_wgsl,
-    uniform_fields,
-    uniform_values,
-)
 from . import signature as sig
 
 WG = 256
@@ -61,8 +52,8 @@ class _Program(Kernel):
         shape = tuple(output.shape)
         n = len(self.array_args)
         strided = [k for k in range(n) if tuple(inputs[k].shape) != shape]
-        strides = tuple(broadcast_strides(tuple(inputs[k].shape), shape) for k in strided)
-        sizes, steps = coalesce(shape, strides)
+        strides = tuple(layout.broadcast_strides(tuple(inputs[k].shape), shape) for k in strided)
+        sizes, steps = layout.coalesce(shape, strides)
         return tuple(strided), sizes, steps
 
     def key(self, inputs, output, params):
@@ -79,7 +70,7 @@ class _Program(Kernel):
         in_types, out_types = types[:n_in], types[n_in:]
         strided, ndim = c["strided"], c["ndim"]
         names = [f"w{k}x" for k in strided]
-        fields = list(uniform_fields(ndim, tuple(names)))
+        fields = list(layout.uniform_fields(ndim, tuple(names)))
         storage, op_params, op_args = [], [], []
         slot = 0
         for a, t, is_array in zip(owner.in_args, in_types, self.arrays):
@@ -98,32 +89,27 @@ class _Program(Kernel):
             storage.append((slot, "read_write", f"wgc_out_{o.name}", sig.storage_element(t)))
             slot += 1
         packed_out = [DTYPES[t].packed for t in out_types]
-        generics = {}
-        for a, t in zip(owner.in_args + owner.out_args, types):
-            if a.generic:
-                generics[a.type] = sig.body_type(t)
+        fields = [("total", "u32"), *fields]
         values = {
-            "ENABLE": shaders.enable_directives([DTYPES[t].wgsl for t in types]),
-            "ALIASES": "\n".join(f"alias {g} = {t};" for g, t in generics.items()),
-            "PREAMBLE": owner.preamble, "FIELDS": fields, "STORAGE": storage, "UB": slot,
+            **sig.program_values(owner, types, fields, storage,
+                                 any(DTYPES[t].packed for t in types)),
             "OUTS": [(o.name, sig.body_type(t)) for o, t in outs],
             "OUT_NAMES": ", ".join(o.name for o, _ in outs), "OP_PARAMS": "".join(op_params),
             "OP_ARGS": "".join(op_args),
-            "INDEX": index_wgsl(ndim, tuple(names)).split("\n") if names else [],
-            "BODY": owner.operation, "WG": WG,
-            "PACKED": any(DTYPES[t].packed for t in types), "WORDS": any(packed_out),
+            "INDEX": layout.index_wgsl(ndim, tuple(names)).split("\n") if names else [],
+            "BODY": owner.operation, "WG": WG, "WORDS": any(packed_out),
             "WRITES": [(o.name, t if DTYPES[t].packed else "") for o, t in outs],
         }
         src = shaders.render(shaders.load("user/elementwise.wgsl"), values,
                              name=f"{self.name} (ElementwiseKernel)")
-        return src, (("total", "u32"),) + tuple(fields)
+        return src, tuple(fields)
 
     def launches(self, inputs, output, params, device):
         strided, sizes, steps = self._layout(inputs, output)
         total = math.prod(output.shape)
         values = {"total": total}
-        values.update(uniform_values(sizes, {f"w{k}x": (st, 0)
-                                             for k, st in zip(strided, steps)}))
+        values.update(layout.uniform_values(sizes, {f"w{k}x": (st, 0)
+                                                    for k, st in zip(strided, steps)}))
         for a in self.scalar_args:
             values[f"u_{a.name}"] = params[a.name]
         words = any(DTYPES[t].packed for t in params["wgc_types"][len(self.owner.in_args):])
@@ -186,8 +172,8 @@ class ElementwiseKernel:
         if not named:
             raise ArgumentError(f"{where}: no argument is a Buffer; pass the outputs in out= "
                                 f"(they give the shape)")
-        shape = broadcast_shapes(where, [(n, tuple(b.shape)) for n, b in named])
-        check_u32_index(where, shape)
+        shape = layout.broadcast_shapes(where, [(n, tuple(b.shape)) for n, b in named])
+        layout.check_u32_index(where, shape)
         device = same_device(where, named)
         if outs is None:
             outs = tuple(empty(shape, t, label=f"{where}-{o.name}", device=device)

@@ -13,24 +13,7 @@
 //   packed dtype is read or written: packed.wgsl's lane_u and put_u), WORDS (an output is
 //   packed: one invocation computes the four elements of one u32 word), WRITES (name,
 //   packed kind "" / "u8" / "bool").
-${ENABLE}
-${ALIASES}
-
-struct Params {
-    total: u32,
-#for f in FIELDS
-    ${f[0]}: ${f[1]},
-#endfor
-}
-
-#for b in STORAGE
-@group(0) @binding(${b[0]}) var<storage, ${b[1]}> ${b[2]}: array<${b[3]}>;
-#endfor
-@group(0) @binding(${UB}) var<uniform> p: Params;
-#if PACKED
-
-#include "elementwise/packed.wgsl"
-#endif
+#include "user/params.wgsl"
 
 struct WgcOuts {
 #for o in OUTS

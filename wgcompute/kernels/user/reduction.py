@@ -9,18 +9,9 @@ import re
 from ...buffer import Buffer, check_buffer, empty
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
-from ..core import custom, registry, shaders
+from ..core import custom, layout, registry, shaders
 from ..core.base import Kernel, Launch, Param, PipelineKey, fold_grid
 from ..core.bind import same_device
-from ..core.layout import (
-    broadcast_shapes,
-    broadcast_strides,
-    check_u32_index,
-    coalesce,
-    index_wgsl,
-    uniform_fields,
-    uniform_values,
-)
 from ..reduce.axes import normalize_axes
 from . import signature as sig
 
@@ -71,13 +62,13 @@ class _Program(Kernel):
 
     def _layout(self, inputs, params):
         """(plan, coalesced sizes, strides per input) over kept-then-reduced axes."""
-        shape = broadcast_shapes(self.name, [(n, tuple(b.shape))
-                                             for n, b in zip(self.inputs, inputs)])
+        shape = layout.broadcast_shapes(self.name, [(n, tuple(b.shape))
+                                                    for n, b in zip(self.inputs, inputs)])
         axes = params["wgc_axes"]
         perm = [d for d in range(len(shape)) if d not in axes] + list(axes)
-        strides = tuple(tuple(broadcast_strides(tuple(b.shape), shape)[d] for d in perm)
+        strides = tuple(tuple(layout.broadcast_strides(tuple(b.shape), shape)[d] for d in perm)
                         for b in inputs)
-        sizes, steps = coalesce(tuple(shape[d] for d in perm), strides)
+        sizes, steps = layout.coalesce(tuple(shape[d] for d in perm), strides)
         return plan(shape, axes), sizes, steps
 
     def key(self, inputs, output, params):
@@ -93,7 +84,7 @@ class _Program(Kernel):
         n_in = len(owner.in_args)
         in_types, out_t, r_type = types[:n_in], types[n_in], owner.reduce_wgsl(types)
         names = tuple(f"w{k}x" for k in range(len(self.array_args)))
-        fields = list(uniform_fields(c["ndim"], names)) if self.mode != "merge" else []
+        fields = list(layout.uniform_fields(c["ndim"], names)) if self.mode != "merge" else []
         storage, op_params, op_args, scalars = [], [], [], []
         for a, t, is_array in zip(owner.in_args, in_types, self.arrays):
             if is_array:
@@ -108,25 +99,21 @@ class _Program(Kernel):
             storage = [(0, "read", "wgc_in_wgc_part", r_type)]
         out_elem = r_type if self.mode == "partial" else sig.storage_element(out_t)
         storage.append((len(storage), "read_write", "wgc_out", out_elem))
-        generics = {a.type: sig.body_type(t) for a, t in zip(owner.in_args + owner.out_args,
-                                                             types) if a.generic}
+        fields = [("nout", "u32"), ("r", "u32"), ("parts", "u32"), ("chunk", "u32"), *fields]
         values = {
-            "ENABLE": shaders.enable_directives([DTYPES[t].wgsl for t in types]
-                                                + (["f16"] if "f16" in r_type else [])),
-            "ALIASES": "\n".join(f"alias {g} = {t};" for g, t in generics.items()),
-            "PREAMBLE": owner.preamble, "FIELDS": fields, "STORAGE": storage,
-            "UB": len(storage), "PACKED": any(DTYPES[t].packed for t in in_types),
+            **sig.program_values(owner, types, fields, storage,
+                                 any(DTYPES[t].packed for t in in_types),
+                                 ["f16"] if "f16" in r_type else []),
             "MODE": self.mode, "R": r_type, "OT": sig.body_type(out_t),
             "OUT_ELEM": sig.storage_element(out_t), "OUT_KIND": out_t,
             "OUT": owner.out_args[0].name, "WG": WG, "IDENTITY": owner.identity,
             "REDUCE": owner.reduce_expr, "MAP": owner.map_expr, "POST": owner.post_map_expr,
             "SCALARS": scalars, "OP_PARAMS": "".join(op_params), "OP_ARGS": "".join(op_args),
-            "INDEX": index_wgsl(c["ndim"], names).split("\n") if names else [],
+            "INDEX": layout.index_wgsl(c["ndim"], names).split("\n") if names else [],
         }
         src = shaders.render(shaders.load("user/reduction.wgsl"), values,
                              name=f"{self.name} (ReductionKernel)")
-        return src, (("nout", "u32"), ("r", "u32"), ("parts", "u32"), ("chunk", "u32")) + \
-            tuple(fields)
+        return src, tuple(fields)
 
     def launches(self, inputs, output, params, device):
         values = {f"u_{a.name}": params[a.name] for a in self.scalar_args}
@@ -135,7 +122,7 @@ class _Program(Kernel):
         else:
             (nout, r, parts, chunk), sizes, steps = self._layout(inputs, params)
             names = [f"w{k}x" for k in range(len(inputs))]
-            values.update(uniform_values(sizes, {n: (st, 0) for n, st in zip(names, steps)}))
+            values.update(layout.uniform_values(sizes, {n: (st, 0) for n, st in zip(names, steps)}))
             if self.mode in ("direct", "single"):
                 parts, chunk = 1, r
         values.update(nout=nout, r=r, parts=parts, chunk=chunk)
@@ -274,8 +261,8 @@ class ReductionKernel:
         named = [(a.name, v) for a, v in zip(self.in_args, args) if isinstance(v, Buffer)]
         if not named:
             raise ArgumentError(f"{where}: no argument is a Buffer; a reduction reduces arrays")
-        shape = broadcast_shapes(where, [(n, tuple(b.shape)) for n, b in named])
-        check_u32_index(where, shape)
+        shape = layout.broadcast_shapes(where, [(n, tuple(b.shape)) for n, b in named])
+        layout.check_u32_index(where, shape)
         if not isinstance(keepdims, bool):
             raise ArgumentError(f"{where}: keepdims must be True or False, got {keepdims!r}")
         axes = normalize_axes(where, axis, len(shape))

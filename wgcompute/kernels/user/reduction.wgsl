@@ -12,27 +12,7 @@
 //   type), OT (the output's body type), OUT (its name), WG, IDENTITY, REDUCE, MAP, POST,
 //   SCALARS (let lines of the scalars), OP_PARAMS / OP_ARGS (the map's inputs), INDEX,
 //   OUT_ELEM (out's storage element), OUT_KIND ("bool" for a bool output).
-${ENABLE}
-${ALIASES}
-
-struct Params {
-    nout: u32,
-    r: u32,
-    parts: u32,
-    chunk: u32,
-#for f in FIELDS
-    ${f[0]}: ${f[1]},
-#endfor
-}
-
-#for b in STORAGE
-@group(0) @binding(${b[0]}) var<storage, ${b[1]}> ${b[2]}: array<${b[3]}>;
-#endfor
-@group(0) @binding(${UB}) var<uniform> p: Params;
-#if PACKED
-
-#include "elementwise/packed.wgsl"
-#endif
+#include "user/params.wgsl"
 
 ${PREAMBLE}
 

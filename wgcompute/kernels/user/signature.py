@@ -14,6 +14,7 @@ from ...buffer import Buffer, check_buffer
 from ...dtypes import DTYPES, DType, convert_exact
 from ...dtypes import dtype as resolve_dtype
 from ...errors import ArgumentError, DtypeError
+from ..core import shaders
 
 # the dtypes user kernels compute in, and the WGSL type a body sees for each (u8 as u32,
 # bool as bool: their lanes are unpacked from u32 words and packed again)
@@ -222,3 +223,20 @@ def call_signature(in_args, **keywords) -> inspect.Signature:
     return inspect.Signature([kind(a.name, kind.POSITIONAL_ONLY) for a in in_args]
                              + [kind(k, kind.KEYWORD_ONLY, default=v)
                                 for k, v in keywords.items()])
+
+
+def program_values(owner, types, fields, storage, packed: bool, more_wgsl=()) -> dict:
+    """The names user/params.wgsl reads, for either user kernel (``owner``: its in_args,
+    out_args and preamble) over the dtypes ``types`` (inputs then outputs): the enable lines
+    (also for the WGSL types ``more_wgsl``), the generic types' aliases, the user's
+    preamble, the uniform's ``fields`` (name, type), the ``storage`` bindings (slot, access,
+    name, element) with the uniform after them, and whether a packed dtype is read or
+    written."""
+    generics = {a.type: body_type(t)
+                for a, t in zip(owner.in_args + owner.out_args, types) if a.generic}
+    return {
+        "ENABLE": shaders.enable_directives([DTYPES[t].wgsl for t in types] + list(more_wgsl)),
+        "ALIASES": "\n".join(f"alias {g} = {t};" for g, t in generics.items()),
+        "PREAMBLE": owner.preamble, "FIELDS": fields, "STORAGE": storage, "UB": len(storage),
+        "PACKED": packed,
+    }

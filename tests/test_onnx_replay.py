@@ -170,3 +170,25 @@ def test_profile_of_an_interpreted_model_names_its_nodes(tmp_path):
     events = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
               if e.get("ph") == "X"]
     assert len(events) == len(rows)
+
+
+def test_a_scalar_gather_on_the_first_axis_is_a_view_that_replays():
+    """Gather of one constant index on axis 0 (a transformer's q, k, v split) reads a slab of
+    its input in place; the replay sees the new input through it."""
+    nodes = [helper.make_node("Gather", ["x", "i"], ["g"], axis=0),
+             helper.make_node("Gather", ["x", "j"], ["h"], axis=0),
+             helper.make_node("Sub", ["g", "h"], ["d"]),
+             helper.make_node("Erf", ["d"], ["y"])]  # (interpreted)
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [3, 4, 64])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [4, 64])],
+                   [numpy_helper.from_array(np.array(2, np.int64), "i"),
+                    numpy_helper.from_array(np.array(-3, np.int64), "j")])
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        x = rng.standard_normal((3, 4, 64)).astype(np.float32)
+        from scipy.special import erf
+
+        np.testing.assert_allclose(model(x), erf(x[2] - x[0]), rtol=1e-6, atol=1e-6)
+    assert model.path == "interpreted" and model.replayed is None
+    if "timestamp-query" in wgc.device_info()["features"]:  # no GPU work of its own
+        assert not [r for r in model.profile(x) if r["layer"].startswith("Gather")]

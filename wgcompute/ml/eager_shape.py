@@ -147,6 +147,8 @@ def _gather(ctx, node, ins):
         if flat.size and (flat.min() < -n or flat.max() >= n):
             raise ctx.fail(node, f"indices {idx.tolist()} are out of range for an axis of "
                                  f"{n}")
+        if idx.ndim == 0 and axis == 0 and x.ndim > 0:  # one slab of the first axis: a view
+            return [x[int(flat[0]) % n]]
         flat = ctx.buffer(np.where(flat < 0, flat + n, flat))
     else:
         flat = xp.reshape(idx, (-1,))

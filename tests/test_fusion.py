@@ -301,6 +301,31 @@ def test_a_hundred_queued_operators_become_one_kernel(rng, unfused):
     assert x.to_numpy().tobytes() == want.tobytes()
 
 
+def test_a_chain_reads_its_inputs_once_and_writes_only_its_result(rng, unfused):
+    n = 1 << 20
+    x0 = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))
+    b = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))
+
+    def run():
+        x = x0
+        for _ in range(10):
+            x = xp.maximum(x + b, 0.0)
+        return x
+
+    with unfused():
+        want = run().to_numpy()
+    dev = b.device
+    dev.synchronize()
+    x = run()
+    ops = _queued_ops(dev)
+    assert ops == ["fused (20 operators)"], ops
+    # one kernel binding x0 and b (read once each) and the last value (the only one alive)
+    bound = dev.lazy.ops[0].buffers
+    assert len(bound) == 3 and bound[0] is x0 and bound[1] is b and bound[2] is x
+    assert sum(buf.nbytes for buf in bound) == 3 * 4 * n
+    assert x.to_numpy().tobytes() == want.tobytes()
+
+
 def test_held_values_are_written_when_alive_and_read_in_order(rng, unfused):
     a = wgc.from_numpy(rng.standard_normal((64, 64)).astype(np.float32))
     c = wgc.from_numpy(rng.standard_normal(64).astype(np.float32))

@@ -370,6 +370,26 @@ def test_problem_classes():
     assert problem_class(4096, 4096, 4096) == "large"
     assert problem_class(8192, 64, 8192) == "skinny"
     assert problem_class(100, 100, 100) == "small"
+    # between the classes: the product's own shape, rounded up to powers of two
+    assert problem_class(128, 768, 3072) == "m128 n1024 k4096"
+    assert problem_class(197, 2304, 768) == "m256 n4096 k1024"
+
+
+def test_between_the_classes_defaults_fill_a_big_gpu_and_are_tuned_on_their_shape(rng):
+    """A transformer's batch-1 products: the default launches BUSY workgroups (splitting K
+    where the output is too small) and is right; the tuning set names candidates, timed on
+    the bucket's shape."""
+    from wgcompute.kernels.matmul.configs import BUSY, bucket_default, bucket_set, tune_shape
+
+    names = {c.name for c in CANDIDATES}
+    assert set(bucket_set()) <= names
+    assert tune_shape("m128 n1024 k4096") == (128, 1024, 4096)
+    for m, n, k in ((128, 768, 768), (128, 3072, 768), (197, 768, 3072), (197, 2304, 768)):
+        cfg = TileConfig.parse(bucket_default(m, n, k, names))
+        blocks = -(-m // cfg.bm) * -(-n // cfg.bn) * cfg.split
+        assert blocks >= BUSY or k // (cfg.split * 2) < 128, (m, n, k, cfg.name)
+        assert Matmul().config_for(m, n, k, "f32", get_device()) == cfg  # untuned: it
+        check(rng, m, n, k, "f32")
 
 
 @pytest.fixture

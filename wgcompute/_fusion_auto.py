@@ -1,7 +1,8 @@
 """Automatic fusion of queued operators: neighbouring elementwise operators of one output
 shape are held as a DAG instead of queued, and queued as ONE fused kernel (writing only the
 values whose Buffers are still alive) when other work uses one of them, at a flush or read,
-or at a size bound. ``WGCOMPUTE_FUSE=0`` turns it off."""
+or at a size bound; a transpose of the last two axes is held too, and a matmul reading its
+result reads its source transposed instead (no copy). ``WGCOMPUTE_FUSE=0`` turns it off."""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ from .kernels.elementwise.arrayops import ArrayOp
 from .kernels.elementwise.builtin import BUILTIN_OPS
 from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
+from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
+from .kernels.matmul.matmul import swap_last
 
 # Nodes a held DAG takes before it is queued as a kernel: a chain of 100 `x = (x + b) op s`
 # (300 nodes and leaves) stays one kernel; the shader's size (and compile time) stays bounded.
 MAX_NODES = 320
+# Transposes a batch holds for a later matmul; more are queued (oldest first).
+MAX_TRANSPOSES = 16
 
 
 def _row_of(k, params):
@@ -48,15 +53,17 @@ _VALID: dict = {}  # what one op's kernel accepted: (kernel, buffers' shapes and
 def _valid(k, inputs, output, params) -> bool:
     """Whether the op's kernel takes these buffers (its own checks, as bind runs them; once
     per signature): one it refuses goes the usual way, which raises the kernel's error."""
-    features = output.device.features
+    features = output._dev.features
+    key = [id(k), output._shape, output._dt.name, tuple(params) if params else ()]
     for b in (*inputs, output):  # a dtype the adapter cannot compute: the kernel says so now
-        need = DTYPES[str(b.dtype)].feature
-        if need is not None and need not in features:
+        dt = b._dt
+        if dt.feature is not None and dt.feature not in features:
             return False
         if b._offset and not b._bindable():  # a view off the binding alignment (x[1:]): the
             return False  # op's own kernel binds it through a copy; the fused one cannot
-    key = (id(k), tuple((b.shape, str(b.dtype)) for b in inputs), output.shape,
-           str(output.dtype), tuple(params) if params else ())
+        key.append(b._shape)
+        key.append(dt.name)
+    key = tuple(key)
     ok = _VALID.get(key)
     if ok is None:
         try:
@@ -86,6 +93,9 @@ class Held:
         # reentrant: queueing the DAG may fill the batch, whose flush calls on_flush
         self.lock = threading.RLock()
         self.limit = device.limit("max-storage-buffers-per-shader-stage")
+        # held transposes: id(result) -> (weakref to result, source, its bound Dispatch,
+        # label, call site); the source is held (a strong reference and a hold on its memory)
+        self.transposes: dict[int, tuple] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -159,17 +169,18 @@ def _held(batch) -> Held:
 def _fits(held: Held, k, inputs, output, params) -> bool:
     """Whether the op joins the held DAG: a fresh output of the DAG's shape, operands of one
     dtype, no view of a held value among them, and room left."""
-    if output is None or output._base is not None or any(b is output for b in inputs):
+    if output is None or output._base is not None:
         return False
-    if held.shape is not None and output.shape != held.shape:
+    dev = output._dev
+    if held.device is not dev or len(held.nodes) + 4 > MAX_NODES or (
+            held.shape is not None and output._shape != held.shape):
         return False
-    dt = inputs[0].dtype
-    if any(b.dtype != dt or b._dev is not output._dev or b._freed for b in inputs):
-        return False
-    if held.device is not output._dev or len(held.nodes) + 4 > MAX_NODES:
-        return False
-    if any(b._base is not None and held.value(b._base) is not None for b in inputs):
-        return False  # a view of a held value reads its memory: written first
+    dt = inputs[0]._dt
+    for b in inputs:  # (a loop: this runs for every queued elementwise operator)
+        if b is output or b._dev is not dev or b._freed or (b._dt is not dt and b._dt != dt):
+            return False
+        if b._base is not None and held.value(b._base) is not None:
+            return False  # a view of a held value reads its memory: written first
     if not _valid(k, inputs, output, params):
         return False
     bound_ = len(held.leaves) + len(inputs) + 1
@@ -186,20 +197,30 @@ def on_enqueue(k, inputs, output, params, label):
         return None
     batch = dev.lazy if dev.lazy is not None else _lazy.batch_of(dev)
     # (ops inside `with stream:` go to the stream's batch, in order: not held)
-    row = _row_of(k, params) if inputs and _lazy._route.get() is None else None
-    if row is None and not batch.held:
+    routed = _lazy._route.get() is not None
+    row = _row_of(k, params) if inputs and not routed else None
+    if row is None and not batch.held and (routed or k.name not in _TRANSPOSES):
         return None
     held = _held(batch)
     with held.lock:
-        if row is not None and held.nodes and not _fits(held, k, inputs, output, params):
+        if held.transposes:
+            swapped = _before_transposes(batch, held, k, inputs, output, params, routed)
+            if swapped is not None:  # a matmul of a held transpose: its source, transposed
+                if held.conflicts(swapped[0], output):
+                    _queue(batch, held)
+                return _lazy.bind_and_queue(k, swapped[0], output, swapped[1], label)
+        fits = row is not None and _fits(held, k, inputs, output, params)
+        if row is not None and held.nodes and not fits:
             _queue(batch, held)
         if row is None:
             if held.conflicts(inputs, output):
                 _queue(batch, held)
-                if _lazy._route.get() is not None:  # a stream's block: submitted before it
+                if routed:  # a stream's block: submitted before it
                     batch.flush()
+            if not routed and _hold_transpose(batch, held, k, inputs, output, params, label):
+                return output
             return None
-        if not _fits(held, k, inputs, output, params):
+        if not fits:
             return None
         _take(held, row, k, inputs, output, params, label)
         if not batch.held:
@@ -209,9 +230,111 @@ def on_enqueue(k, inputs, output, params, label):
     return output
 
 
+_TRANSPOSES = ("transpose", "strided_copy")
+
+
+def _is_swap(k, src: Buffer, output, params) -> bool:
+    """Whether the op copies ``src`` with its last two axes swapped into a fresh ``output``:
+    the 2-D transpose kernel, or a strided copy of exactly that permutation."""
+    if (output is None or output._base is not None or src.ndim < 2
+            or output.shape != swap_last(src.shape) or _root(src) is output):
+        return False
+    if k.name == "transpose":
+        return not params and src.ndim == 2
+    if k.name != "strided_copy" or not params or set(params) != {"strides", "offset"}:
+        return False
+    strides = [1] * src.ndim
+    for d in range(src.ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * src.shape[d + 1]
+    return params["offset"] == 0 and tuple(params["strides"]) == swap_last(tuple(strides))
+
+
+def _hold_transpose(batch, held: Held, k, inputs, output, params, label) -> bool:
+    """Hold a transpose of the last two axes of a matmul dtype (bound now: its checks raise
+    at the call) instead of queueing it; True if held."""
+    if len(inputs) != 1 or output is None:
+        return False
+    src = inputs[0]
+    if str(src.dtype) not in _MATMUL_DTYPES or src.dtype != output.dtype or \
+            src._dev is not output._dev or not _is_swap(k, src, output, params):
+        return False
+    d = bound(k, inputs, output, params)
+    if len(held.transposes) >= MAX_TRANSPOSES:
+        _queue_transpose(batch, held, next(iter(held.transposes)))
+    src._pin("fusion", ": buffer")  # (released once it is queued, or its result died)
+    held.transposes[id(output)] = (weakref.ref(output), src, d, label or k.name,
+                                   _lazy.call_site())
+    if not batch.held:
+        batch.held.append(held)  # a submit on this device now flushes (queues it) first
+    return True
+
+
+def _before_transposes(batch, held: Held, k, inputs, output, params, routed: bool):
+    """Queue the held transposes this op needs first (it reads their result or writes what
+    they read or write); forget those whose result died. A matmul reading a held result as
+    a or b reads its source transposed instead: returns (inputs, params) for that, else
+    None."""
+    trs = held.transposes
+    out_root = _root(output) if output is not None else None
+    swap = {}
+    if (k.name == "matmul" and not routed and len(inputs) == 2
+            and (params is None or type(params) is dict)):
+        for i, nm in enumerate(("_ta", "_tb")):
+            e = trs.get(id(inputs[i]))
+            if (e is not None and e[0]() is inputs[i] and not (params and nm in params)
+                    and out_root is not _root(e[1]) and out_root is not inputs[i]):
+                swap[i] = e
+    queued = False
+    for key, e in list(trs.items()):
+        res = e[0]()
+        if res is None or res._freed:
+            del trs[key]
+            e[1]._release()
+            continue
+        r, sr = _root(res), _root(e[1])
+        if out_root is r or out_root is sr or any(
+                _root(b) is r for i, b in enumerate(inputs) if i not in swap):
+            _queue_transpose(batch, held, key)
+            queued = True
+    if queued and routed:  # a stream's block: submitted before it
+        batch.flush()
+    if not trs:
+        _unmark(batch, held)
+    if not swap:
+        return None
+    new = list(inputs)
+    flags = dict(params or {})
+    for i, e in swap.items():
+        new[i] = e[1]
+        flags[("_ta", "_tb")[i]] = True
+    return new, flags
+
+
+def _queue_transpose(batch, held: Held, key: int) -> None:
+    """Queue a held transpose (its result is alive) and let go of its source's hold."""
+    ref, src, d, label, site = held.transposes.pop(key)
+    res = ref()
+    if res is None or res._freed:  # nobody can read it: never written
+        src._release()
+        return
+    if src._freed:  # freed since it was asked for: our hold goes with the queued work
+        _enqueue(batch, label, d, [res], site, _Keep(d, [src]))
+        return
+    try:
+        _enqueue(batch, label, d, [src, res], site)
+    finally:
+        src._release()
+
+
+def _unmark(batch, held: Held) -> None:
+    """Nothing held any more: a submit need not call the flush hook."""
+    if not held.nodes and not held.transposes and held in batch.held:
+        batch.held.remove(held)
+
+
 def _take(held: Held, row, k, inputs, output, params, label) -> None:
     name, scalar, reflected = row
-    dt = str(inputs[0].dtype)
+    dt = inputs[0]._dt.name
     if not held.nodes:
         held.shape = output.shape
         held.site = _lazy.call_site()
@@ -311,6 +434,8 @@ def on_flush(batch) -> None:
     with held.lock:
         if held.nodes:
             _queue(batch, held)
+        while held.transposes:
+            _queue_transpose(batch, held, next(iter(held.transposes)))
         batch.held.clear()
 
 

@@ -24,8 +24,9 @@ _PKG = os.path.dirname(os.path.abspath(__file__))
 _eager = [os.environ.get("WGCOMPUTE_EAGER", "").strip().lower() in ("1", "true", "yes", "on")]
 # Where automatic fusion hooks in. "enqueue": fn(kernel, inputs, output, params, label) called
 # by enqueue() before it binds (not in eager mode): a Buffer return means the hook took the op
-# (held in batch.held), None lets it be bound and queued. "flush": fn(batch) called before the
-# batch is recorded (outside its lock): it queues what it holds (enqueue / Batch.enqueue).
+# (held in batch.held, or queued its own way through bind_and_queue), None lets it be bound
+# and queued. "flush": fn(batch) called before the batch is recorded (outside its lock): it
+# queues what it holds (enqueue / Batch.enqueue).
 hooks: dict = {"enqueue": None, "flush": None}
 # The batch of the innermost `with stream:` block (streams.py): ops on its device go there.
 _route: contextvars.ContextVar = contextvars.ContextVar("wgcompute_batch", default=None)
@@ -46,10 +47,22 @@ def is_eager() -> bool:
     return _eager[0]
 
 
+_OURS: dict = {}  # code object -> whether it is wgcompute's (a dict look-up per frame)
+
+
 def call_site() -> str:
     """file:line of the first frame outside wgcompute (the user's call)."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG):
+    ours = _OURS
+    while f is not None:
+        code = f.f_code
+        inside = ours.get(code)
+        if inside is None:
+            if len(ours) > 4096:
+                ours.clear()
+            inside = ours[code] = code.co_filename.startswith(_PKG)
+        if not inside:
+            break
         f = f.f_back
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
@@ -344,6 +357,12 @@ def enqueue(kernel, inputs, output: Buffer | None = None, params=None,
         taken = hook(k, inputs, output, params, label)
         if taken is not None:
             return taken
+    return bind_and_queue(k, inputs, output, params, label)
+
+
+def bind_and_queue(k: Kernel, inputs, output: Buffer | None, params, label: str | None
+                   ) -> Buffer:
+    """``enqueue`` past its hook: bind and queue (or run, in eager mode) as given."""
     out = prepare_output(k, inputs, output, params)
     d = bound(k, inputs, out, params)
     dev = d.device

@@ -115,6 +115,9 @@ def _complex(where: str, *args):
     return getattr(_complex, _COMPLEX[where])(*args)
 
 
+# the largest finite value of each float dtype: a Python float within it rounds without
+# overflow (scalar_value skips numpy's error-state context, a per-operator cost, for those)
+_FMAX = {name: float(np.finfo(dt.numpy).max) for name, dt in DTYPES.items() if dt.kind == "f"}
 _BY_PARTS = ("negative", "round")  # complex64 functions of each part alone
 
 
@@ -150,6 +153,8 @@ def scalar_value(where: str, value, dt: DType):
     if dt.kind == "b":
         return int(value)
     if dt.kind == "f":
+        if type(value) is float and -_FMAX[dt.name] <= value <= _FMAX[dt.name]:
+            return float(dt.numpy.type(value))  # (in range: rounding cannot overflow)
         with np.errstate(over="ignore"):
             return float(dt.numpy.type(value))
     info = np.iinfo(dt.numpy)

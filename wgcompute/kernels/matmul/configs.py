@@ -159,6 +159,12 @@ CANDIDATES = (
     _C(64, 64, 16, 8, 8, unroll=True, split=16),
     _C(128, 64, 16, 8, 8, unroll=True, split=4),
     _C(128, 64, 16, 8, 8, unroll=True, split=16),
+    # products between the classes (a transformer's at batch 1): small tiles, split K
+    _C(32, 32, 16, 4, 4, split=2),
+    _C(32, 32, 16, 4, 4, split=4),
+    _C(32, 32, 16, 4, 4, split=8),
+    _C(32, 64, 16, 4, 4, split=2),
+    _C(32, 64, 16, 4, 4, split=4),
 )
 # The warp option measured no faster on the H200 (equal, or 10-30% slower with group or one
 # stage: docs/performance.md), so no candidate uses it; it stays for other adapters' sweeps.
@@ -199,3 +205,61 @@ _TUNE_REVISION = 4
 # The problem each class is tuned on (M, N, K): big enough to rank configs, quick to run.
 _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (8192, 64, 8192),
                 "small": (256, 256, 256)}
+
+
+# Products of at least BUCKET_MACS multiply-adds that are not "large" (a transformer's at batch
+# 1: 128 x 768 x 3072) are tuned on their own shape, rounded up to powers of two: the class's
+# tuning shape ranked tiles that leave most of a big GPU idle for them (64 x 64 tiles give
+# 2 x 12 workgroups for 128 x 768). Their default launches at least BUSY workgroups where it
+# can (two per SM of a large GPU), splitting K where the output alone is too small.
+BUCKET_MACS = 1 << 22
+BUSY = 264
+_BUCKET_SET = ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "32x32x16_4x4_s2",
+               "32x32x16_4x4_s4", "32x32x16_4x4_s8", "32x64x16_4x4_s2", "32x64x16_4x4_s4",
+               "32x64x16_4x4_s8", "64x64x16_4x4_s4", "64x128x16_4x8", "64x128x8_8x8_u",
+               "128x64x16_8x8_u_s4")
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(int(x) - 1, 15).bit_length()
+
+
+def bucket_class(m: int, n: int, k: int) -> str:
+    return f"m{_pow2(m)} n{_pow2(n)} k{_pow2(k)}"
+
+
+def is_bucket(cls: str) -> bool:
+    return cls.startswith("m")
+
+
+def tune_shape(cls: str) -> tuple[int, int, int]:
+    """The (M, N, K) a class is tuned on."""
+    if is_bucket(cls):
+        m, n, k = (int(part[1:]) for part in cls.split())
+        return m, n, k
+    return _TUNE_SHAPES[cls]
+
+
+def _blocks(name: str, m: int, n: int) -> int:
+    c = TileConfig.parse(name)
+    return -(-m // c.bm) * -(-n // c.bn)
+
+
+def bucket_default(m: int, n: int, k: int, fits: set[str]) -> str:
+    """A bucket's default tile: the largest of 64x64, 32x64, 32x32 that launches BUSY
+    workgroups, else 32x32 with the smallest split of K (2, 4, 8) that does while each split
+    keeps 128 of K (the largest such split if none does)."""
+    for name in ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4"):
+        if name in fits and _blocks(name, m, n) >= BUSY:
+            return name
+    splits = [s for s in (2, 4, 8) if f"32x32x16_4x4_s{s}" in fits and k // s >= 128]
+    for s in splits:
+        if _blocks("32x32x16_4x4", m, n) * s >= BUSY:
+            return f"32x32x16_4x4_s{s}"
+    if splits:
+        return f"32x32x16_4x4_s{splits[-1]}"
+    return "32x32x16_4x4" if "32x32x16_4x4" in fits else sorted(fits)[0]
+
+
+def bucket_set() -> tuple[str, ...]:
+    return _BUCKET_SET

@@ -41,10 +41,15 @@ from .configs import (
     _MIXED_TUNE_SETS,
     _TUNE_REVISION,
     _TUNE_SETS,
-    _TUNE_SHAPES,
+    BUCKET_MACS,
     CANDIDATES,
     MIXED_CANDIDATES,
     TileConfig,
+    bucket_class,
+    bucket_default,
+    bucket_set,
+    is_bucket,
+    tune_shape,
 )
 from .tiling import render_tiled, tiled_substitutions  # noqa: F401 - conv builds on the tiling
 
@@ -58,8 +63,14 @@ MIXED_BK = (8, 16)  # "mixed" sums BK products in f16: kept short, the error gro
 
 
 def problem_class(m: int, n: int, k: int) -> str:
+    """"large", "skinny" (one side of 64 at most), "small", or between them (BUCKET_MACS
+    multiply-adds or more) the product's own shape rounded to powers of two (configs.py)."""
     if min(m, n) >= 1024:
         return "large"
+    if max(m, n) >= 1024 and min(m, n) <= 64:
+        return "skinny"
+    if m * n * k >= BUCKET_MACS:
+        return bucket_class(m, n, k)
     if max(m, n) >= 1024 and min(m, n) <= 256:
         return "skinny"
     return "small"
@@ -126,10 +137,31 @@ class MatmulShape:
         return math.prod(self.batch)
 
 
+def swap_last(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape with its last two axes swapped (what a transposed operand holds)."""
+    return shape[:-2] + (shape[-1], shape[-2])
+
+
+def operand_shapes(inputs, params) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of the product's a and b: an operand read transposed (params "_ta" /
+    "_tb") is a buffer holding it with its last two axes swapped."""
+    a, b = inputs
+    return (swap_last(a.shape) if params.get("_ta") else a.shape,
+            swap_last(b.shape) if params.get("_tb") else b.shape)
+
+
+def shape_of(inputs, params) -> MatmulShape:
+    sa, sb = operand_shapes(inputs, params)
+    return matmul_shape(sa, sb, bool(params.get("_ta")))
+
+
 @functools.lru_cache(maxsize=512, typed=True)
-def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> MatmulShape:
+def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                 ta: bool = False) -> MatmulShape:
     """numpy's matmul rules: (..., m, k) · (..., k, n) with the leading (batch) dimensions
-    broadcast; a 1-D a is a row (its m dropped from the result), a 1-D b a column."""
+    broadcast; a 1-D a is a row (its m dropped from the result), a 1-D b a column. ``ta``:
+    a is read transposed (its matrices are (k, m) in memory), so its batch never folds
+    into m."""
     for nm, s in (("a", a_shape), ("b", b_shape)):
         if not s:
             raise ShapeError(f"matmul: {nm} is 0-d; matmul takes arrays of 1 or more "
@@ -143,7 +175,8 @@ def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> MatmulSh
     ba, bb = a2[:-2], b2[:-2]
     batch = broadcast_shapes("matmul", [("a's batch shape", ba), ("b's batch shape", bb)])
     out = batch + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
-    if math.prod(bb) == 1:  # b is the same matrix for every batch: one (B·m, k) · (k, n)
+    if math.prod(bb) == 1 and not (ta and math.prod(ba) > 1):
+        # b is the same matrix for every batch: one (B·m, k) · (k, n)
         return MatmulShape(out, math.prod(ba) * m, k, n)
     sa = broadcast_strides(ba, batch, tuple(s * m * k for s in contiguous_strides(ba)))
     sb = broadcast_strides(bb, batch, tuple(s * k * n for s in contiguous_strides(bb)))
@@ -204,10 +237,11 @@ class Matmul(BuiltinKernel):
             if x.dtype != want_in:
                 raise DtypeError(f"matmul: {nm} is {x.dtype}, out is {output.dtype}; "
                                  f"dtypes must match")
-        want = matmul_shape(a.shape, b.shape).out
+        sa, sb = operand_shapes(inputs, params)
+        want = matmul_shape(sa, sb, bool(params.get("_ta"))).out
         if output.shape != want:
-            raise ShapeError(f"matmul: out is {output.shape}, expected {want} for a {a.shape} "
-                             f"· b {b.shape}")
+            raise ShapeError(f"matmul: out is {output.shape}, expected {want} for a {sa} "
+                             f"· b {sb}")
         device = output.device
         cfg = params.get("_config")
         if cfg is not None and not cfg.fits(device, elem_bytes(output.dtype,
@@ -224,7 +258,12 @@ class Matmul(BuiltinKernel):
         a, b = inputs
         if a.dtype != b.dtype:
             raise DtypeError(f"matmul: a is {a.dtype} and b is {b.dtype}; dtypes must match")
-        return matmul_shape(a.shape, b.shape).out, a.dtype
+        params = params if isinstance(params, dict) else {}
+        for nm, x in (("a", a), ("b", b)):
+            if params.get(f"_t{nm}") and x.ndim < 2:
+                raise ShapeError(f"matmul: {nm} is {x.shape}; an operand read transposed "
+                                 f"('_t{nm}') needs at least 2 dimensions")
+        return shape_of(inputs, params).out, a.dtype
 
     def resolve_params(self, params, dt):
         # "_config" (a TileConfig) pins the tile configuration: for the autotuner and tests
@@ -232,7 +271,16 @@ class Matmul(BuiltinKernel):
         cfg = params.pop("_config", None) if isinstance(params, dict) else None
         # "_f32_out": the first step of an f16 split-K product (f16 a and b, f32 temporary)
         f32_out = bool(params.pop("_f32_out", False)) if isinstance(params, dict) else False
+        # "_ta" / "_tb": a / b is given with its last two axes swapped and read transposed
+        # (automatic fusion folds a queued transpose into the product this way: no copy)
+        flags = {nm: params.pop(nm) for nm in ("_ta", "_tb")
+                 if isinstance(params, dict) and nm in params}
         out = super().resolve_params(params, dt)
+        for nm, v in flags.items():
+            if not isinstance(v, bool):
+                raise ArgumentError(f"matmul: param {nm!r} must be True or False, got {v!r}")
+            if v:
+                out[nm] = True
         out["precision"] = precision = _check_precision(out.get("precision"), dt.name)
         if cfg is not None:
             if not isinstance(cfg, TileConfig):
@@ -278,8 +326,14 @@ class Matmul(BuiltinKernel):
                              f"({device.name})")
         cls = problem_class(m, n, k)
         mixed = precision == "mixed"
-        default = (_MIXED_DEFAULTS if mixed else _DEFAULTS)[cls]
-        wanted = (_MIXED_TUNE_SETS if mixed else _TUNE_SETS)[cls] + (default,)
+        if is_bucket(cls) and mixed:  # f16 tiles: the classes' sets
+            cls = "skinny" if max(m, n) >= 1024 and min(m, n) <= 256 else "small"
+        if is_bucket(cls):
+            default = bucket_default(m, n, k, {c.name for c in fits})
+            wanted = bucket_set() + (default,)
+        else:
+            default = (_MIXED_DEFAULTS if mixed else _DEFAULTS)[cls]
+            wanted = (_MIXED_TUNE_SETS if mixed else _TUNE_SETS)[cls] + (default,)
         names = [c.name for c in fits if c.name in wanted] or [c.name for c in fits]
         return TuneProblem(
             "matmul", f"matmul {dtype}{' mixed' if mixed else ''} {cls} r{_TUNE_REVISION}",
@@ -289,7 +343,7 @@ class Matmul(BuiltinKernel):
     def tune_problems(self, inputs, output, params) -> list[TuneProblem]:
         if params.get("_config") is not None:
             return []
-        sh = matmul_shape(inputs[0].shape, inputs[1].shape)
+        sh = shape_of(inputs, params)
         problem = self.tune_problem(sh.m, sh.n, sh.k, output.dtype, output.device,
                                     params.get("precision", "f32"))
         return [problem] if problem is not None else []
@@ -309,18 +363,25 @@ class Matmul(BuiltinKernel):
         return chosen
 
     def key(self, inputs, output, params) -> PipelineKey:
-        a, b = inputs
-        sh = matmul_shape(a.shape, b.shape)
+        a = inputs[0]
+        sh = shape_of(inputs, params)
         m, k, n = sh.m, sh.k, sh.n
         precision = params.get("precision", "f32")
         cfg = params.get("_config")
         cfg = cfg or self.config_for(m, n, k, output.dtype, output.device, precision)
         # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
         # The key's dtype is a's and b's: an f16 split-K step writes f32 bits, as f32 does.
+        # vec_a: a's vec4 loads run along k, or along m when a is held transposed
+        vec_a = k > 0 and (m if params.get("_ta") else k) % 4 == 0
         consts = (("config", cfg.name), ("precision", precision),
-                  ("vec_a", k > 0 and k % 4 == 0), ("vec_b", k > 0 and n % 4 == 0))
+                  ("vec_a", vec_a), ("vec_b", k > 0 and n % 4 == 0))
         if sh.batch:  # only batched products carry it: 2-D keys (and shaders) stay as they were
             consts += (("batch", len(sh.batch)),)
+        # transposed operands: only their keys carry it (b's vec4 loads then run along k)
+        if params.get("_ta"):
+            consts += (("_ta", True),)
+        if params.get("_tb"):
+            consts += (("_tb", True), ("vec_bt", k > 0 and k % 4 == 0))
         return PipelineKey(self.name, (a.dtype,), consts)
 
     def passes(self, inputs, output, params):
@@ -329,8 +390,7 @@ class Matmul(BuiltinKernel):
         its conversion to f16. Every other product is one pass (None)."""
         if output.dtype != "f16" or params.get("_f32_out"):
             return None
-        a, b = inputs
-        sh = matmul_shape(a.shape, b.shape)
+        sh = shape_of(inputs, params)
         m, k, n = sh.m, sh.k, sh.n
         if output.size == 0 or params["precision"] != "f32":
             return None
@@ -344,7 +404,8 @@ class Matmul(BuiltinKernel):
                                  f"of {output.size * 4} bytes for out {output.shape}; this "
                                  f"adapter binds at most {limit}")
             return None  # tuned choice: one pass with the class's default tile instead
-        first = {"precision": "f32", "_config": cfg, "_f32_out": True}
+        first = {"precision": "f32", "_config": cfg, "_f32_out": True,
+                 **{nm: True for nm in ("_ta", "_tb") if params.get(nm)}}
         return [(output.shape, "f32")], [(self, ["in0", "in1"], "tmp0", first),
                                          (TO_F16, ["tmp0"], "out", {})]
 
@@ -352,11 +413,11 @@ class Matmul(BuiltinKernel):
         consts = dict(key.constants)
         return render_tiled(TileConfig.parse(consts["config"]), DTYPES[key.dtypes[0]].wgsl,
                             consts["vec_a"], consts["vec_b"], consts["precision"] == "mixed",
-                            consts.get("batch", 0))
+                            consts.get("batch", 0), consts.get("_ta", False),
+                            consts.get("_tb", False), consts.get("vec_bt", False))
 
     def launches(self, inputs, output, params, device):
-        a, b = inputs
-        sh = matmul_shape(a.shape, b.shape)
+        sh = shape_of(inputs, params)
         m, k, n = sh.m, sh.k, sh.n
         if output.size == 0:
             return []
@@ -447,7 +508,7 @@ def _measure(kernel: Matmul, cfg: TileConfig, dtype: str, cls: str, device: Devi
     from ...buffer import empty
     from ..core.bind import bind
 
-    m, n, k = _TUNE_SHAPES[cls]
+    m, n, k = tune_shape(cls)
     a, b, out = (empty((m, k), dtype, "autotune-a", device=device),
                  empty((k, n), dtype, "autotune-b", device=device),
                  empty((m, n), dtype, "autotune-out", device=device))

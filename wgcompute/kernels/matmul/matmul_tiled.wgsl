@@ -7,7 +7,10 @@
 //   (BM/TM)·(BN/TN), STAGES (1 or 2 workgroup tiles of a and of b), split (the split-K
 //   factor: out is atomic<u32> and phase 0 zeroes it), batch (batched products: EXTRA, the
 //   batch's sizes and strides; INDEX, the WGSL that sets i_a and i_b from the batch index bz),
-//   AO/BO/OO ("aoff + " etc. for batched products, else ""); tiling.wgsl's parts, rendered:
+//   AO/BO/OO ("aoff + " etc. for batched products, else ""), ta / tb (a held as K×M, b as
+//   N×K in memory: a's tile is loaded along m, as As holds it, with vec_a meaning M % 4 == 0;
+//   b's along k, with vec_bt for K % 4 == 0; OT, out's element, is vec4 when vec_b);
+//   tiling.wgsl's parts, rendered:
 //   BLOCK (which BM×BN block this workgroup owns: bx, by), TXTY, DECLARE, MAIN (the k loop:
 //   loads global -> registers -> workgroup memory, multiply-adds, all straight-line with
 //   constant offsets), WRITE (accumulators -> out, edge-guarded).
@@ -41,7 +44,7 @@ struct Params {
 #if split > 1
 @group(0) @binding(2) var<storage, read_write> out: array<atomic<u32>>;
 #else
-@group(0) @binding(2) var<storage, read_write> out: array<${BT}>;
+@group(0) @binding(2) var<storage, read_write> out: array<${OT}>;
 #endif
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -60,16 +63,24 @@ var<private> ooff: u32;
 #if not vec_a
 fn load_a(r: u32, k: u32, kend: u32) -> ${S} {
     if (r < p.M && k < kend) {
+    #if ta
+        return ${S}(a[${AO}k * p.M + r]);
+    #else
         return ${S}(a[${AO}r * p.K + k]);
+    #endif
     }
     return ${S}(0);
 }
 
 #endif
-#if not vec_b
+#if (tb and not vec_bt) or (not tb and not vec_b)
 fn load_b(k: u32, c: u32, kend: u32) -> ${S} {
     if (k < kend && c < p.N) {
+    #if tb
+        return ${S}(b[${BO}c * p.K + k]);
+    #else
         return ${S}(b[${BO}k * p.N + c]);
+    #endif
     }
     return ${S}(0);
 }

@@ -26,12 +26,14 @@ _FIELDS = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk"
 
 
 def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, hooks: bool,
-                batch: int) -> dict:
+                batch: int, ta: bool = False, tb: bool = False, vec_bt: bool = False) -> dict:
     """tiling.wgsl's parameters for one tile configuration: T (storage type), S (tile element),
     V / VS (vec4 of the accumulator / of S), the config's sizes and options, LA / LB (vec4
     loads of a / b per invocation per k step), ASZ / BSZ (one tile, in vec4), KA = BK/4,
     NB = BN/4, TA / TB = TM/4, TN/4, SA / SB (vec4 stride between an invocation's blocks),
-    GX (blocks per row), AO / BO / OO ("aoff + " etc.: a batched product's offsets, else "")."""
+    GX (blocks per row), AO / BO / OO ("aoff + " etc.: a batched product's offsets, else ""),
+    ta / tb (a / b held transposed: (K, M) / (N, K) in memory; a's tile is then loaded along
+    m, vec4 when ``vec_a`` (M % 4 == 0), b's along k, vec4 when ``vec_bt`` (K % 4 == 0))."""
     acc = "f32" if t == "f16" else t
     s = "f16" if mixed else acc  # the workgroup tiles' element type
     threads = cfg.threads
@@ -47,6 +49,7 @@ def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, 
         "SA": cfg.bm // cfg.tm, "SB": cfg.bn // cfg.tn, "GX": cfg.bn // cfg.tn,
         "AO": ao, "BO": bo, "OO": oo,
         "hooks": hooks, "vec_a": vec_a, "vec_b": vec_b, "mixed": mixed, "batch": batch,
+        "ta": ta, "tb": tb, "vec_bt": vec_bt,
         "unroll": cfg.unroll, "warp": cfg.warp, "early": cfg.early, "stages": cfg.stages,
         "group": cfg.group, "split": cfg.split}
 
@@ -57,7 +60,8 @@ def _part(part: str, params: dict, **more) -> str:
 
 
 def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
-                        hooks: bool = False, batch: int = 0) -> dict:
+                        hooks: bool = False, batch: int = 0, ta: bool = False,
+                        tb: bool = False, vec_bt: bool = False) -> dict:
     """tiling.wgsl's parameters and its rendered parts (BLOCK, TXTY, DECLARE, MAIN, WRITE) for
     one tile configuration, with ENABLE, STAGES, HELPERS (none of its own: "") and ``FIELDS``
     (the parameter struct's fields, in order).
@@ -72,7 +76,9 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
                             f"take whole-K, unbatched configs only")
     if mixed and t != "f16":
         raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
-    p = tile_params(cfg, t, vec_a, vec_b, mixed, hooks, batch)
+    if hooks and (ta or tb):
+        raise ArgumentError("matmul: the hooks load the tiles themselves; no transposed operand")
+    p = tile_params(cfg, t, vec_a, vec_b, mixed, hooks, batch, ta, tb, vec_bt)
     fields = _FIELDS + ((("kslices", "u32"), ("zbase", "u32"), ("nbatch", "u32"),
                          *uniform_fields(batch, ("a", "b"))) if batch else ())
     steps = {"LOAD": _part("load", p),
@@ -85,15 +91,21 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
 
 
 def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
-                 batch: int = 0):
+                 batch: int = 0, ta: bool = False, tb: bool = False, vec_bt: bool = False):
     """WGSL for one tile configuration and the parameter struct's fields.
 
     ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
     BK products in vec4<f16> partial accumulators that are added into the f32 ones after it.
     ``batch`` > 0: workgroup z also picks the product of a batch of that many (coalesced)
-    dimensions, whose element offsets into a, b and out the shader computes from z."""
-    subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch)
-    subs.update(AT=f"vec4<{t}>" if vec_a else t, BT=f"vec4<{t}>" if vec_b else t,
+    dimensions, whose element offsets into a, b and out the shader computes from z.
+    ``ta`` / ``tb``: a / b is held transposed (its last two axes swapped in memory); ``vec_a``
+    then says M % 4 == 0, ``vec_bt`` K % 4 == 0 (vec4 loads of b), and ``vec_b`` only how
+    out is written."""
+    subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch, ta=ta, tb=tb,
+                               vec_bt=vec_bt)
+    subs.update(AT=f"vec4<{t}>" if vec_a else t,
+                BT=f"vec4<{t}>" if (vec_bt if tb else vec_b) else t,
+                OT=f"vec4<{t}>" if vec_b else t,
                 EXTRA=subs["FIELDS"][len(_FIELDS):],
                 INDEX=index_wgsl(batch, ("a", "b"), "bz") if batch else "")
     src = shaders.render(shaders.load("matmul/matmul_tiled.wgsl"), subs,

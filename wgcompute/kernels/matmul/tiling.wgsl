@@ -37,35 +37,65 @@ var h${i}_${j}: ${VS};
     #endfor
 #elif part == "load"
     #for i in range(LA)
-{ let q = lid + ${i * THREADS}u; let r = row0 + q / ${KA}u; let kk = k0 + (q % ${KA}u) * 4u;
-        #if hooks
-  ra${i} = load_a4(r, kk, kend); }
-        #elif vec_a
-  if (r < p.M && kk < kend) { ra${i} = ${VS}(a[(${AO}r * p.K + kk) / 4u]); } else { ra${i} = ${VS}(0); } }
+        #if ta
+{ let q = lid + ${i * THREADS}u; let kr = k0 + q / ${BM // 4}u; let r = row0 + (q % ${BM // 4}u) * 4u;
+            #if vec_a
+  if (kr < kend && r < p.M) { ra${i} = ${VS}(a[(${AO}kr * p.M + r) / 4u]); } else { ra${i} = ${VS}(0); } }
+            #else
+  ra${i} = ${VS}(load_a(r, kr, kend), load_a(r + 1u, kr, kend), load_a(r + 2u, kr, kend), load_a(r + 3u, kr, kend)); }
+            #endif
         #else
+{ let q = lid + ${i * THREADS}u; let r = row0 + q / ${KA}u; let kk = k0 + (q % ${KA}u) * 4u;
+            #if hooks
+  ra${i} = load_a4(r, kk, kend); }
+            #elif vec_a
+  if (r < p.M && kk < kend) { ra${i} = ${VS}(a[(${AO}r * p.K + kk) / 4u]); } else { ra${i} = ${VS}(0); } }
+            #else
   ra${i} = ${VS}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), load_a(r, kk + 2u, kend), load_a(r, kk + 3u, kend)); }
+            #endif
         #endif
     #endfor
     #for i in range(LB)
-{ let q = lid + ${i * THREADS}u; let kr = k0 + q / ${NB}u; let c = col0 + (q % ${NB}u) * 4u;
-        #if hooks
-  rb${i} = load_b4(kr, c, kend); }
-        #elif vec_b
-  if (kr < kend && c < p.N) { rb${i} = ${VS}(b[(${BO}kr * p.N + c) / 4u]); } else { rb${i} = ${VS}(0); } }
+        #if tb
+{ let q = lid + ${i * THREADS}u; let c = col0 + q / ${KA}u; let kk = k0 + (q % ${KA}u) * 4u;
+            #if vec_bt
+  if (c < p.N && kk < kend) { rb${i} = ${VS}(b[(${BO}c * p.K + kk) / 4u]); } else { rb${i} = ${VS}(0); } }
+            #else
+  rb${i} = ${VS}(load_b(kk, c, kend), load_b(kk + 1u, c, kend), load_b(kk + 2u, c, kend), load_b(kk + 3u, c, kend)); }
+            #endif
         #else
+{ let q = lid + ${i * THREADS}u; let kr = k0 + q / ${NB}u; let c = col0 + (q % ${NB}u) * 4u;
+            #if hooks
+  rb${i} = load_b4(kr, c, kend); }
+            #elif vec_b
+  if (kr < kend && c < p.N) { rb${i} = ${VS}(b[(${BO}kr * p.N + c) / 4u]); } else { rb${i} = ${VS}(0); } }
+            #else
   rb${i} = ${VS}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), load_b(kr, c + 2u, kend), load_b(kr, c + 3u, kend)); }
+            #endif
         #endif
     #endfor
 #elif part == "store"
     #for i in range(LA)
+        #if ta
+As[${buf * ASZ + i * THREADS}u + lid] = ra${i};
+        #else
 { let q = lid + ${i * THREADS}u; let r = q / ${KA}u; let kk = (q % ${KA}u) * 4u;
-        #for c in range(4)
+            #for c in range(4)
   As[${buf * ASZ + c * BM // 4}u + kk * ${BM // 4}u + r / 4u][r % 4u] = ra${i}[${c}];
-        #endfor
+            #endfor
 }
+        #endif
     #endfor
     #for i in range(LB)
+        #if tb
+{ let q = lid + ${i * THREADS}u; let n = q / ${KA}u; let kk = (q % ${KA}u) * 4u;
+            #for c in range(4)
+  Bs[${buf * BSZ + c * NB}u + kk * ${NB}u + n / 4u][n % 4u] = rb${i}[${c}];
+            #endfor
+}
+        #else
 Bs[${buf * BSZ + i * THREADS}u + lid] = rb${i};
+        #endif
     #endfor
 #elif part == "compute"
     #if mixed and not unroll

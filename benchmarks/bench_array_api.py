@@ -1,8 +1,9 @@
 """The array API namespace against CuPy and torch, in ONE run: sort of 64M f32,
 cumulative_sum of 64M f32, FFT of 2^24 complex64, linalg.solve of a batch of 64×64 systems,
 svd of 4096×1024 f32. Each row is the median wall clock of the call as a user makes it
-(``xp.sort(x)``, which returns when the result is ready) beside the peers' call followed by
-their device synchronize, and the ratio wgcompute / peer; results are checked against numpy.
+(``xp.sort(x)``, which queues the work) followed by ``wgc.synchronize()``, beside the peers'
+call followed by their device synchronize, and the ratio wgcompute / peer; results are
+checked against numpy.
 
     python -m benchmarks.bench_array_api [--small] [--only NAME,...] [--json PATH]
 
@@ -106,6 +107,7 @@ def main(argv=None) -> int:
 
         def run(ours=ours, ins=ins, holder=holder):
             holder["r"] = ours(xp, *ins)
+            wgc.synchronize()  # the result computed, as the peers' device synchronize
 
         slow = args.small and name.startswith("svd")  # seconds a call on lavapipe
         try:

@@ -3,10 +3,11 @@ before and after the background tuning: MobileNetV2 (wgcompute's builder, torchv
 architecture, random weights) and ResNet-50 (torchvision's, exported, where torch and
 torchvision are importable), at each --batches size; numpy in -> numpy out, wall clock.
 
-Each case runs in its own interpreter with an empty WGCOMPUTE_CACHE_DIR: "load" is
-load_onnx, "first call" the first model(x) (device opening, compiling, binding; tuning in the
-background unless --tune now), "steady (defaults)" the median of --repeat calls right after
-it, "steady (tuned)" the same after wgc.autotune_wait().
+Each case runs in its own interpreter with an empty WGCOMPUTE_CACHE_DIR (no tuned choices;
+one `import wgcompute` before it leaves there what any earlier process leaves, wgpu-native's C
+header parsed): "load" is load_onnx, "first call" the first model(x) (device opening,
+compiling, binding; tuning in the background unless --tune now), "steady (defaults)" the
+median of --repeat calls right after it, "steady (tuned)" the same after wgc.autotune_wait().
 
     python -m benchmarks.first_call [--batches 1,32] [--models mobilenetv2,resnet50]
         [--tune background|now] [--repeat 20] [--small] [--json PATH]"""
@@ -106,6 +107,8 @@ def main(argv=None) -> int:
                 cache = tempfile.mkdtemp(dir=folder)
                 env = dict(os.environ, WGCOMPUTE_CACHE_DIR=cache, WGCOMPUTE_AUTOTUNE=args.tune
                            if not args.small else "background")
+                subprocess.run([sys.executable, "-c", "import wgcompute"], env=env, timeout=300,
+                               check=True)
                 t0 = time.perf_counter()
                 r = subprocess.run([sys.executable, "-c", CHILD, path, str(b), str(size),
                                     str(args.repeat)], capture_output=True, text=True,

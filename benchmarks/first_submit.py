@@ -3,10 +3,13 @@ adapter, opening the device, uploading 4 floats, compiling the kernel of ``x * 2
 and waiting for the result, and how much of all that cffi spent parsing C type strings.
 Prints the median of each part over ``--runs`` processes.
 
-    python benchmarks/first_submit.py [--runs 5] [--without-type-priming]
+    python benchmarks/first_submit.py [--runs 5] [--without-type-priming] [--fresh-cache]
 
 ``--without-type-priming`` times the same with wgcompute's batched parse of the C types of a
 first use turned off (each type string then parsed alone, as cffi does by itself).
+``--fresh-cache`` gives each process an empty cache folder (WGCOMPUTE_CACHE_DIR): the first
+process of an installation, which parses wgpu-native's C header itself; otherwise the cache
+folder in use keeps that parse after the first process.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 PARTS = ("import", "adapter", "device open", "upload", "shader compile", "submit+wait",
          "total", "C type parsing")
@@ -70,9 +74,16 @@ print(json.dumps({"import": t1 - t_np, "adapter": t2 - t1, "device open": t3 - t
 """
 
 
-def one_run(no_prime: bool) -> dict:
+def one_run(no_prime: bool, fresh_cache: bool = False) -> dict:
     env = dict(os.environ)
     env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    if fresh_cache:
+        with tempfile.TemporaryDirectory() as folder:
+            return one_run_in(no_prime, dict(env, WGCOMPUTE_CACHE_DIR=folder))
+    return one_run_in(no_prime, env)
+
+
+def one_run_in(no_prime: bool, env: dict) -> dict:
     code = f"NO_PRIME = {no_prime!r}\n" + CHILD
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300)
@@ -86,12 +97,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--runs", type=int, default=5, help="fresh processes to time")
     ap.add_argument("--without-type-priming", action="store_true",
                     help="parse cffi's C types one by one (as without wgcompute's batch)")
+    ap.add_argument("--fresh-cache", action="store_true",
+                    help="an empty cache folder for each process (the header parsed again)")
     args = ap.parse_args(argv)
-    runs = [one_run(args.without_type_priming) for _ in range(max(1, args.runs))]
+    runs = [one_run(args.without_type_priming, args.fresh_cache)
+            for _ in range(max(1, args.runs))]
     median = {p: statistics.median(r[p] for r in runs) for p in PARTS}
     how = "without" if args.without_type_priming else "with"
+    cache = "an empty cache folder each" if args.fresh_cache else "the cache folder in use"
     print(f"# first submit of a fresh process: `wgc.from_numpy(np.ones(4, np.float32)) * 2`, "
-          f"read back; median of {len(runs)} process(es), {how} batched C type parsing")
+          f"read back; median of {len(runs)} process(es), {how} batched C type parsing, "
+          f"{cache}")
     print(f"{'part':16} {'ms':>8}   (min-max)")
     for p in PARTS:
         values = [r[p] * 1e3 for r in runs]

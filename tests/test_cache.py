@@ -19,7 +19,8 @@ def delta(before):
     return {k: now[k] - v for k, v in before.items()}
 
 
-NONE = {"pipelines_created": 0, "bind_groups_created": 0, "uniform_buffers_created": 0}
+NONE = {"pipelines_created": 0, "bind_groups_created": 0, "uniform_buffers_created": 0,
+        "buffers_created": 0}
 
 
 def test_second_identical_run_creates_nothing():

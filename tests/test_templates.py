@@ -103,7 +103,7 @@ _NOT_WGSL_EDITS = {
         "blanks comments of a user's shader for the reflection parser (spans kept)",
     ("core/base.py", "wgsl_is_nan", "t.replace"):
         "a type name (vec4<f16> -> vec4<f32>), not shader text",
-    ("core/bind.py", "bind", "dataclasses.replace"):
+    ("core/bind.py", "_key", "dataclasses.replace"):
         "a PipelineKey copy, not text",
     ("core/custom.py", "make_kernel", "str(b.type).replace"):
         "a custom kernel's reflected binding type made a type template (its dtype as ${T})",

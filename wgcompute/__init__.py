@@ -10,14 +10,13 @@ import operator as _operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from . import array as _array
 from . import (
+    _fusion_auto,  # noqa: F401 - installs automatic fusion (WGCOMPUTE_FUSE)
     array_api,  # the array API standard's namespace: wgc.array_api
-    image,  # wgc.image: image files, numpy conversions, --pipeline text
 )
+from . import array as _array
 from . import array_api as _xp
 from . import recipes as _recipes  # noqa: F401 - installs Pipeline.recipe() and pickling
-from ._fusion import fuse
 from ._lazy import set_eager
 from ._version import __version__
 from .buffer import (
@@ -61,8 +60,6 @@ from .kernels import Kernel, Param, register_kernel
 from .kernels import names as _kernel_names
 from .kernels import registry as _registry
 from .kernels.core import custom as _custom
-from .kernels.user.elementwise import ElementwiseKernel
-from .kernels.user.reduction import ReductionKernel
 from .pipeline import Pipeline, free_pipeline, pipeline, pipeline_add, pipeline_run
 from .runtime import (
     AdapterInfo,
@@ -81,7 +78,7 @@ from .runtime import (
     version,
 )
 from .runtime import resolve as _resolve
-from .stream_map import (
+from .stream_map import (  # here, not on first use: wgc.stream_map is the function, not the module
     DeviceProcesses,
     LoadEach,
     ProcessMap,
@@ -90,7 +87,6 @@ from .stream_map import (
     load_each,
     stream_map,
 )
-from .streams import Event, Stream, create_stream, release_staging, upload
 from .timeline import Timeline
 
 __all__ = [
@@ -199,8 +195,9 @@ def kernel_info(name: str) -> Kernel:
 
 def kernels_stats(device: Device | None = None) -> dict:
     """Counters of GPU objects the kernel machinery created on ``device`` (default: the
-    current one): pipelines, bind groups, params buffers. A second identical run leaves them
-    unchanged."""
+    current one): pipelines, bind groups, params buffers, and buffers (memory allocated for
+    arrays, results and temporaries; memory reused from the pool is not counted). A second
+    identical run leaves them unchanged."""
     from .runtime import resolve
 
     return dict(resolve(device).stats)
@@ -421,9 +418,29 @@ def softmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None) -> Buff
 
 _BUILTIN_NAMED = {"sum": _sum, "max": _max, "min": _min}
 
+# what a first use imports (module, name in it; None: the module itself): `import wgcompute`
+# loads only what computing on a Buffer needs
+_ON_FIRST_USE = {
+    "image": ("image", None),  # wgc.image: image files, numpy conversions, --pipeline text
+    "fuse": ("_fusion", "fuse"),
+    "ElementwiseKernel": ("kernels.user.elementwise", "ElementwiseKernel"),
+    "ReductionKernel": ("kernels.user.reduction", "ReductionKernel"),
+    **{n: ("streams", n) for n in ("Event", "Stream", "create_stream", "release_staging",
+                                   "upload")},
+}
+
 if TYPE_CHECKING:  # what __getattr__ hands out, spelled for type checkers and editors only
     from . import dask as dask
+    from . import image as image
     from . import ml as ml
+    from ._fusion import fuse as fuse
+    from .kernels.user.elementwise import ElementwiseKernel as ElementwiseKernel
+    from .kernels.user.reduction import ReductionKernel as ReductionKernel
+    from .streams import Event as Event
+    from .streams import Stream as Stream
+    from .streams import create_stream as create_stream
+    from .streams import release_staging as release_staging
+    from .streams import upload as upload
 
     sum = _sum  # noqa: A001
     max = _max  # noqa: A001
@@ -431,7 +448,7 @@ if TYPE_CHECKING:  # what __getattr__ hands out, spelled for type checkers and e
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_BUILTIN_NAMED) | {"dask", "ml"})
+    return sorted(set(globals()) | set(_BUILTIN_NAMED) | set(_ON_FIRST_USE) | {"dask", "ml"})
 
 
 def __getattr__(name: str):
@@ -448,6 +465,14 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(".ml", __name__)
+    where = _ON_FIRST_USE.get(name)
+    if where is not None:
+        import importlib
+
+        module = importlib.import_module(f".{where[0]}", __name__)
+        value = module if where[1] is None else getattr(module, where[1])
+        globals()[name] = value  # found directly from now on
+        return value
     try:
         return _BUILTIN_NAMED[name]
     except KeyError:

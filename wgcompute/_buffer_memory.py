@@ -80,6 +80,7 @@ def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "sh
         raise DeviceError(f"{argument}: {shape} {dt.name} is {nbytes} bytes, more than this "
                           f"adapter's max-buffer-size ({limit} bytes, {dev.name})")
     dev.check()
+    dev.stats["buffers_created"] += 1
     try:
         return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
     except Exception as e:

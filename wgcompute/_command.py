@@ -3,7 +3,6 @@ fence, and the lookup of a command (or the record of a finished one) by its id."
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import itertools
 import threading
@@ -214,6 +213,8 @@ class Command(Generic[_R]):
 
     def __await__(self) -> Generator[Any, None, _R]:
         if not self.done():
+            import asyncio  # here: `import wgcompute` does not load asyncio
+
             loop = asyncio.get_running_loop()
             fut = loop.create_future()
 

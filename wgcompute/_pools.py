@@ -462,7 +462,7 @@ class MemoryPool:
         self._free: dict[int, list] = {}
         self._lock = threading.Lock()
         self._serials = iter(range(1, 1 << 62))
-        self.on_release = None  # called after release(): cached binds may name the memory
+        self.on_release = None  # called by release(): cached binds may name the memory
 
     def take(self, nbytes: int):
         """(GPUBuffer of result_class(nbytes) bytes, its serial) from the pool, or (None,
@@ -500,6 +500,8 @@ class MemoryPool:
 
     def release(self) -> int:
         """Destroy every idle buffer; returns the bytes given back."""
+        if self.on_release is not None:  # first: the bindings it lets go of give back memory
+            self.on_release()  # (temporaries a bound multi-pass kernel shares)
         with self._lock:
             idle = [g for lst in self._free.values() for g, _ in lst]
             self._free.clear()
@@ -509,8 +511,6 @@ class MemoryPool:
                 gpu.destroy()
             except Exception:  # noqa: BLE001 - the device may be gone already
                 pass
-        if idle and self.on_release is not None:
-            self.on_release()
         return released
 
     def close(self) -> None:

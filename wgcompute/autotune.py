@@ -23,9 +23,6 @@ import logging
 import os
 import tempfile
 
-import platformdirs
-from filelock import FileLock, Timeout
-
 from ._version import __version__
 from .runtime import Device, open_devices
 
@@ -35,7 +32,12 @@ _LOCK_TIMEOUT_S = 10.0
 
 def cache_dir() -> str:
     """The folder holding autotune.json."""
-    return os.environ.get("WGCOMPUTE_CACHE_DIR") or platformdirs.user_cache_dir("wgcompute")
+    folder = os.environ.get("WGCOMPUTE_CACHE_DIR")
+    if folder:
+        return folder
+    import platformdirs  # here, as filelock below: `import wgcompute` loads neither
+
+    return platformdirs.user_cache_dir("wgcompute")
 
 
 def cache_path() -> str:
@@ -120,6 +122,8 @@ def _update(change) -> None:
     """Read-modify-write the shared file under a file lock, replaced atomically (a concurrent
     reader sees the old or the new file, whole); ``change(data)`` edits the well-formed
     entries in place."""
+    from filelock import FileLock, Timeout
+
     folder = cache_dir()
     try:
         os.makedirs(folder, exist_ok=True)
@@ -158,6 +162,8 @@ def stored(device: Device) -> dict:
 def autotune_reset() -> None:
     """Forget every tuned choice (all adapters, every open device): delete the cache file.
     The next call that needs a choice tunes again."""
+    from filelock import FileLock, Timeout
+
     for dev in open_devices():
         dev.autotune.clear()
     try:

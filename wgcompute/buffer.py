@@ -430,6 +430,7 @@ def result_buffer(shape: tuple[int, ...], dt: DType, dev: Device, label: str = "
         if size > dev.limit("max-buffer-size"):
             return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
         dev.check()
+        dev.stats["buffers_created"] += 1
         try:
             gpu = dev.gpu_device.create_buffer(label=label or "wgcompute-result", size=size,
                                                usage=_USAGE)

@@ -37,6 +37,7 @@ from .errors import (
 )
 from .kernels import Dispatch, Kernel, bind, registry
 from .kernels.core.base import MultiDispatch
+from .kernels.core.bind import freeze as _freeze
 from .kernels.core.bind import same_device
 from .runtime import Device, current_device
 
@@ -126,18 +127,6 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
 _BIND_CACHE_SIZE = 256
 
 
-def _freeze(v):
-    if isinstance(v, dict):
-        items = [(k, _freeze(x)) for k, x in v.items()]
-        try:
-            return tuple(sorted(items))
-        except TypeError:  # mixed key types (a user's {1: ...}): the kernel refuses them later
-            return tuple(sorted(items, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))))
-    if isinstance(v, (list, tuple)):
-        return tuple(_freeze(x) for x in v)
-    return v
-
-
 def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
     """bind(), cached per device by kernel, buffer identities and params."""
     try:
@@ -167,7 +156,7 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
             output._check(f"{kernel.name}: output")
         return d
     d = bind(kernel, inputs, output, params)
-    if isinstance(d, MultiDispatch) and (type(output._key) is tuple or any(
+    if isinstance(d, MultiDispatch) and not d.reusable and (type(output._key) is tuple or any(
             type(b._key) is tuple for b in inputs)):
         return d  # its temporaries go with these Buffer objects, which others' keys outlive
     with device.binds_lock:

@@ -30,7 +30,10 @@ elif not wgpu.__version__.startswith(WRITTEN_FOR):
              f"written for: using wgpu-py's public API (slower, correct)")
 else:
     try:
-        from . import fast as backend
+        from . import _cdef
+
+        with _cdef.cached():  # wgpu-py parses wgpu-native's C header as `fast` imports it
+            from . import fast as backend
     except Exception as e:  # internals moved inside a 0.32.x release
         from . import portable as backend
 

@@ -15,7 +15,6 @@ from .. import _buffer_numpy as _buffer_numpy
 from .. import array as _array
 from ..dtypes import DTYPES as _DTYPES
 from . import _elementwise as _elementwise_module
-from . import fft, linalg  # noqa: F401 - the standard's extensions
 from ._complex import (  # noqa: F401 - the namespace's functions
     conj,
     imag,
@@ -223,3 +222,19 @@ __all__ = [
 # Buffer's __array_namespace__ and complex64 buffers' operators are this namespace's
 _buffer_numpy.install_namespace(_sys.modules[__name__])
 _array.install_complex_ops(_elementwise_module.unary, _elementwise_module.binary)
+
+
+def __getattr__(name: str):
+    # the standard's extensions, xp.fft and xp.linalg, imported on first use (importing them
+    # sets them here): `import wgcompute` does not load them
+    import importlib
+
+    if name == "fft":
+        return importlib.import_module(".fft", __name__)
+    if name == "linalg":
+        return importlib.import_module(".linalg", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"fft", "linalg"})

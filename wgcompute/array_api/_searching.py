@@ -8,6 +8,7 @@ import builtins
 from .._lazy import enqueue
 from ..array import astype
 from ..buffer import Buffer
+from ..commands import prepare_output
 from ..errors import ArgumentError, IndexingError, ShapeError
 from ..kernels.sort.search import GATHER_1D, NONZERO_MASK, ORDER_KEYS, SEARCHSORTED
 from ._dtypes import promote
@@ -116,7 +117,11 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> Buffer:
         a = convert(a)
         if sorter is not None:
             a = keep(_sorted_by(a, sorter), a)
-        return enqueue(SEARCHSORTED, [a, convert(v)], None, {"side": side})
+        ins, params = [a, convert(v)], {"side": side}
+        # into pooled memory (the search writes every position): a repeated search finds
+        # its binding
+        return enqueue(SEARCHSORTED, ins, prepare_output(SEARCHSORTED, ins, None, params,
+                                                         pooled=True), params)
     finally:
         _free(*temps)
 

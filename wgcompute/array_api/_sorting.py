@@ -8,6 +8,7 @@ import builtins
 from .._lazy import enqueue
 from ..array import astype, reshape, transpose
 from ..buffer import Buffer
+from ..commands import prepare_output
 from ..errors import ArgumentError
 from ..kernels.sort.sort import SORT, SORTABLE
 from ._helpers import array, normalize_axis, refuse_dtype
@@ -40,21 +41,27 @@ def sort_last(where: str, x: Buffer, axis: int, descending: builtins.bool,
     """The stable sort of ``x`` (already sortable) along ``axis``: values or int32 indices."""
     params = {"descending": descending, "indices": indices}
     if x.ndim == 0:
-        return reshape(enqueue(SORT, [reshape(x, (1,))], None, params), ())
+        return reshape(_sorted(reshape(x, (1,)), params), ())
     last = x.ndim - 1
     if axis == last:
-        return enqueue(SORT, [x], None, params)
+        return _sorted(x, params)
     perm = tuple(d for d in range(x.ndim) if d != axis) + (axis,)
     back = tuple(perm.index(d) for d in range(x.ndim))
     moved = transpose(x, axes=perm)
     try:
-        out = enqueue(SORT, [moved], None, params)
+        out = _sorted(moved, params)
     finally:
         moved.free()
     try:
         return transpose(out, axes=back)
     finally:
         out.free()
+
+
+def _sorted(x: Buffer, params: dict) -> Buffer:
+    """SORT of ``x`` queued into pooled memory (the sort writes all of it): a repeated sort
+    of one shape finds its binding, and its temporaries, made by the first."""
+    return enqueue(SORT, [x], prepare_output(SORT, [x], None, params, pooled=True), params)
 
 
 def _args(where: str, x, axis, descending, stable) -> tuple[Buffer, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import struct
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,16 +232,33 @@ class Kernel:
         return tuple(range(len(self.storage_bindings()) + 1))
 
     def compiled(self, key: PipelineKey, device: Device) -> Compiled:
-        """The pipeline for ``key`` on ``device``, compiled once per device."""
+        """The pipeline for ``key`` on ``device``, compiled once per device. Threads asking
+        for the same key wait for one compile; different keys compile side by side (naga and
+        the driver run without the GIL), so the device's cache lock is never held across one."""
         cache = device.pipelines
         c = cache.get(key)
         if c is not None:
             return c
         with device.pipelines_lock:
             c = cache.get(key)
-            if c is None:
+            if c is not None:
+                return c
+            compiling = device.extras.setdefault("compiling", {})  # key -> its compile's lock
+            gate = compiling.setdefault(key, threading.Lock())
+        with gate:
+            c = cache.get(key)
+            if c is not None:
+                return c
+            try:
                 c = self._compile(key, device)
-                cache[key] = c
+            finally:
+                with device.pipelines_lock:
+                    # a registry.add or a device reset meanwhile dropped the gate: this
+                    # pipeline may be of a replaced kernel, so it is returned but not kept
+                    if device.extras.get("compiling", {}).get(key) is gate:
+                        del device.extras["compiling"][key]
+                        if c is not None:
+                            cache[key] = c
             return c
 
     def _compile(self, key: PipelineKey, device: Device) -> Compiled:
@@ -286,7 +304,8 @@ class Kernel:
             if not device.alive or "lost" in str(e).lower():
                 raise device.wrap(e, f"compiling {label}") from e
             raise ShaderCompileError(label, source, str(e)) from e
-        device.stats["pipelines_created"] += 1
+        with device.pipelines_lock:  # compiles run on several threads
+            device.stats["pipelines_created"] += 1
         return Compiled(key, pipeline, bgl, tuple(fields), source)
 
 
@@ -448,6 +467,9 @@ class MultiDispatch(Dispatch):
     parts: list = field(default_factory=list)
     temps: list = field(default_factory=list)
     keep: list = field(default_factory=list)  # persistent Buffers the steps bind (not freed)
+    # its temporaries are tables and the device's shared scratch (bind.py), none tied to its
+    # buffers' lives: it may stay bound to pooled memory, whose key outlives a Buffer object
+    reusable: bool = False
 
     def encode(self, cpass) -> None:
         for part in self.parts:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import wgpu
 
-from ...buffer import Buffer, BufferView, check_buffer, empty, from_numpy
+from ...buffer import Buffer, BufferView, check_buffer, empty, from_numpy, result_buffer
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DeviceError, DtypeError, ShapeError
 from ...runtime import Device, current_device
-from . import tuning
+from . import tuning, warm
 from .base import (
     UNIFORM_STRIDE,
     Dispatch,
@@ -35,26 +36,120 @@ def _free_all(buffers) -> None:
 def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
                  plan, device: Device) -> MultiDispatch:
     temp_specs, steps = plan
-    temps = [from_numpy(spec, label=f"{kernel.name}-tmp{i}", device=device)
-             if isinstance(spec, np.ndarray)
-             else empty(*temp_spec(spec), label=f"{kernel.name}-tmp{i}", device=device)
-             for i, spec in enumerate(temp_specs)]
+    scratch = getattr(kernel, "scratch_temps", False)
+    temps, own = [], []
+    for i, spec in enumerate(temp_specs):
+        if isinstance(spec, np.ndarray):
+            t = from_numpy(spec, label=f"{kernel.name}-tmp{i}", device=device)
+        elif scratch:
+            temps.append(_scratch(kernel, i, temp_spec(spec), device))
+            continue
+        else:
+            t = empty(*temp_spec(spec), label=f"{kernel.name}-tmp{i}", device=device)
+        temps.append(t)
+        own.append(t)
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     env.update({f"tmp{i}": t for i, t in enumerate(temps)}, out=output)
 
     def ref(r):
         return r if isinstance(r, Buffer) else env[r]
 
-    parts = [bind(k, [ref(r) for r in ins], ref(o), p) for k, ins, o, p in steps]
+    bound = [(k, [ref(r) for r in ins], ref(o), p) for k, ins, o, p in steps]
+    parts = _cached_parts(bound, device) if scratch else [None] * len(bound)
+    todo = [step for step, part in zip(bound, parts) if part is None]
+    if todo:
+        made = iter(_bind_steps(todo, device))
+        parts = [part if part is not None else next(made) for part in parts]
+        if scratch:
+            _keep_parts(bound, parts, device)
     keep = list({id(r): r for _, ins, o, _ in steps for r in [*ins, o]
                  if isinstance(r, Buffer)}.values())
-    # The bind cache may keep this Dispatch after its buffers are gone: the temporaries go
-    # with the first of them to be collected, not with the cache entry.
-    for b in list(inputs) + [output]:
-        weakref.finalize(b, _free_all, temps)
-    return MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
-                         [launch for part in parts for launch in part.launches],
-                         device=device, parts=parts, temps=temps, keep=keep)
+    # Tables (numpy temporaries) are small; memory of its own ties it to its buffers
+    reusable = all(isinstance(spec, np.ndarray) or scratch for spec in temp_specs)
+    d = MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
+                      [launch for part in parts for launch in part.launches],
+                      device=device, parts=parts, temps=temps, keep=keep, reusable=reusable)
+    if own:
+        # The bind cache may keep this Dispatch after its buffers are gone: its own temporaries
+        # go with it, or with the first of its buffers to be collected whose cache key dies
+        # with it (pooled memory's key outlives its Buffer objects: a reusable Dispatch stays
+        # bound to it; any other is never cached by that key).
+        weakref.finalize(d, _free_all, own)
+        for b in list(inputs) + [output]:
+            if not reusable or type(b._key) is not tuple:
+                weakref.finalize(b, _free_all, own)
+    return d
+
+
+# Steps of scratch-temporary kernels bound, per device (see _cached_parts)
+PART_CACHE_SIZE = 1024
+
+
+def freeze(v):
+    """``v`` (params: dicts, lists, scalars) as a hashable value, dicts' items in order."""
+    if isinstance(v, dict):
+        items = [(k, freeze(x)) for k, x in v.items()]
+        try:
+            return tuple(sorted(items))
+        except TypeError:  # mixed key types (a user's {1: ...}): the kernel refuses them later
+            return tuple(sorted(items, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))))
+    if isinstance(v, (list, tuple)):
+        return tuple(freeze(x) for x in v)
+    return v
+
+
+def _part_key(kernel: Kernel, inputs, output: Buffer, params) -> tuple:
+    return (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
+            freeze(params))
+
+
+def _cached_parts(steps, device: Device) -> list:
+    """The steps (kernel, inputs, output, params) of a kernel whose temporaries are shared
+    scratch as bound earlier on the device for the same buffer keys (pooled memory: its
+    place), None for each not bound yet: a binding to a new output binds only the steps that
+    write it."""
+    with device.binds_lock:
+        cache = device.extras.get("parts")
+        if cache is None:
+            return [None] * len(steps)
+        found = []
+        for step in steps:
+            key = _part_key(*step)
+            d = cache.get(key)
+            if d is not None:
+                cache.move_to_end(key)
+            found.append(d)
+        return found
+
+
+def _keep_parts(steps, parts, device: Device) -> None:
+    with device.binds_lock:
+        cache = device.extras.get("parts")
+        if cache is None:
+            cache = device.extras["parts"] = OrderedDict()
+        for step, d in zip(steps, parts):
+            key = _part_key(*step)
+            cache[key] = d
+            cache.move_to_end(key)
+        while len(cache) > PART_CACHE_SIZE:
+            cache.popitem(last=False)
+
+
+def _scratch(kernel: Kernel, i: int, spec, device: Device) -> Buffer:
+    """Temporary ``i`` of ``kernel`` as the device's shared scratch of its shape and dtype:
+    memory from the pool (not zeroed: the kernel writes it before reading it), shared by
+    every binding of the kernel with that temporary (the queue runs their work one after
+    another) and given back to the pool once none of them holds it."""
+    shape, dtype = spec
+    shared = device.extras.get("scratch")
+    if shared is None:
+        shared = device.extras.setdefault("scratch", weakref.WeakValueDictionary())
+    key = (kernel.name, i, shape, dtype)
+    t = shared.get(key)
+    if t is None or t._freed:
+        t = result_buffer(shape, DTYPES[dtype], device, label=f"{kernel.name}-tmp{i}")
+        shared[key] = t
+    return t
 
 
 # The strided_copy and region_copy kernels that gather unaligned views (builtin.py puts them
@@ -135,21 +230,38 @@ def same_device(kernel_name: str, named_buffers) -> Device:
 
 def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
     """Validate and bind: everything a dispatch needs, created once, on the buffers' device."""
-    device = _check_buffers(kernel, inputs, output)
-    aliased = _aliased_inputs(kernel, inputs, output)
-    dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
-    resolved = kernel.resolve_params(params, dt)
-    kernel.check(list(inputs), output, resolved)
+    return _begin(kernel, inputs, output, params)()
+
+
+def _bind_steps(steps, device: Device) -> list[Dispatch]:
+    """``bind`` of each (kernel, inputs, output, params) step, their pipelines compiled side by
+    side: every step checked and its compile handed to a few threads first, then each binding
+    finished in order, each waiting for its own pipeline (and raising its compile error)."""
+    with warm.Compiler(device) as compiler:
+        finishers = [_begin(*step, compiler) for step in steps]
+        return [finish() for finish in finishers]
+
+
+def _begin(kernel: Kernel, inputs, output: Buffer | None, params, compiler=None):
+    """``bind``'s checks, its pipeline's compile started on ``compiler``'s threads if one is
+    given: a function finishing the binding (it waits for that compile)."""
+    device, aliased, resolved = _checked(kernel, inputs, output, params)
     if not all(b._bindable() for b in inputs):
-        return _bind_gathered(kernel, list(inputs), output, params, device)
+        d = _bind_gathered(kernel, list(inputs), output, params, device)
+        return lambda: d
     tuning.prepare(kernel, list(inputs), output, resolved, device)  # never inside key
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
-        return _bind_passes(kernel, list(inputs), output, resolved, plan, device)
-    key = kernel.key(list(inputs), output, resolved)
-    if aliased:
-        key = dataclasses.replace(key, in_place=aliased)
-    compiled = kernel.compiled(key, device)
+        d = _bind_passes(kernel, list(inputs), output, resolved, plan, device)
+        return lambda: d
+    key = _key(kernel, inputs, output, resolved, aliased)
+    pipeline = compiler.start(kernel, key) if compiler is not None else None
+    return lambda: _bind_compiled(kernel, inputs, output, resolved, device,
+                                  pipeline() if pipeline else kernel.compiled(key, device))
+
+
+def _bind_compiled(kernel: Kernel, inputs, output: Buffer | None, resolved: dict,
+                   device: Device, compiled) -> Dispatch:
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
                  Meta.of(output) if output is not None else None, resolved, compiled, launches,
@@ -166,6 +278,22 @@ def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) ->
         device.stats["uniform_buffers_created"] += 1
     _create_bind_groups(d, storage)
     return d
+
+
+def _checked(kernel: Kernel, inputs, output: Buffer | None, params):
+    """The checks of ``bind``: (device, the inputs that are the output's memory, the params
+    resolved)."""
+    device = _check_buffers(kernel, inputs, output)
+    aliased = _aliased_inputs(kernel, inputs, output)
+    dt = DTYPES[output.dtype] if output is not None else DTYPES["f32"]
+    resolved = kernel.resolve_params(params, dt)
+    kernel.check(list(inputs), output, resolved)
+    return device, aliased, resolved
+
+
+def _key(kernel: Kernel, inputs, output: Buffer | None, resolved: dict, aliased):
+    key = kernel.key(list(inputs), output, resolved)
+    return dataclasses.replace(key, in_place=aliased) if aliased else key
 
 
 def _check_buffers(kernel: Kernel, inputs, output: Buffer | None) -> Device:

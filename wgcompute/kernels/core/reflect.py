@@ -10,10 +10,28 @@ import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
-
-import lark
+from typing import TYPE_CHECKING
 
 from ...errors import ArgumentError, ShaderCompileError
+
+if TYPE_CHECKING:
+    import lark
+
+
+class _Lark:
+    """lark, imported on first use: `import wgcompute` does not load it (built-in kernels never
+    reflect); the first user kernel does."""
+
+    def __getattr__(self, name: str):
+        import lark
+
+        globals()["lark"] = lark  # later uses go to the module itself
+        return getattr(lark, name)
+
+
+if not TYPE_CHECKING:
+    lark = _Lark()
+
 
 SCALARS = ("f32", "f16", "i32", "u32", "f64", "i64", "u64", "bool")
 STAGES = ("compute", "vertex", "fragment")

@@ -40,6 +40,10 @@ def add(kernel: Kernel, replace: bool = False, compiled=None,
             with dev.pipelines_lock:
                 for key in [k for k in dev.pipelines if k.kernel == kernel.name]:
                     del dev.pipelines[key]
+                # a compile of the old kernel under way then keeps nothing (Kernel.compiled)
+                compiling = dev.extras.get("compiling", {})
+                for key in [k for k in compiling if k.kernel == kernel.name]:
+                    del compiling[key]
         if compiled is not None and device is not None:
             with device.pipelines_lock:
                 device.pipelines[compiled.key] = compiled

@@ -19,6 +19,7 @@ import functools
 import math
 import operator
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -138,10 +139,16 @@ class _Eval:
                             f"expression")
 
 
+# CPython 3.11's ast.parse on two threads at once can fail ("AST constructor recursion depth
+# mismatch"); pipelines compile on several threads (kernels/core/warm.py)
+_PARSING = threading.Lock()
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse(expr: str, where: str) -> ast.Expression:
     try:
-        return ast.parse(expr.strip(), mode="eval")
+        with _PARSING:
+            return ast.parse(expr.strip(), mode="eval")
     except SyntaxError as e:
         raise TemplateError(f"{where}: cannot read the expression {expr.strip()!r}: "
                             f"{e.msg}") from None

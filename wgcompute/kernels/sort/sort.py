@@ -57,6 +57,7 @@ class Sort(BuiltinKernel):
               Param("indices", "bool", False, "the permutation (s32) instead of the values"))
     description = "stable sort along the last axis (values, or the s32 permutation)"
     not_in_place = "a sort moves elements between positions"
+    scratch_temps = True  # every pass writes its temporaries whole before they are read
 
     def output_spec(self, inputs, params):
         (x,) = inputs

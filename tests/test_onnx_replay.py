@@ -192,3 +192,25 @@ def test_a_scalar_gather_on_the_first_axis_is_a_view_that_replays():
     assert model.path == "interpreted" and model.replayed is None
     if "timestamp-query" in wgc.device_info()["features"]:  # no GPU work of its own
         assert not [r for r in model.profile(x) if r["layer"].startswith("Gather")]
+
+
+def test_attention_scores_read_k_transposed_in_place():
+    """Q·Kᵀ as exporters write it (Transpose of K's last two axes, then MatMul): the product
+    reads K in place, no copy kernel; replayed with new values, as numpy."""
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Erf", ["s"], ["y"])]  # (interpreted)
+    shape = [1, 3, 67, 24]  # (larger than the values the interpreter keeps for host folds)
+    model = _model(nodes, [helper.make_tensor_value_info(n, T.FLOAT, shape) for n in "qk"],
+                   [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    from scipy.special import erf
+
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q, k = (rng.standard_normal(shape).astype(np.float32) * 0.3 for _ in range(2))
+        np.testing.assert_allclose(model(q, k), erf(q @ np.swapaxes(k, -1, -2)), rtol=1e-5,
+                                   atol=1e-5)
+    assert model.replayed is None
+    if "timestamp-query" in wgc.device_info()["features"]:
+        kernels = [r["kernel"] for r in model.profile(q, k)]
+        assert not [x for x in kernels if "copy" in x], kernels

@@ -400,11 +400,35 @@ def _step(ctx: Context, node: Node, ins: list) -> list:
     return fn(ctx, node, ins)
 
 
+# operators whose sub-graphs read their scope's values by name (not through node.inputs)
+_SCOPED = {"If", "Loop", "Scan"}
+
+
+def _last_uses(ctx: Context, g: Graph) -> dict:
+    """node index -> the values no later node reads (nor the graph returns): let go after
+    that node, so a result dies with its last reader (a queued copy nobody reads is never
+    run; memory is freed as the graph goes). Empty for a graph with sub-graphs."""
+    key = ("last uses", id(g))
+    hit = ctx.consts.get(key)
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    drops: dict = {}
+    if not any(n.op in _SCOPED for n in g.nodes):
+        last = {x: i for i, n in enumerate(g.nodes) for x in n.inputs if x}
+        keep = set(g.outputs) | set(g.constants)
+        for name, i in last.items():
+            if name not in keep:
+                drops.setdefault(i, []).append(name)
+    ctx.consts[key] = (g, drops)
+    return drops
+
+
 def _run_nodes(ctx: Context, g: Graph, env: dict) -> None:
     outer, ctx.scope = ctx.scope, env  # what an If / Loop body sees
     cap = tracing(ctx.device)
+    drops = _last_uses(ctx, g)
     try:
-        for node in g.nodes:
+        for i, node in enumerate(g.nodes):
             if cap is not None:  # a trace: its ops are named after their node in profiles
                 cap.tag = f"{node.op} {node.name}"
             ins = [env[x] if x else None for x in node.inputs]
@@ -416,6 +440,8 @@ def _run_nodes(ctx: Context, g: Graph, env: dict) -> None:
             for y, v in zip(node.outputs, outs, strict=False):
                 if y:
                     env[y] = v
+            for name in drops.get(i, ()):
+                env.pop(name, None)
     finally:
         ctx.scope = outer
 

@@ -112,6 +112,9 @@ def _transpose(ctx, node, ins):
     perm = tuple(range(x.ndim))[::-1] if perm is None else tuple(int(p) for p in perm)
     if sorted(perm) != list(range(x.ndim)):
         raise ctx.fail(node, f"perm {perm} is not a permutation of a {x.ndim}-D input's axes")
+    if x.ndim >= 2 and perm == (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2):
+        # the last two axes swapped (attention's K^T): a matmul reading it reads x in place
+        return [xp.matrix_transpose(x)]
     return [xp.permute_dims(x, perm)]
 
 

@@ -214,3 +214,32 @@ def test_attention_scores_read_k_transposed_in_place():
     if "timestamp-query" in wgc.device_info()["features"]:
         kernels = [r["kernel"] for r in model.profile(q, k)]
         assert not [x for x in kernels if "copy" in x], kernels
+
+
+@pytest.mark.parametrize("trans_b, bias", [(1, (5,)), (0, (1, 5)), (1, (3, 5)), (0, None),
+                                           (1, (3, 1))])
+def test_a_linear_layer_in_an_interpreted_model(trans_b, bias):
+    """Gemm of a constant weight (transposed or not) and a constant bias, as exporters write a
+    linear layer, in an interpreted model: as numpy, and replayed."""
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((5, 4) if trans_b else (4, 5)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w")]
+    ins = ["x", "w"]
+    if bias is not None:
+        c = rng.standard_normal(bias).astype(np.float32)
+        inits.append(numpy_helper.from_array(c, "c"))
+        ins.append("c")
+    nodes = [helper.make_node("Gemm", ins, ["g"], transB=trans_b),
+             helper.make_node("Erf", ["g"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [3, 5])], inits)
+    from scipy.special import erf
+
+    for _ in range(3):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        want = x @ (w.T if trans_b else w) + (0 if bias is None else c)
+        np.testing.assert_allclose(model(x), erf(want), rtol=1e-5, atol=1e-5)
+    assert model.path == "interpreted" and model.replayed is None
+    if "timestamp-query" in wgc.device_info()["features"]:  # the namespace's matmul
+        kernels = [r["kernel"] for r in model.profile(x)]
+        assert any(k.startswith("matmul") for k in kernels), kernels

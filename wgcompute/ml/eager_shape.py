@@ -227,6 +227,43 @@ def _planned(ctx, node, ins):
 for _op in _PLANNED:
     eager(_op, check=operators.OPS[_op].check)(_planned)
 FLOAT_ONLY.update(_PLANNED)
+
+
+def _bias_fits(c: np.ndarray, a: Buffer, b: np.ndarray, trans_b) -> bool:
+    """C broadcasts to the product's (M, N) without growing it (ONNX's one-way broadcast)."""
+    mn = (a.shape[0], b.shape[0] if trans_b else b.shape[1])
+    try:
+        return np.broadcast_shapes(c.shape, mn) == mn
+    except ValueError:
+        return False
+
+
+def _transposed_constant(ctx, w: np.ndarray) -> Buffer:
+    """A constant 2-D weight transposed on the host, uploaded once per device."""
+    key = ("transposed", id(w))
+    hit = ctx.consts.get(key)
+    if hit is None or hit[0] is not w:
+        hit = ctx.consts[key] = (w, ctx.buffer(np.ascontiguousarray(w.T)))  # (freed with
+    return hit[1]  # the model's constants: EagerState.close)
+
+
+@eager("Gemm", check=operators.OPS["Gemm"].check)
+def _gemm(ctx, node, ins):
+    """A linear layer (a @ B or a @ Bᵀ with B a float32 constant, plus a constant bias, alpha
+    and beta 1): the array namespace's matmul (its tiles are tuned on the product's own
+    shape) and an add; every other Gemm through the planned path's kernel."""
+    a, b = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
+    if (isinstance(a, Buffer) and a.dtype == "f32" and a.ndim == 2
+            and isinstance(b, np.ndarray) and b.dtype == np.float32 and b.ndim == 2
+            and not ctx.attr(node, "transA", 0) and float(ctx.attr(node, "alpha", 1.0)) == 1.0
+            and (c is None or (isinstance(c, np.ndarray) and c.dtype == np.float32
+                               and float(ctx.attr(node, "beta", 1.0)) == 1.0
+                               and _bias_fits(c, a, b, ctx.attr(node, "transB", 0))))):
+        w = _transposed_constant(ctx, b) if ctx.attr(node, "transB", 0) else ctx.buffer(b)
+        y = _wrap(ctx, node, xp.matmul, a, w)
+        return [y if c is None else _wrap(ctx, node, xp.add, y, ctx.buffer(c))]
+    return _planned(ctx, node, ins)
 SMALL_INTS_EXACT.add("MaxPool")
 
 

@@ -133,8 +133,11 @@ class DeviceParts:
     def track(self, buf) -> None:
         """A new Buffer owns ``buf._gpu``'s memory on this device (counted until untrack)."""
         self._buffers.add(buf)
+        unused = self._unused
         with self._mem_lock:
-            self._settle()
+            while unused:  # (_settle, inline: this runs for every new buffer)
+                self._used -= unused.popleft()
+                self._count -= 1
             self._used += buf._gpu.size
             self._count += 1
             if self._used > self._peak:

@@ -14,7 +14,7 @@ from . import _lazy
 from .buffer import Buffer
 from .commands import bound
 from .dtypes import DTYPES
-from .errors import DtypeError, WgComputeError
+from .errors import BufferFreedError, DtypeError, WgComputeError
 from .kernels.elementwise.arrayops import ArrayOp
 from .kernels.elementwise.builtin import BUILTIN_OPS
 from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
@@ -100,7 +100,7 @@ class Held:
 
     def reset(self) -> None:
         self.nodes: list[Node] = []
-        self.memo: dict[Node, int] = {}
+        self.memo: dict[tuple, int] = {}  # a node's fields -> its number
         self.leaves: list[Buffer] = []
         self.leaf_of: dict[int, int] = {}  # id(root buffer) -> node, for leaves
         self.values: dict[int, tuple] = {}  # id(Buffer) -> (weakref, node) of held values
@@ -116,9 +116,10 @@ class Held:
         return len(self.values)
 
     def add(self, node: Node) -> int:
-        k = self.memo.get(node)
+        key = (node.op, node.dtype, node.args, node.params)  # (a tuple hashes in C)
+        k = self.memo.get(key)
         if k is None:
-            k = self.memo[node] = len(self.nodes)
+            k = self.memo[key] = len(self.nodes)
             self.nodes.append(node)
         return k
 
@@ -156,13 +157,16 @@ class Held:
         return False
 
 
-_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # batch -> its Held
+_HELD_LOCK = threading.Lock()
 
 
 def _held(batch) -> Held:
-    h = _HELD.get(batch)
+    h = batch.fusion
     if h is None:
-        h = _HELD.setdefault(batch, Held(batch.device))
+        with _HELD_LOCK:
+            h = batch.fusion
+            if h is None:
+                h = batch.fusion = Held(batch.device)
     return h
 
 
@@ -362,8 +366,19 @@ def _queue(batch, held: Held) -> None:
     site = held.site
     held.reset()  # first: queueing may fill the batch, whose flush finds nothing held
     try:
-        leaves = _queue_values(batch, held.device, outs, leaves, calls, count, nodes, scalars,
-                               site)
+        for tries in range(3, -1, -1):
+            try:
+                leaves = _queue_values(batch, held.device, outs, leaves, calls, count, nodes,
+                                       scalars, site)
+                break
+            except BufferFreedError:
+                # a value (or leaf) freed since it was looked at: its last reference died in
+                # another thread, whose __del__ ran while ours found it alive. A value is
+                # then not written; a freed leaf is read under the hold fusion keeps on it.
+                live = [o for o in outs if not o[0]._freed]
+                if not tries or len(live) == len(outs) and not any(b._freed for b in leaves):
+                    raise
+                outs = live
     except WgComputeError as e:
         if held.device.alive:
             raise
@@ -427,7 +442,7 @@ def _enqueue(batch, label: str, d, buffers, site: str, keep=None) -> None:
 
 def on_flush(batch) -> None:
     """The lazy batch's flush hook: the held DAG is queued before the batch is recorded."""
-    held = _HELD.get(batch)
+    held = batch.fusion
     if held is None:
         batch.held.clear()
         return

@@ -26,8 +26,9 @@ _eager = [os.environ.get("WGCOMPUTE_EAGER", "").strip().lower() in ("1", "true",
 # by enqueue() before it binds (not in eager mode): a Buffer return means the hook took the op
 # (held in batch.held, or queued its own way through bind_and_queue), None lets it be bound
 # and queued. "flush": fn(batch) called before the batch is recorded (outside its lock): it
-# queues what it holds (enqueue / Batch.enqueue).
-hooks: dict = {"enqueue": None, "flush": None}
+# queues what it holds (enqueue / Batch.enqueue). "learn": fn((thread id, kernel, inputs,
+# output, params)) sees each op enqueue() is given while _fusion_quick plans a signature.
+hooks: dict = {"enqueue": None, "flush": None, "learn": None}
 # The batch of the innermost `with stream:` block (streams.py): ops on its device go there.
 _route: contextvars.ContextVar = contextvars.ContextVar("wgcompute_batch", default=None)
 
@@ -92,6 +93,7 @@ class Batch:
         self.streams: list = []  # batches of open `with stream:` blocks on this device
         self.error: WgComputeError | None = None  # raised at the next sync
         self.capture: Capture | None = None  # a graph trace recording this batch's ops
+        self.fusion = None  # the enqueue hook's state for this batch (fusion's held DAG)
 
     def enqueue(self, op: Op) -> None:
         dev = self.device
@@ -290,7 +292,8 @@ class Capture:
             return
         for b in op.buffers:  # held beyond the op's own hold: replays write them again
             b._pin(op.label, ": buffer")
-        self.ops.append((op.calls, op.keep, op.buffers, f"{self.tag}: {op.label}"))
+        shapes = ", ".join("x".join(map(str, b.shape)) or "()" for b in op.buffers)
+        self.ops.append((op.calls, op.keep, op.buffers, f"{self.tag}: {op.label} [{shapes}]"))
 
     def saw_submit(self) -> None:
         """Device.submit of other work: the owner's (a read, a synchronous run) spoils it."""
@@ -352,6 +355,8 @@ def enqueue(kernel, inputs, output: Buffer | None = None, params=None,
     k = kernel if isinstance(kernel, Kernel) else registry.get(kernel)
     if type(inputs) is not list and type(inputs) is not tuple:
         check_buffer_list(inputs, f"{k.name}: ")
+    if hooks["learn"] is not None:  # (automatic fusion's short path learns a signature)
+        hooks["learn"]((threading.get_ident(), k, inputs, output, params))
     hook = hooks["enqueue"]
     if hook is not None and not _eager[0] and (output is None or isinstance(output, Buffer)):
         taken = hook(k, inputs, output, params, label)

@@ -464,10 +464,11 @@ class MemoryPool:
         self._serials = iter(range(1, 1 << 62))
         self.on_release = None  # called by release(): cached binds may name the memory
 
-    def take(self, nbytes: int):
+    def take(self, nbytes: int, cls: int = 0):
         """(GPUBuffer of result_class(nbytes) bytes, its serial) from the pool, or (None,
-        0)."""
-        cls = result_class(nbytes)
+        0). ``cls``: that class, when the caller knows it."""
+        if not cls:
+            cls = result_class(nbytes)
         with self._lock:
             free = self._free.get(cls)
             if free:

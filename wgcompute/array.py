@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from . import transfers
+from ._fusion_quick import learn, quick
 from ._gather import array_getitem
 from ._lazy import enqueue
 from ._setitem import basic_layout, setitem  # noqa: F401 - Buffer.__setitem__ calls it
@@ -193,10 +194,9 @@ def normalize_permutation(axes, ndim: int, where: str) -> tuple[int, ...]:
 
 # -- operators ---------------------------------------------------------------------------------
 # Buffer's operators queue one kernel each on their device's batch (wgcompute._lazy) and
-# return; a read runs what is queued. Results come from the device's memory pool
-# (result_buffer): a loop of ``c = a + b`` reuses memory and the kernel runs bound to it.
-# Python scalars are converted exactly to the buffer's dtype (a dtype never changes behind the
-# user's back); numpy arrays are refused (no hidden upload or download).
+# return (a signature seen before takes _fusion_quick's short path); a read runs what is
+# queued. Results come from the device's memory pool. Python scalars are converted exactly to
+# the buffer's dtype; numpy arrays are refused (no hidden upload or download).
 
 _BUILTIN = {"add": "elementwise_add", "sub": "elementwise_sub", "mul": "elementwise_multiply",
             "div": "elementwise_divide"}
@@ -355,6 +355,11 @@ def _complex_inplace(where: str, op: str, a: Buffer, b) -> Buffer:
 def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
     """``a op b`` (``b op a`` when ``reflected``) for a Buffer ``a`` and a Buffer or scalar
     ``b``; NotImplemented for other operand types, as Python's protocol expects."""
+    out = quick(op, reflected, a, b)  # a signature seen before: its plan, checked once
+    return out if out is not None else learn(op, reflected, a, b, _binary, op, a, b, reflected)
+
+
+def _binary(op: str, a: Buffer, b, reflected: bool) -> Buffer:
     where = _WHERE[op]
     check_buffer(a, where)
     if a._dt.kind == "c" or isinstance(b, Buffer) and b._dt.kind == "c":
@@ -402,6 +407,11 @@ def binary(op: str, a: Buffer, b, reflected: bool = False) -> Buffer:
 
 
 def unary(op: str, a: Buffer) -> Buffer:
+    out = quick(op, "unary", a, None)  # a signature seen before: its plan, checked once
+    return out if out is not None else learn(op, "unary", a, None, _unary, op, a)
+
+
+def _unary(op: str, a: Buffer) -> Buffer:
     where = f"operator {_SYMBOL.get(op, op)}"
     check_buffer(a, where)
     if DTYPES[a.dtype].kind == "c":

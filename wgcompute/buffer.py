@@ -416,17 +416,19 @@ _STANDARD_NAMES = {"concatenate": "concat", "transpose": "permute_dims", "power"
                    "bitwise_right_shift", "absolute": "abs", "unique": "unique_values"}
 
 
-def result_buffer(shape: tuple[int, ...], dt: DType, dev: Device, label: str = "") -> Buffer:
+def result_buffer(shape: tuple[int, ...], dt: DType, dev: Device, label: str = "",
+                  nbytes: int = -1, size: int = 0) -> Buffer:
     """A buffer for a result that a kernel overwrites whole (operators' outputs): memory
     from the device's pool when it holds some of the size class, not zeroed; freed, the
-    memory goes back to the pool."""
+    memory goes back to the pool. ``nbytes`` and ``size`` (its class): when known."""
     pool = dev.memory_pool
-    nbytes = math.prod(shape) * dt.itemsize
+    if nbytes < 0:
+        nbytes = math.prod(shape) * dt.itemsize
     if pool.limit <= 0:
         return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
-    gpu, serial = pool.take(nbytes)
+    gpu, serial = pool.take(nbytes, size)
     if gpu is None:
-        size = result_class(nbytes)
+        size = size or result_class(nbytes)
         if size > dev.limit("max-buffer-size"):
             return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
         dev.check()

@@ -9,6 +9,7 @@ import cmath
 
 import numpy as np
 
+from .._fusion_quick import learn, quick
 from .._lazy import enqueue
 from ..buffer import Buffer
 from ..dtypes import DTYPES, DType
@@ -128,6 +129,13 @@ def _is_complex(where: str, dt: DType) -> bool:
 
 def unary(where: str, x) -> Buffer:
     """The standard's elementwise function ``where`` of one array."""
+    if type(x) is not Buffer:
+        return _unary(where, x)
+    out = quick(where, "xp", x, None)  # a signature seen before: its plan, checked once
+    return out if out is not None else learn(where, "xp", x, None, _unary, where, x)
+
+
+def _unary(where: str, x) -> Buffer:
     x = array(x, "x")
     dt = DTYPES[x.dtype]
     if where == "reciprocal" and dt.kind == "c":
@@ -167,6 +175,13 @@ def scalar_value(where: str, value, dt: DType):
 def binary(where: str, x1, x2) -> Buffer:
     """The standard's elementwise function ``where`` of two arrays, or an array and a
     Python scalar (either side): the standard's promotion, numpy's broadcasting."""
+    if type(x1) is not Buffer:
+        return _binary(where, x1, x2)
+    out = quick(where, "xp", x1, x2)  # a signature seen before: its plan, checked once
+    return out if out is not None else learn(where, "xp", x1, x2, _binary, where, x1, x2)
+
+
+def _binary(where: str, x1, x2) -> Buffer:
     op = _BINARY[where]
     left_scalar = isinstance(x1, SCALARS)
     if isinstance(x1, Buffer) and isinstance(x2, Buffer):

@@ -248,3 +248,64 @@ def test_kernel_refusals():
         wgc.run_kernel(ComplexAxis(), [c6], None, {"mode": "sideways"})
     with pytest.raises(wgc.DtypeError, match="mode 'pack' takes x of f32"):
         wgc.run_kernel(ComplexAxis(), [c6], None, {"mode": "pack"})
+
+
+@pytest.mark.parametrize("most,n,steps", [
+    (16, 256, ((16, 1), (16, 16))), (16, 512, ((2, 1), (16, 2), (16, 32))),
+    (16, 4096, ((16, 1), (16, 16), (16, 256))), (16, 8, ((8, 1),)), (16, 2, ((2, 1),)),
+    (8, 256, ((4, 1), (8, 4), (8, 32))), (4, 256, ((4, 1), (4, 4), (4, 16), (4, 64))),
+    (16, 48, ((4, 1), (4, 4), (3, 16))), (16, 40, ((2, 1), (4, 2), (5, 8)))])
+def test_sub_steps_take_the_largest_radix(monkeypatch, most, n, steps):
+    """Powers of two take radix-FFT_MAX_RADIX steps in a pass (other lengths radix 2 to 5)."""
+    from wgcompute.kernels.fft import fft as fft_module
+
+    monkeypatch.setattr(fft_module, "FFT_MAX_RADIX", most)
+    assert fft_module.sub_steps(n) == steps
+
+
+def test_sub_steps_refuse_other_radices(monkeypatch):
+    from wgcompute.kernels.fft import fft as fft_module
+
+    monkeypatch.setattr(fft_module, "FFT_MAX_RADIX", 32)
+    with pytest.raises(wgc.ArgumentError, match="FFT_MAX_RADIX is 32; expected 4, 8 or 16"):
+        xp.fft.fft(wgc.from_numpy(cplx((64,))))
+
+
+def _pow2_cases():
+    cases = [(16, (1 << k,), 0) for k in range(1, 23)]
+    cases += [(most, shape, axis) for most in (4, 8) for shape, axis in
+              [((1 << 10,), 0), ((1 << 13,), 0), ((3, 1 << 17), 1), ((1 << 22,), 0)]]
+    cases += [(most, shape, axis) for most in (4, 8, 16) for shape, axis in
+              [((5, 1 << 9), 1), ((2, 1 << 11, 3), 1), ((1 << 12, 4), 0), ((6, 32), 1)]]
+    return cases
+
+
+@pytest.mark.parametrize("most,shape,axis", _pow2_cases())
+def test_power_of_two_lengths_for_each_largest_radix(monkeypatch, most, shape, axis):
+    """2^1 .. 2^22 (one to three passes here), batched and along strided axes, forward and
+    inverse, against numpy's float64 transform, with radix-4, -8 and -16 steps."""
+    from wgcompute.kernels.fft import fft as fft_module
+
+    monkeypatch.setattr(fft_module, "FFT_MAX_RADIX", most)
+    a = cplx(shape)
+    x = wgc.from_numpy(a)
+    ref = a.astype(np.complex128)
+    close(xp.fft.fft(x, axis=axis), np.fft.fft(ref, axis=axis).astype(np.complex64),
+          np.complex64)
+    if shape[axis] <= 1 << 17:
+        close(xp.fft.ifft(x, axis=axis, norm="ortho"),
+              np.fft.ifft(ref, axis=axis, norm="ortho").astype(np.complex64), np.complex64)
+
+
+@pytest.mark.parametrize("most", [8, 16])
+@pytest.mark.parametrize("capacity,n", [(16, 1024), (64, 4096), (256, 1 << 16)])
+def test_multi_pass_plans_with_large_radices(monkeypatch, most, capacity, n):
+    from wgcompute.kernels.fft import fft as fft_module
+
+    monkeypatch.setattr(fft_module, "FFT_MAX_RADIX", most)
+    a = cplx((3, n, 2))
+    for sign, ref in ((-1, np.fft.fft), (1, np.fft.ifft)):
+        out = wgc.run_kernel(Fft(), [wgc.from_numpy(a)], None,
+                             {"axis": 1, "capacity": capacity, "sign": sign,
+                              "scale": 1.0 if sign < 0 else 1.0 / n})
+        close(out, ref(a.astype(np.complex128), axis=1).astype(np.complex64), np.complex64)

@@ -264,3 +264,71 @@ def test_unique_and_count_nonzero_complex(rng):
         xp.sort(g)
     with pytest.raises(wgc.DtypeError, match="complex64"):
         xp.argmax(g)
+
+
+RADIX_SHAPES = [(2047,), (2048,), (2049,), (16_383,), (16_385,), (49_153,), (5, 2049),
+                (3000, 3)]
+
+
+@pytest.mark.parametrize("bits", [8, 11])
+@pytest.mark.parametrize("dt", ["f32", "s32", "u32", "f64", "s64"])
+def test_sort_digits_of_8_and_11_bits(bits, dt, monkeypatch, rng):
+    """32-bit keys in 4 passes of 8-bit digits or 3 of 11-bit ones (rows: 2 passes for 3,000
+    of them), 64-bit keys in 8-bit ones: sizes around the tiles (2,048 or 1,024 elements) and
+    segments (8 tiles), ascending and descending, bit-identical to numpy's stable order."""
+    from wgcompute.kernels.sort import programs
+
+    need(dt)
+    monkeypatch.setattr(programs, "RADIX_BITS_32", bits)
+    for shape in RADIX_SHAPES:
+        a = values(dt, shape, rng)
+        g = wgc.from_numpy(a)
+        for descending in (False, True):
+            order = reference_argsort(a, -1, descending)
+            assert np.array_equal(xp.argsort(g, descending=descending).to_numpy(), order), \
+                (shape, descending)
+            same_bits(xp.sort(g, descending=descending).to_numpy(),
+                      np.take_along_axis(a, order, -1))
+
+
+@pytest.mark.parametrize("subgroups,wide", [(False, True), (True, False)])
+def test_sort_11_bit_digits_other_programs(subgroups, wide, monkeypatch, rng):
+    """11-bit digits with the workgroup-memory scan, with tiles of 1,024 elements, and with
+    segments of more than 8 tiles (SEGMENTS: 3)."""
+    from wgcompute.kernels.sort import programs
+
+    monkeypatch.setattr(programs, "RADIX_BITS_32", 11)
+    monkeypatch.setattr(programs, "use_subgroups", subgroups)
+    monkeypatch.setattr(programs, "wide_tiles", wide)
+    monkeypatch.setattr(programs, "SEGMENTS", 3)
+    a = values("f32", (2, 30_001), rng)
+    g = wgc.from_numpy(a)
+    assert np.array_equal(xp.argsort(g).to_numpy(), np.argsort(a, axis=-1, kind="stable"))
+    order = reference_argsort(a, -1, True)
+    same_bits(xp.sort(g, descending=True).to_numpy(), np.take_along_axis(a, order, -1))
+
+
+def test_sort_refuses_other_digit_widths(monkeypatch):
+    from wgcompute.kernels.sort import programs
+
+    monkeypatch.setattr(programs, "RADIX_BITS_32", 9)
+    with pytest.raises(wgc.ArgumentError, match="RADIX_BITS_32 is 9; expected 8 or 11"):
+        xp.sort(wgc.from_numpy(np.arange(5, dtype=np.float32)))
+
+
+def test_sort_takes_8_bit_digits_where_11_bit_ones_do_not_fit(monkeypatch, rng):
+    """An adapter with WebGPU's default 16 KiB of workgroup memory (this one's limit read as
+    that) sorts 32-bit keys with 8-bit digits: 11-bit ones would need 27 KiB."""
+    from wgcompute.kernels.sort import programs
+
+    dev = wgc.current_device()
+    real_limit = dev.limit
+    monkeypatch.setattr(dev, "limit", lambda name: 16384 if name ==
+                        "max-compute-workgroup-storage-size" else real_limit(name))
+    monkeypatch.setattr(programs, "RADIX_BITS_32", 11)
+    assert programs.radix_config(dev, 2, 11)["D"] == 256
+    a = values("f32", (3, 5000), rng)
+    g = wgc.from_numpy(a)
+    order = np.argsort(a, axis=-1, kind="stable")
+    assert np.array_equal(xp.argsort(g).to_numpy(), order)
+    same_bits(xp.sort(g).to_numpy(), np.take_along_axis(a, order, -1))

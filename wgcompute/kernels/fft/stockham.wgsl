@@ -3,9 +3,9 @@
 // The data is O × N × Q (the transformed axis of length N between O outer and Q inner
 // elements). A pass of radix R after passes whose radices multiply to P reads, for each
 // column (o, i, q) with i < N/R, the R elements t = i + r·N/R, multiplies element r by
-// W_{P·R}^{r·(i mod P)}, takes their R-point DFT in workgroup memory (radix-4 steps, one
-// radix-2 step first where log2 R is odd; radix-3 and -5 steps after them where R, a single
-// pass over the whole axis, has those factors) and writes result r to t = (i - i mod P)·R +
+// W_{P·R}^{r·(i mod P)}, takes their R-point DFT in workgroup memory (steps of radix 2 to 16,
+// fft.sub_steps; radix-3 and -5 steps where R, a single pass over the whole axis, has those
+// factors; radix 8 and 16 as two DFTs in registers) and writes result r to t = (i - i mod P)·R +
 // i mod P + r·P: after the last pass y holds the DFT in natural order, times p.scale.
 // A workgroup moves C columns: consecutive columns are consecutive in memory, so reads and
 // writes move C·8 contiguous bytes at least (R·C·8 when the axis is contiguous).
@@ -14,7 +14,8 @@
 // WRITE_R (r varies fastest between threads: the R elements of a column are contiguous
 // there), SC (workgroup memory's row stride: C + 1 where r varies fastest, so that those
 // threads hit different banks), Q1 (Q is 1), COLUMN_FIXED (C divides WG and r does not
-// vary fastest: a thread loads one column), STORE_FIXED (the same for the store).
+// vary fastest: a thread loads one column), STORE_FIXED (the same for the store), TW
+// ((cos, sin) of 2πm/16 for m < 16: radix-8 and -16 steps' twiddles).
 
 struct Params {
     cols: u32,     // O · (N / R) · Q columns
@@ -140,18 +141,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if step[1] > 1
         // W^kk from one sine and cosine, its powers by products
         let w1 = turn(f32(u % ${step[1]}u) * ${1.0 / (step[0] * step[1])});
-        v[${k * step[0] + 1}] = cmul(v[${k * step[0] + 1}], w1);
-#if step[0] >= 3
-        let w2 = cmul(w1, w1);
-        v[${k * step[0] + 2}] = cmul(v[${k * step[0] + 2}], w2);
+        var wm = w1;
+#for m in range(1, step[0])
+        v[${k * step[0] + m}] = cmul(v[${k * step[0] + m}], wm);
+#if m + 1 < step[0]
+        wm = cmul(wm, w1);
 #endif
-#if step[0] >= 4
-        let w3 = cmul(w2, w1);
-        v[${k * step[0] + 3}] = cmul(v[${k * step[0] + 3}], w3);
-#endif
-#if step[0] == 5
-        v[${k * step[0] + 4}] = cmul(v[${k * step[0] + 4}], cmul(w3, w1));
-#endif
+#endfor
 #endif
     }
 #endfor
@@ -163,7 +159,50 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let u = b / C;
         let kk = u % ${step[1]}u;
         let j = (u - kk) * ${step[0]}u + kk;
-#if step[0] == 4
+#if step[0] >= 8
+        // the radix-(4·B) DFT in registers (B = 2 or 4): element n = B·n1 + n2 and result
+        // k1 + 4·k2; a 4-point DFT over n1 for each n2, times W^(n2·k1), then a B-point DFT
+        // over n2 for each k1
+#for n2 in range(step[0] // 4)
+        {
+            let a0 = v[${k * step[0] + n2}];
+            let a1 = v[${k * step[0] + step[0] // 4 + n2}];
+            let a2 = v[${k * step[0] + step[0] // 2 + n2}];
+            let a3 = v[${k * step[0] + 3 * step[0] // 4 + n2}];
+            let t0 = a0 + a2;
+            let t1 = a0 - a2;
+            let t2 = a1 + a3;
+            let t3 = rot(a1 - a3);
+            v[${k * step[0] + n2}] = t0 + t2;
+#for k1 in range(1, 4)
+#if n2 == 0
+            v[${k * step[0] + k1 * step[0] // 4 + n2}] = ${("t1 + t3", "t0 - t2", "t1 - t3")[k1 - 1]};
+#else
+            v[${k * step[0] + k1 * step[0] // 4 + n2}] = cmul(${("t1 + t3", "t0 - t2", "t1 - t3")[k1 - 1]}, vec2<f32>(${lit(TW[n2 * k1 * 16 // step[0]][0])}, ${SIGN}.0 * ${lit(TW[n2 * k1 * 16 // step[0]][1])}));
+#endif
+#endfor
+        }
+#endfor
+#for k1 in range(4)
+        {
+#if step[0] == 8
+            let y0 = v[${k * 8 + 2 * k1}];
+            let y1 = v[${k * 8 + 2 * k1 + 1}];
+            s[(j + ${k1 * step[1]}u) * SC + c] = y0 + y1;
+            s[(j + ${(k1 + 4) * step[1]}u) * SC + c] = y0 - y1;
+#else
+            let t0 = v[${k * 16 + 4 * k1}] + v[${k * 16 + 4 * k1 + 2}];
+            let t1 = v[${k * 16 + 4 * k1}] - v[${k * 16 + 4 * k1 + 2}];
+            let t2 = v[${k * 16 + 4 * k1 + 1}] + v[${k * 16 + 4 * k1 + 3}];
+            let t3 = rot(v[${k * 16 + 4 * k1 + 1}] - v[${k * 16 + 4 * k1 + 3}]);
+            s[(j + ${k1 * step[1]}u) * SC + c] = t0 + t2;
+            s[(j + ${(k1 + 4) * step[1]}u) * SC + c] = t1 + t3;
+            s[(j + ${(k1 + 8) * step[1]}u) * SC + c] = t0 - t2;
+            s[(j + ${(k1 + 12) * step[1]}u) * SC + c] = t1 - t3;
+#endif
+        }
+#endfor
+#elif step[0] == 4
         let t0 = v[${4 * k}] + v[${4 * k + 2}];
         let t1 = v[${4 * k}] - v[${4 * k + 2}];
         let t2 = v[${4 * k + 1}] + v[${4 * k + 3}];

@@ -4,15 +4,22 @@ the op chose; the ops in sort.py and unique.py chain them in one compute pass.""
 
 from __future__ import annotations
 
-from ...errors import ShapeError
+from ...errors import ArgumentError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 
-WG = 256  # also the radix's number of digits (the programs count on that)
+WG = 256  # threads of a workgroup; a radix pass has WG digits or a multiple of WG
 ITEMS = 4  # elements per invocation of the other programs
 SCAN_ITEMS = 16
 CHUNK = WG * SCAN_ITEMS  # words a scan workgroup covers
-RADIX_BITS = 8
+RADIX_BITS = 8  # the digit of 64-bit keys' passes
+# The digit of 32-bit keys' passes (and their rows'): 8 (4 passes, 256 digits) or 11 (3 passes
+# of 2,048 digits: a quarter less memory traffic and 5 dispatches fewer, each tile ranked in 3
+# rounds of 4 bits instead of 2, segments of 8 tiles so that the histograms stay as small).
+# Measured on an H200 (64M f32, wall with a synchronize): 8 bits 4.59 ms sort / 6.67 argsort,
+# 11 bits 8.86 / 10.53 (its scatter writes ~8 records a digit and segment where 8 bits write
+# whole tiles' runs: the writes coalesce far less). 8 it is.
+RADIX_BITS_32 = 8
 # Tests set these False to exercise the workgroup-memory scan on adapters with subgroups and
 # the small tiles on adapters with more workgroup memory than WebGPU's default.
 use_subgroups = True
@@ -29,7 +36,7 @@ _SORT_FIELDS = (("n", "u32"), ("blocks", "u32"), ("shift", "u32"), ("word", "u32
 SEGMENTS = 1 << 22
 _DEFAULTS = {"STEP": "", "KIND": "u", "W": 1, "DESC": False, "ROW": False, "PAY": False,
              "FIRST": False, "SR": 1, "DR": 1, "WG": WG, "ITEMS": ITEMS, "SHM": 1,
-             "SIDE": "left", "SUB": False}
+             "SIDE": "left", "SUB": False, "D": WG, "ROUNDS": 2}
 
 
 class Step(BuiltinKernel):
@@ -84,20 +91,34 @@ COL_DOWN = Step("scan_coldown", "sort/scan.wgsl", ("a", "b"), (("n", "u32"),))
 COL_ITEMS = 64  # tiles a column-scan invocation runs through
 
 
-def radix_config(device, rec: int) -> dict:
-    """The radix programs' tile for records of ``rec`` words: the most elements an invocation
-    (16, 8 or 4; at most max_items) whose tile the workgroup memory holds (4 in WebGPU's
-    default 16 KiB), and subgroup scans where the adapter has them."""
+def radix_bits(w: int) -> int:
+    """The digit's bits of the radix passes for keys of ``w`` words (RADIX_BITS_32: 8 or 11)."""
+    if RADIX_BITS_32 not in (8, 11):
+        raise ArgumentError(f"sort: RADIX_BITS_32 is {RADIX_BITS_32!r}; expected 8 or 11")
+    return RADIX_BITS_32 if w == 1 else RADIX_BITS
+
+
+def radix_config(device, rec: int, bits: int = RADIX_BITS) -> dict:
+    """The radix programs' digits and tile for records of ``rec`` words: digits of ``bits``
+    where the workgroup memory holds their scatter (else 8 bits: 11-bit ones need 27 KiB), the
+    most elements an invocation (16, 8 or 4; at most max_items) whose tile it holds (4 in
+    WebGPU's default 16 KiB), and subgroup scans where the adapter has them."""
     def shm(items: int) -> int:  # the staged tile (a word of padding per 8) or the counters
         return max(WG * items * rec + WG * items // 8, 9 * WG)
 
+    def need(items: int) -> int:  # the scatter's bytes: the tile, WG words, 2 a digit, 16
+        return (shm(items) + WG + 2 * digits + 16) * 4
+
+    digits = 1 << bits
     limit = device.limit("max-compute-workgroup-storage-size")
     items = 4
     for wide in (8, 16):
-        # the scatter's workgroup memory: the tile, 3 arrays of WG words and one of 16
-        if wide_tiles and wide <= max_items and (shm(wide) + 3 * WG + 16) * 4 <= limit:
+        if wide_tiles and wide <= max_items and need(wide) <= limit:
             items = wide
-    return {"ITEMS": items, "SHM": shm(items),
+    if need(items) > limit and bits != RADIX_BITS:
+        return radix_config(device, rec, RADIX_BITS)
+    return {"BITS": bits, "ITEMS": items, "SHM": shm(items), "D": digits,
+            "ROUNDS": -(-bits // 4),
             "SUB": use_subgroups and device.has("subgroup")}
 
 
@@ -125,24 +146,25 @@ def scan_steps(src, dst, n: int, sums, scanned) -> list:
                                               "groups": parts})]
 
 
-def col_scan_temps(tiles: int) -> list:
-    """The two temporaries col_scan_steps needs for ``tiles`` histograms."""
+def col_scan_temps(tiles: int, digits: int = WG) -> list:
+    """The two temporaries col_scan_steps needs for ``tiles`` histograms of ``digits``."""
     groups = max(groups_for(tiles, COL_ITEMS), 1)
-    return [((groups * WG,), "u32"), (((groups + 1) * WG,), "u32")]
+    return [((groups * digits,), "u32"), (((groups + 1) * digits,), "u32")]
 
 
-def col_scan_steps(src, dst, tiles: int, sums, scanned) -> list:
-    """Steps writing the radix offsets of ``tiles`` histograms of WG digits (``src``, tile-
-    major) into ``dst``: each (tile, digit)'s place in digit-major order."""
+def col_scan_steps(src, dst, tiles: int, sums, scanned, digits: int = WG) -> list:
+    """Steps writing the radix offsets of ``tiles`` histograms of ``digits`` (a multiple of
+    WG; ``src``, tile-major) into ``dst``: each (tile, digit)'s place in digit-major order."""
     groups = groups_for(tiles, COL_ITEMS)
-    c = {"WG": WG, "ITEMS": COL_ITEMS}
+    c = {"WG": WG, "ITEMS": COL_ITEMS, "D": digits}
     u = {"n": tiles}
+    wide = digits // WG  # workgroups a group of tiles takes (WG digits each)
     return [(COL_REDUCE, [src], sums, {"c": dict(c, STEP="colreduce"), "u": u,
-                                       "groups": groups}),
+                                       "groups": groups * wide}),
             (COL_TOP, [sums], scanned, {"c": dict(c, STEP="coltop"), "u": {"n": groups},
                                         "groups": 1}),
             (COL_DOWN, [src, scanned], dst, {"c": dict(c, STEP="coldown"), "u": u,
-                                             "groups": groups})]
+                                             "groups": groups * wide})]
 
 
 def kind(dtype: str) -> str:

@@ -1,5 +1,5 @@
 // The sort family's programs, sharing one order-preserving key of an element's bits:
-//   count    a radix pass's 8-bit digit histogram per tile (hist[tile * 256 + d])
+//   count    a radix pass's digit histogram per segment of tiles (hist[segment * D + d])
 //   scatter  a radix pass's stable move of each tile's records to their digit's place
 //   extract  sorted records -> values (W words each) or row-local indices (payload % rowlen)
 //   flag     out[i] = 1 where sorted element i starts a group of equal values, else 0 (and
@@ -19,7 +19,8 @@
 // Templates: STEP, KIND ("u", "i", "f", "c"), W, DESC (descending: the key's bits inverted), ROW
 //   (count/scatter: the digit is the row's, not the key's), PAY, FIRST, SR and DR (words per
 //   source / destination record), WG, ITEMS (elements per invocation), SHM (workgroup words),
-//   SIDE ("left" or "right", search), SUB (subgroup scans) and SGARGS (their builtins).
+//   SIDE ("left" or "right", search), SUB (subgroup scans) and SGARGS (their builtins), D
+//   (count/scatter: the digits, 2^8 or 2^11) and ROUNDS (scatter: 4-bit ranking rounds).
 struct Params {
     n: u32,
     blocks: u32,
@@ -91,13 +92,13 @@ fn key_of(lo: u32, hi: u32) -> vec2<u32> {
 }
 
 #if STEP == "count" or STEP == "scatter"
-// the 8-bit digit of record r: (low word, high word, payload)
+// the digit (D values) of record r: (low word, high word, payload)
 fn digit(r: vec3<u32>) -> u32 {
 #if ROW
-    return ((r.z / p.rowlen) >> p.shift) & 255u;
+    return ((r.z / p.rowlen) >> p.shift) & ${D - 1}u;
 #else
     let k = key_of(r.x, r.y);
-    return (select(k.x, k.y, p.word == 1u) >> p.shift) & 255u;
+    return (select(k.x, k.y, p.word == 1u) >> p.shift) & ${D - 1}u;
 #endif
 }
 
@@ -118,9 +119,9 @@ fn load(e: u32) -> vec3<u32> {
 #endif
 
 #if STEP == "count"
-// One histogram of 256 words. (Measured on an H200: 32 histograms, one per lane, so that no
+// One histogram of D words. (Measured on an H200: 32 histograms, one per lane, so that no
 // two invocations of a subgroup add to one word, made the count 30% slower, not faster.)
-var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> hist: array<atomic<u32>, ${D}>;
 
 // The histogram of a segment: p.per tiles from tile blk * p.per (the scatter runs through
 // the same tiles in order)
@@ -132,7 +133,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (blk >= p.blocks) {
         return;
     }
-    atomicStore(&hist[lid], 0u);
+#for k in range(D // WG)
+    atomicStore(&hist[${k * WG}u + lid], 0u);
+#endfor
     workgroupBarrier();
     for (var t = 0u; t < p.per; t = t + 1u) {
         let first = (blk * p.per + t) * TILE;
@@ -147,7 +150,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #endfor
     }
     workgroupBarrier();
-    out[blk * 256u + lid] = atomicLoad(&hist[lid]);
+#for k in range(D // WG)
+    out[blk * ${D}u + ${k * WG}u + lid] = atomicLoad(&hist[${k * WG}u + lid]);
+#endfor
 }
 #endif
 
@@ -157,8 +162,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 // and k + 8 (high 16 bits)
 var<workgroup> shm: array<u32, ${SHM}>;
 var<workgroup> tot: array<u32, ${WG}>;
-var<workgroup> base: array<u32, 256>;
-var<workgroup> gofs: array<u32, 256>;
+var<workgroup> base: array<u32, ${D}>;
+var<workgroup> gofs: array<u32, ${D}>;
 var<workgroup> grp: array<u32, 16>;
 
 // record q's first word: a word of padding after every 8 records, so that invocations
@@ -240,10 +245,11 @@ fn wg_scan(lid: u32, sid: u32, ssize: u32, s: u32) -> vec2<u32> {
 }
 
 // One tile of ``count`` records from ``first``: loaded in stripes (coalesced), sorted stably by
-// their 8-bit digit in workgroup memory (two rounds of 4-bit ranking: each invocation owns
-// ITEMS consecutive records; the counters are scanned nibble-major, invocation-minor), then
-// written out in stripes to where their digit goes next (gofs) + their place among its
-// records; base and tot hold each digit's first and end place in the tile.
+// their digit in workgroup memory (rounds of 4-bit ranking, 2 for 8-bit digits and 3 for 11-bit
+// ones: each invocation owns ITEMS consecutive records; the counters are scanned nibble-major,
+// invocation-minor), then written out in stripes to where their digit goes next (gofs) +
+// their place among its records (base: each digit's first place in the tile); then gofs
+// moves past the tile's records of each digit.
 fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
     var rec: array<vec3<u32>, ${ITEMS}>;
     var dg: array<u32, ${ITEMS}>;
@@ -254,7 +260,7 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
     }
 #endfor
     workgroupBarrier();
-#for r in range(2)
+#for r in range(ROUNDS)
 #for j in range(ITEMS)
     dg[${j}] = 256u;
     if (lid * ${ITEMS}u + ${j}u < count) {
@@ -306,28 +312,28 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
     workgroupBarrier();
 #endfor
     // the tile is sorted by digit: each digit's first place is where it differs from the
-    // record before, its end (in tot, free now) where it differs from the one after
-    base[lid] = 0u;
-    tot[lid] = 0u;
-    workgroupBarrier();
+    // record before, its last where it differs from the one after (only the tile's digits'
+    // base is read)
+    var ends: array<bool, ${ITEMS}>;
 #for j in range(ITEMS)
+    ends[${j}] = false;
     if (${j * WG}u + lid < count) {
         let q = ${j * WG}u + lid;
         let d = digit(staged(q));
         if (q == 0u || d != digit(staged(q - 1u))) {
             base[d] = q;
         }
-        if (q + 1u == count || d != digit(staged(q + 1u))) {
-            tot[d] = q + 1u;
-        }
+        ends[${j}] = q + 1u == count || d != digit(staged(q + 1u));
     }
 #endfor
     workgroupBarrier();
+    var ds: array<u32, ${ITEMS}>;
 #for j in range(ITEMS)
     if (${j * WG}u + lid < count) {
         let q = ${j * WG}u + lid;
         let r = staged(q);
         let d = digit(r);
+        ds[${j}] = d;
         let o = (gofs[d] + q - base[d]) * ${DR}u;
         out[o] = r.x;
 #if W == 2
@@ -336,6 +342,13 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
 #if PAY
         out[o + ${W}u] = r.z;
 #endif
+    }
+#endfor
+    workgroupBarrier();  // every record has read gofs
+#for j in range(ITEMS)
+    if (ends[${j}]) {
+        let q = ${j * WG}u + lid;
+        gofs[ds[${j}]] = gofs[ds[${j}]] + q + 1u - base[ds[${j}]];
     }
 #endfor
 }
@@ -353,7 +366,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     if (blk >= p.blocks) {
         return;
     }
-    gofs[lid] = offs[blk * 256u + lid];
+#for k in range(D // WG)
+    gofs[${k * WG}u + lid] = offs[blk * ${D}u + ${k * WG}u + lid];
+#endfor
     for (var t = 0u; t < p.per; t = t + 1u) {
         let first = (blk * p.per + t) * TILE;
         if (first >= p.n) {
@@ -361,8 +376,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
         workgroupBarrier();  // the last tile's records have left the workgroup memory
         sort_tile(lid, sid, ssize, first, min(TILE, p.n - first));
-        workgroupBarrier();
-        gofs[lid] = gofs[lid] + tot[lid] - base[lid];
     }
 }
 #endif

@@ -117,3 +117,68 @@ def check_u32_index(where: str, shape: tuple[int, ...]) -> None:
     if math.prod(shape) >= 2**32:
         raise ShapeError(f"{where}: {shape} holds {math.prod(shape)} elements; strided and "
                          f"broadcast kernels address at most 2**32 - 1")
+
+
+STEPPED_DIMS = 4  # coalesced dimensions up to which a kernel decodes once per invocation
+
+
+def step_fields(ndim: int) -> tuple[tuple[str, str], ...]:
+    """The u32 uniform fields ``stepped_index_wgsl`` adds: the step between an invocation's
+    items in digits of the coalesced sizes, k0.. (outermost first)."""
+    return tuple((f"k{d}", "u32") for d in range(ndim))
+
+
+def step_values(sizes: tuple[int, ...], step: int) -> dict:
+    """Values for ``step_fields``: ``step`` elements written in the mixed radix of ``sizes``
+    (the outermost digit unbounded)."""
+    u = {}
+    for d in range(len(sizes) - 1, 0, -1):
+        step, u[f"k{d}"] = divmod(step, sizes[d])
+    if sizes:
+        u["k0"] = step & 0xFFFFFFFF
+    return u
+
+
+def stepped_index_wgsl(ndim: int, operands: tuple[str, ...], first: str
+                       ) -> tuple[list[str], list[str], list[str]]:
+    """``index_wgsl`` for an invocation whose items lie a fixed step apart (the uniform's
+    k0.., ``step_values``): (head: decode the flat output index ``first`` of its first item
+    into coordinates c0.. once, with ndim - 1 divisions; item: set ``let i_<name>`` from
+    them; advance: add the step's digits, carrying with a compare, no division). Each digit
+    is below its size, so one subtraction carries."""
+    head, advance = [], []
+    if ndim:
+        head.append(f"var q = {first};")
+    for d in range(ndim - 1, 0, -1):
+        head += [f"var c{d} = q % p.sh{d};", f"q = q / p.sh{d};"]
+        carry = f" + select(0u, 1u, y{d + 1})" if d < ndim - 1 else ""
+        advance += [f"c{d} = c{d} + p.k{d}{carry};",
+                    f"let y{d} = c{d} >= p.sh{d};",
+                    f"c{d} = select(c{d}, c{d} - p.sh{d}, y{d});"]
+    if ndim:
+        head.append("var c0 = q;")
+        carry = " + select(0u, 1u, y1)" if ndim > 1 else ""
+        advance.append(f"c0 = c0 + p.k0{carry};")
+    item = [f"let i_{n} = " + " + ".join([f"p.o{n}"] + [f"c{d} * p.s{n}{d}"
+                                                       for d in range(ndim)]) + ";"
+            for n in operands]
+    return head, item, advance
+
+
+def lane_index_wgsl(ndim: int, operands: tuple[str, ...]) -> tuple[list[str], list[str],
+                                                                    list[str]]:
+    """For the consecutive elements of one packed item, after ``stepped_index_wgsl``'s item
+    coordinates c0..: (start: copy them to lane coordinates l0..; lane: set ``let i_<name>``
+    from those; next: step them by one element, a wrap carrying outwards)."""
+    start = [f"var l{d} = c{d};" for d in range(ndim)]
+    lane = [f"let i_{n} = " + " + ".join([f"p.o{n}"] + [f"l{d} * p.s{n}{d}"
+                                                       for d in range(ndim)]) + ";"
+            for n in operands]
+    nxt: list[str] = []
+    for d in range(ndim - 1, -1, -1):
+        pad = "    " * (ndim - 1 - d)
+        nxt.append(f"{pad}l{d} = l{d} + 1u;")
+        if d:
+            nxt += [f"{pad}if (l{d} >= p.sh{d}) {{", f"{pad}    l{d} = 0u;"]
+    nxt += ["    " * k + "}" for k in range(ndim - 2, -1, -1)]
+    return start, lane, nxt

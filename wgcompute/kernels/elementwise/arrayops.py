@@ -12,10 +12,10 @@ from ...dtypes import DTYPES, DType
 from ...errors import DtypeError, ShapeError, UnsupportedDtypeError
 from ..core import shaders
 from ..core.base import Launch, Param, PipelineKey, fold_grid
-from ..core.layout import index_wgsl, uniform_fields, uniform_values
+from ..core.layout import index_wgsl, step_values, uniform_fields, uniform_values
 from . import packing
 from .builtin import Elementwise, split_launches
-from .elementwise import broadcast_source
+from .elementwise import broadcast_source, packed_item, stepped_index
 from .optable import OPS
 
 # Buffer's operators: the op table rows they run (name -> row)
@@ -183,31 +183,26 @@ class ArrayOp(Elementwise):
         args = ", ".join(loads)
         rt = "u32" if self.compare else w  # op's result type
         index = index_wgsl(ndim, strided) if ndim else ""
-        if dst.packed:
-            item = [
-                "var word = 0u;",
-                f"for (var l = 0u; l < {dst.lanes}u; l = l + 1u) {{",
-                f"    let e = i * {dst.lanes}u + l;",
-                "    let g = p.start + e;",
-                "    if (g < p.total) {",
-                *("        " + x for x in index.splitlines()),
-                f"        word = word | {packing.put(dst, f'{dst.wgsl}(op({args}))', 'l')};",
-                "    }",
-                "}",
-                "out[i] = word;"]
-        else:
-            conv = f"{dst.wgsl}(op({args}))"
-            item = ["let e = i;", "let g = p.start + e;", *index.split("\n"),
-                    f"out[i] = {conv};"]
-        params = [f"x: {w}", f"y: {w}"][:2 if (self.scalar or len(self.inputs) == 2) else 1]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   # (complex64 takes no scalar: the uniform has no complex field type)
                   ("s", "u32" if src.kind == "c" else src.wgsl),
                   *uniform_fields(ndim, strided))
+        head = []
+        if dst.packed:
+            fields, head, item = packed_item(dst, ndim, strided, fields, packing.put(
+                dst, f"{dst.wgsl}(op({args}))", "l"), "word")
+        else:
+            item = ["let e = i;", "let g = p.start + e;", *index.split("\n")]
+            stepped = stepped_index(fields, ndim, strided, "p.start + base")
+            if stepped is not None:
+                fields, head, item, advance = stepped
+                item = ["let e = i;", *item, *advance]
+            item.append(f"out[i] = {dst.wgsl}(op({args}));")
+        params = [f"x: {w}", f"y: {w}"][:2 if (self.scalar or len(self.inputs) == 2) else 1]
         helpers = _float_divmod(w) if src.is_float and self.row.helpers == "divmod" else ""
         text = broadcast_source(self, [src.wgsl, dst.wgsl], rt, fields, lines,
                                 ", ".join(params), _arith(self.op, src), item, helpers,
-                                packed=src.packed or dst.packed)
+                                packed=src.packed or dst.packed, head=head)
         return text, fields
 
     def launches(self, inputs, output, params, device):
@@ -221,6 +216,7 @@ class ArrayOp(Elementwise):
         item_bytes = max(dst.itemsize, DTYPES[self.in_dtype(inputs, output)].itemsize)
         s = params.get("scalar", 0) if self.scalar else 0
         dims = uniform_values(sizes, strided) if sizes else {}
+        dims.update(step_values(sizes, self.workgroup_size * per_item))  # (stepped decode)
         out = []
         for start, count, ranges, offsets in split_launches(
                 self.name, list(zip(self.inputs, inputs)), full, sizes, strided, total,

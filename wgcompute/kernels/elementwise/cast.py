@@ -329,7 +329,7 @@ def _render(src: DType, dst: DType, fn: str, item: str, out_type: str) -> str:
     return shaders.render(shaders.load("elementwise/astype.wgsl"), {
         "ENABLE": shaders.enable_directives(types),
         "XT": x_type, "OT": out_type, "W": _work_type(src), "LOAD": _load(src), "FN": fn,
-        "ITEM": item, "WG": _WG, "U": _PER, "PACKED": src.packed or dst.packed})
+        "ITEM": item, "WG": _WG, "U": _PER, "HEAD": (), "PACKED": src.packed or dst.packed})
 
 
 ASTYPE_CHECK = AsTypeCheck()

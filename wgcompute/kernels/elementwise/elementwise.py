@@ -15,20 +15,27 @@ from ...errors import DtypeError, ShapeError
 from ...runtime import Device
 from ..core import shaders
 from ..core.base import (
+    UNIFORM_STRIDE,
     BuiltinKernel,
     Kernel,
     Launch,
     Param,
     PipelineKey,
     fold_grid,
+    pack_uniform,
 )
 from ..core.layout import (
     MAX_DIMS,
+    STEPPED_DIMS,
     broadcast_shapes,
     broadcast_strides,
     check_u32_index,
     coalesce,
     index_wgsl,
+    lane_index_wgsl,
+    step_fields,
+    step_values,
+    stepped_index_wgsl,
     uniform_fields,
     uniform_values,
 )
@@ -224,13 +231,50 @@ def linear_launches(n_items: int, item_bytes: int, n_bindings: int, wg: int, dev
 
 
 
+def stepped_index(fields, ndim: int, operands: tuple[str, ...], first: str):
+    """(fields + the step's, head, item, advance lines) of ``stepped_index_wgsl`` where the
+    coalesced dims are few and the uniform with the step still fits its 256-byte slot;
+    None where the program decodes every item (``index_wgsl``)."""
+    fields = tuple(fields) + step_fields(ndim)
+    if ndim > STEPPED_DIMS or len(pack_uniform(fields, dict.fromkeys(
+            (n for n, _ in fields), 0))) > UNIFORM_STRIDE:
+        return None
+    return (fields, *stepped_index_wgsl(ndim, operands, first))
+
+
+def packed_item(dt, ndim: int, strided: tuple[str, ...], fields, put: str, word: str = "w"):
+    """(fields, head, item lines) of a packed item: the ``dt.lanes`` elements of one u32
+    word, each (while below p.total) OR-ing ``put`` (of lane ``l``, operand indices i_<name>,
+    or ``e`` for the output's size) into ``word``; stepped (lane coordinates advanced by one,
+    no division) where ``stepped_index`` allows."""
+    stepped = stepped_index(fields, ndim, strided, f"p.start + base * {dt.lanes}u")
+    head, start, nxt, advance = [], [], [], []
+    index = index_wgsl(ndim, strided).splitlines()
+    if stepped is not None:
+        fields, head, _, advance = stepped
+        start, index, nxt = lane_index_wgsl(ndim, strided)
+    return fields, head, [
+        f"var {word} = 0u;", *start,
+        f"for (var l = 0u; l < {dt.lanes}u; l = l + 1u) {{",
+        f"    let e = i * {dt.lanes}u + l;",
+        "    let g = p.start + e;",
+        "    if (g < p.total) {",
+        *("        " + x for x in index),
+        f"        {word} = {word} | {put};",
+        "    }",
+        *("    " + x for x in nxt),
+        "}",
+        f"out[i] = {word};", *advance]
+
+
 def broadcast_source(kernel, types, item_type: str, fields, bindings: list[str], args: str,
-                     body: str, item: list[str], helpers: str = "", packed: bool = False
-                     ) -> str:
+                     body: str, item: list[str], helpers: str = "", packed: bool = False,
+                     head=()) -> str:
     """elementwise_broadcast.wgsl for one kernel: its bindings, the op ``fn op(args)`` whose
     ``body`` maps one item of ``item_type``, the per-item code and the uniform ``fields``
     after the first three (n, start, total are the template's own); ``packed``: an operand
-    or the output is packed (u8, bool), read and written by packed.wgsl's functions."""
+    or the output is packed (u8, bool), read and written by packed.wgsl's functions;
+    ``head``: lines run once per invocation before its items."""
     return shaders.render(shaders.load("elementwise/elementwise_broadcast.wgsl"), {
         "ENABLE": shaders.enable_directives(types),
         "T": item_type,
@@ -244,6 +288,7 @@ def broadcast_source(kernel, types, item_type: str, fields, bindings: list[str],
         "ITEM": item,
         "HELPERS": helpers,
         "PACKED": packed,
+        "HEAD": head,
     })
 
 
@@ -332,31 +377,26 @@ class Elementwise(BuiltinKernel):
         vec4 = consts.get("vec4")
         if vec4 is not None:
             return self._render_vec4(key, dt, ndim, full, strided, vec4)
-        index = index_wgsl(ndim, strided)
+        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
+                  ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
         if dt.packed:
             args = [packing.load(dt, n, "e" if f else f"i_{n}")
                     for n, f in zip(self.inputs, full)]
-            item = [
-                "var w = 0u;",
-                f"for (var l = 0u; l < {dt.lanes}u; l = l + 1u) {{",
-                f"    let e = i * {dt.lanes}u + l;",
-                "    let g = p.start + e;",
-                "    if (g < p.total) {",
-                *("        " + x for x in index.splitlines()),
-                f"        w = w | {packing.put(dt, 'op(' + ', '.join(args) + ')', 'l')};",
-                "    }",
-                "}",
-                "out[i] = w;"]
+            fields, head, item = packed_item(
+                dt, ndim, strided, fields, packing.put(dt, f"op({', '.join(args)})", "l"))
         else:
+            head = []
             args = [f"{n}[i]" if f else f"{n}[i_{n}]" for n, f in zip(self.inputs, full)]
-            item = ["let g = p.start + i;", *index.split("\n"),
-                    f"out[i] = op({', '.join(args)});"]
-        fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
-                  ("p0", dt.wgsl if self.params else "u32"), *uniform_fields(ndim, strided))
+            item = ["let g = p.start + i;", *index_wgsl(ndim, strided).split("\n")]
+            stepped = stepped_index(fields, ndim, strided, "p.start + base")
+            if stepped is not None:
+                fields, head, item, advance = stepped
+                item = item + advance
+            item = [*item, f"out[i] = op({', '.join(args)});"]
         args = ", ".join(f"{v}: {t}" for v in ("x", "y")[:len(self.inputs)])
         body = f"return {op_expr(self.name, self.row, dt, t, t)};"
         return broadcast_source(self, [t], t, fields, lines, args, body, item,
-                                packed=dt.packed), fields
+                                packed=dt.packed, head=head), fields
 
     def _render_vec4(self, key, dt, ndim, full, strided, inner):
         """Four elements of one row per item (the innermost coalesced size is a multiple
@@ -378,13 +418,19 @@ class Elementwise(BuiltinKernel):
                 args.append(f"{n}[i_{n} / 4u]")
             else:
                 args.append(f"{v}({n}[i_{n} / 4u][i_{n} % 4u])")
-        item = ["let g = p.start + i * 4u;", *index_wgsl(ndim, strided).split("\n"),
-                f"out[i] = op({', '.join(args)});"]
+        item = ["let g = p.start + i * 4u;", *index_wgsl(ndim, strided).split("\n")]
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   ("p0", t if self.params else "u32"), *uniform_fields(ndim, strided))
+        head = []
+        stepped = stepped_index(fields, ndim, strided, "p.start + base * 4u")
+        if stepped is not None:
+            fields, head, item, advance = stepped
+            item = item + advance
+        item = [*item, f"out[i] = op({', '.join(args)});"]
         args = ", ".join(f"{a}: {v}" for a in ("x", "y")[:len(self.inputs)])
         body = f"return {op_expr(self.name, self.row, dt, v, t)};"
-        return broadcast_source(self, [t], v, fields, lines, args, body, item), fields
+        return broadcast_source(self, [t], v, fields, lines, args, body, item,
+                                head=head), fields
 
     def _broadcast_launches(self, inputs, output, params, device):
         total = output.size
@@ -396,6 +442,8 @@ class Elementwise(BuiltinKernel):
         per_item = dt.lanes if dt.packed else 4 if vec4 else 1
         p0 = params[self.params[0].name] if self.params and len(self.inputs) > 1 else 0
         dims = uniform_values(sizes, strided)
+        # the stepped decode's step (unused where it decodes every item)
+        dims.update(step_values(sizes, self.workgroup_size * per_item))
         out = []
         for start, count, ranges, offsets in split_launches(
                 self.name, list(zip(self.inputs, inputs)), full, sizes, strided, total,
@@ -435,6 +483,7 @@ class Elementwise(BuiltinKernel):
             "CALL": ("", "a[i]", "a[i], b[i]")[arity],
             "EXPR": op_expr(self.name, self.row, dt, ov, t),
             "PACKED": dt.packed,
+            "HEAD": (),
             "N_LANES": dt.lanes,
             "OPERANDS": ", ".join(operands),
             "PUT": packing.put_x4(dt, "op(" + ", ".join(packing.lane_x4(dt, n, "l")

@@ -11,7 +11,9 @@
 //   statements on x, y), ITEM (the lines of one item: one element, or one u32 word of
 //   packed elements), HELPERS
 //   (functions op calls), PACKED (an operand or the output is packed: packed.wgsl's lane_*
-//   and put_* read and write its lanes).
+//   and put_* read and write its lanes), HEAD (lines run once per invocation: where the
+//   strided dims are few, its first item's index is decoded there and each item only adds
+//   the step k0.. between items, see layout.stepped_index_wgsl).
 // The output (and every full operand) is bound per launch at the same element range; the
 // broadcast operands are bound whole, or, larger than a binding, at a window around the
 // elements the launch reads (their offset o<name> then counts from the window). An item is

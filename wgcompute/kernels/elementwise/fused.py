@@ -32,10 +32,16 @@ from ..core.base import (
     pack_uniform,
 )
 from ..core.bind import _check_binding_sizes, _create_bind_groups
-from ..core.layout import index_wgsl, uniform_fields, uniform_values
+from ..core.layout import (
+    index_wgsl,
+    lane_index_wgsl,
+    step_values,
+    uniform_fields,
+    uniform_values,
+)
 from . import packing
 from .arrayops import _float_divmod
-from .elementwise import broadcast_plan, split_launches
+from .elementwise import broadcast_plan, split_launches, stepped_index
 from .optable import OPS
 
 KERNEL = "elementwise_fused"
@@ -204,6 +210,15 @@ class FusedKernel(BuiltinKernel):
                      f"out{j}: array<{_storage(DTYPES[dag.nodes[k].dtype])}>;"
                      for j, k in enumerate(dag.outputs)]
         index = index_wgsl(ndim, strided).splitlines() if strided else []
+        head, start, nxt, advance = [], [], [], []
+        stepped = stepped_index(fields, ndim, strided, "p.start + base" + (
+            " * 4u" if self.words else "")) if strided else None
+        if stepped is not None:  # one decode per invocation, a carry per element
+            fields, head, index, advance = stepped
+            if self.words:  # four elements an item: lane coordinates step by one
+                start, index, nxt = lane_index_wgsl(ndim, strided)
+            else:
+                index, advance = index + advance, []
         packed = any(DTYPES[n.dtype].packed for n in dag.nodes if n.op == "in") or self.words
         src = shaders.render(shaders.load("elementwise/fused.wgsl"), {
             "ENABLE": shaders.enable_directives([DTYPES[d].wgsl for d in self.dtypes]),
@@ -220,6 +235,7 @@ class FusedKernel(BuiltinKernel):
             "KEEP64": keep64,
             "HELPERS": "\n".join(helpers),
             "FUNCTIONS": functions,
+            "HEAD": head, "LANE_START": start, "LANE_NEXT": nxt, "ADVANCE": advance,
             "ELEMENT": index + element,
         }, name="elementwise/fused.wgsl")
         return src, fields
@@ -289,6 +305,7 @@ class FusedKernel(BuiltinKernel):
         items = [DTYPES[b.dtype].itemsize for b in outputs]
         item_bytes = max(items + [DTYPES[b.dtype].itemsize for b, f in zip(inputs, full) if f])
         dims = uniform_values(sizes, strided) if sizes else {}
+        dims.update(step_values(sizes, self.workgroup_size * per_item))  # (stepped decode)
         named = {f"s{i}": v for i, v in enumerate(scalars)}
         out = []
         for start, count, ranges, offsets in split_launches(

@@ -3,13 +3,17 @@
 // Bindings: the inputs x0.. (read), then the outputs out0.. (read_write), then params.
 // Params: n (items in this launch), start (the output element this launch begins at), total
 //   (output elements in all), opaque (always 0: see below), the scalars s0.. in their
-//   dtypes, then the coalesced sizes and each strided input's offset and strides.
+//   dtypes, then the coalesced sizes and each strided input's offset and strides (and the
+//   step k0.. between an invocation's items, where HEAD decodes once).
 // Templates: ENABLE, SCALARS and DIMS (uniform fields), BINDINGS, UB, WG, U (items per
 //   invocation), PACKED (an input or output is packed: packed.wgsl's lane8 and put8),
 //   WORDS (the item is four elements: a packed output is written a u32 word at a time),
 //   WORD_VARS and WORD_STORES (the packed outputs' words of an item and their stores),
-//   HELPERS, FUNCTIONS (one fn per distinct row application), ELEMENT (the lines computing
-//   one element's values and storing them).
+//   HELPERS, FUNCTIONS (one fn per distinct row application), HEAD (once per invocation:
+//   the stepped index decode of its first item, layout.stepped_index_wgsl), ELEMENT (the
+//   lines computing one element's values and storing them); with WORDS, LANE_START and
+//   LANE_NEXT (the lanes' coordinates: from the item's, then one element on,
+//   layout.lane_index_wgsl) and ADVANCE (the item's coordinates to the next item's).
 // Every row's result goes through keep32 / keep64, an exclusive or with p.opaque: a value the
 // compiler cannot know, so it cannot contract one row's product into the next row's sum (an
 // fma rounds once where separate kernels round twice). f16 values are stored as f16 between
@@ -52,6 +56,9 @@ ${fn}
 #for line in WORD_VARS
         ${line}
 #endfor
+#for line in LANE_START
+        ${line}
+#endfor
         for (var l = 0u; l < 4u; l = l + 1u) {
             let e = i * 4u + l;
             let g = p.start + e;
@@ -60,8 +67,14 @@ ${fn}
                 ${line}
 #endfor
             }
+#for line in LANE_NEXT
+            ${line}
+#endfor
         }
 #for line in WORD_STORES
+        ${line}
+#endfor
+#for line in ADVANCE
         ${line}
 #endfor
 #else

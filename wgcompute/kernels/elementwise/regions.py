@@ -17,9 +17,11 @@ from ..core.layout import (
     check_u32_index,
     coalesce,
     index_wgsl,
+    step_values,
     uniform_fields,
     uniform_values,
 )
+from .elementwise import stepped_index
 
 # the WGSL element a copy moves for each item size: bits only, so that no dtype's feature
 # (shader-f16, shader-f64, shader-int64) is needed to move it; 1- and 2-byte items share
@@ -56,6 +58,7 @@ class RegionCopy(BuiltinKernel):
     inputs = ("a",)
     dtypes = tuple(DTYPES)  # every dtype: the bits move
     workgroup_size = 256
+    per_invocation = 4  # items per invocation: the index decoded once for them
     description = ("out[out_offset + i·out_strides] = a[a_offset + i·a_strides] over a "
                    "region (the rest of out unchanged)")
     not_in_place = "region_copy reads other elements of a than the one it writes"
@@ -105,32 +108,54 @@ class RegionCopy(BuiltinKernel):
                              f"at most {MAX_DIMS} are supported")
         return sizes, sa, so
 
+    def _words(self, params, item: int):
+        """(word size in bytes, sizes, a strides, out strides, a offset, out offset) in
+        words: where both sides step by one element along the innermost coalesced
+        dimension and every size, stride and offset there allows, runs of 16 (8, 4) bytes
+        move as one vec4<u32> (vec2, u32) item: one index decode per run, and one- and
+        two-byte dtypes without atomics."""
+        sizes, sa, so = self._plan(params)
+        ao, oo = int(params["a_offset"]), int(params["out_offset"])
+        if not sizes or sa[-1] != 1 or so[-1] != 1:
+            return item, sizes, sa, so, ao, oo
+        for word in (16, 8, 4):
+            v = word // item
+            if word <= item or any(x % v for x in (sizes[-1], ao, oo, *sa[:-1], *so[:-1])):
+                continue
+            return (word, sizes[:-1] + (sizes[-1] // v,), tuple(x // v for x in sa[:-1]) + (1,),
+                    tuple(x // v for x in so[:-1]) + (1,), ao // v, oo // v)
+        return item, sizes, sa, so, ao, oo
+
     def key(self, inputs, output, params) -> PipelineKey:
-        sizes, _, _ = self._plan(params)
-        return PipelineKey(self.name, ("u32",), (("itemsize", DTYPES[output.dtype].itemsize),
-                                                 ("dims", len(sizes))))
+        word, sizes, *_ = self._words(params, DTYPES[output.dtype].itemsize)
+        return PipelineKey(self.name, ("u32",), (("itemsize", word), ("dims", len(sizes))))
 
     def render(self, key: PipelineKey):
         c = dict(key.constants)
         ndim, item = c["dims"], c["itemsize"]
         fields = (("n", "u32"), *uniform_fields(ndim, ("a", "o")))
+        head, index = [], index_wgsl(ndim, ("a", "o"), "i").split("\n")
+        stepped = stepped_index(fields, ndim, ("a", "o"), "base")
+        if stepped is not None:  # one decode per invocation, a carry per item
+            fields, head, index, advance = stepped
+            index = index + advance
         src = shaders.render(shaders.load("elementwise/regions.wgsl"), {
-            "T": _WORD[item], "WG": self.workgroup_size, "PACKED": item < 4,
-            "LANES": 4 // item if item < 4 else 1, "BITS": 8 * item,
+            "T": _WORD[item], "WG": self.workgroup_size, "U": self.per_invocation,
+            "PACKED": item < 4, "LANES": 4 // item if item < 4 else 1, "BITS": 8 * item,
             "MASK": (1 << (8 * item)) - 1 if item < 4 else 0,
             "DIMS": "\n".join(f"    {n}: {t}," for n, t in fields[1:]),
-            "INDEX": "\n    ".join(index_wgsl(ndim, ("a", "o"), "g").split("\n"))})
+            "HEAD": head, "INDEX": index})
         return src, fields
 
     def launches(self, inputs, output, params, device):
         n = math.prod(int(v) for v in params["shape"])
         if n == 0:
             return []
-        sizes, sa, so = self._plan(params)
-        u = uniform_values(sizes, {"a": (sa, int(params["a_offset"])),
-                                   "o": (so, int(params["out_offset"]))})
-        u["n"] = n
-        return [Launch(fold_grid(-(-n // self.workgroup_size), device, self.name), u)]
+        _, sizes, sa, so, ao, oo = self._words(params, DTYPES[output.dtype].itemsize)
+        u = uniform_values(sizes, {"a": (sa, ao), "o": (so, oo)})
+        u.update(step_values(sizes, self.workgroup_size), n=math.prod(sizes))
+        groups = -(-u["n"] // (self.workgroup_size * self.per_invocation))
+        return [Launch(fold_grid(groups, device, self.name), u)]
 
 
 REGION_COPY = RegionCopy()

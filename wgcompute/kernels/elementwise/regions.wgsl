@@ -5,9 +5,10 @@
 // Bindings: 0 a (read), 1 out (read_write; atomic u32 words for one-byte dtypes, whose four
 // lanes share a word: each invocation clears and sets its own lane), 2 params (uniform: n
 // (region elements), then the sizes, offsets and strides of layout.uniform_fields).
-// Templates: T (the item as bits: u32, vec2<u32>, vec4<u32>), WG (workgroup size),
-// PACKED (items of 1 or 2 bytes: LANES per word, BITS each, MASK), DIMS (uniform fields),
-// INDEX (statements setting i_a and i_o from the flat region index g).
+// Templates: T (the item as bits: u32, vec2<u32>, vec4<u32>), WG (workgroup size), U
+// (items per invocation), PACKED (items of 1 or 2 bytes: LANES per word, BITS each, MASK),
+// DIMS (uniform fields), HEAD (once per invocation) and INDEX (per item: statements setting
+// i_a and i_o for region element i; layout.stepped_index_wgsl's, or index_wgsl's per item).
 struct Params {
     n: u32,
 ${DIMS}
@@ -22,21 +23,17 @@ ${DIMS}
 #endif
 @group(0) @binding(2) var<uniform> p: Params;
 
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>,
-        @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let g = (wid.y * nwg.x + wid.x) * ${WG}u + lid;
-    if (g >= p.n) {
-        return;
-    }
-    ${INDEX}
+#include "elementwise/items_main.wgsl"
+#for line in INDEX
+        ${line}
+#endfor
 #if PACKED
-    let v = (a[i_a / ${LANES}u] >> ((i_a % ${LANES}u) * ${BITS}u)) & ${MASK}u;
-    let shift = (i_o % ${LANES}u) * ${BITS}u;
-    atomicAnd(&out[i_o / ${LANES}u], ~(${MASK}u << shift));
-    atomicOr(&out[i_o / ${LANES}u], v << shift);
+        let v = (a[i_a / ${LANES}u] >> ((i_a % ${LANES}u) * ${BITS}u)) & ${MASK}u;
+        let shift = (i_o % ${LANES}u) * ${BITS}u;
+        atomicAnd(&out[i_o / ${LANES}u], ~(${MASK}u << shift));
+        atomicOr(&out[i_o / ${LANES}u], v << shift);
 #else
-    out[i_o] = a[i_a];
+        out[i_o] = a[i_a];
 #endif
+    }
 }

@@ -9,8 +9,8 @@ from ...dtypes import DTYPES
 from ...errors import DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import Launch, PipelineKey, fold_grid
-from ..core.layout import index_wgsl, uniform_fields, uniform_values
-from .elementwise import Elementwise, split_launches
+from ..core.layout import index_wgsl, step_values, uniform_fields, uniform_values
+from .elementwise import Elementwise, split_launches, stepped_index
 from .optable import ALL, OPS
 
 
@@ -70,14 +70,21 @@ class Where(Elementwise):
         at = {n: "e" if f else f"i_{n}" for n, f in zip(self.inputs, full)}
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"),
                   *uniform_fields(ndim, strided))
+        index = index_wgsl(ndim, strided).splitlines() if ndim else []
+        stepped = None if dt.packed or not ndim else stepped_index(fields, ndim, strided,
+                                                                   "p.start + base")
+        head = item = []
+        if stepped is not None:  # one decode per invocation, a carry per item
+            fields, head, item, advance = stepped
+            item, index = item + advance, []
         src = shaders.render(shaders.load("elementwise/where.wgsl"), {
             "ENABLE": shaders.enable_directives([dt.wgsl]),
             "AT": "u32" if dt.packed else dt.wgsl,
             "PACKED": dt.packed, "LANES": dt.lanes, "BITS": dt.bits,
             "DIMS": "\n".join(f"    {n}: {ft}," for n, ft in fields[3:]),
-            "INDEX": index_wgsl(ndim, strided).splitlines() if ndim else [],
+            "INDEX": index, "STEPPED": stepped is not None, "ITEM": item,
             "C": at["condition"], "X1": at["x1"], "X2": at["x2"],
-            "WG": self.workgroup_size, "U": self.per_invocation,
+            "WG": self.workgroup_size, "U": self.per_invocation, "HEAD": head,
         }, name="elementwise/where.wgsl")
         return src, fields
 
@@ -89,6 +96,7 @@ class Where(Elementwise):
         dt = DTYPES[output.dtype]
         per_item = dt.lanes
         dims = uniform_values(sizes, strided) if sizes else {}
+        dims.update(step_values(sizes, self.workgroup_size))  # (for the stepped decode)
         out = []
         for start, count, ranges, offsets in split_launches(
                 self.name, list(zip(self.inputs, inputs)), full, sizes, strided, total,

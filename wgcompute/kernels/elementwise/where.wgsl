@@ -10,7 +10,9 @@
 // Templates: ENABLE, AT (x1's, x2's and out's array element: their WGSL type, or u32 words of
 //   LANES elements of BITS bits), PACKED (x1, x2 and out are packed), DIMS (the size and stride
 //   fields), INDEX (the statements setting i_<name> from g), C, X1, X2 (element e's index
-//   into each operand: e for a full one, i_<name> for a strided one), WG, U.
+//   into each operand: e for a full one, i_<name> for a strided one), WG, U; STEPPED (an
+//   unpacked output: HEAD decodes an invocation's first element once, ITEM sets i_<name>
+//   per item and carries to the next; INDEX is then empty).
 // An item is one element (one word of LANES for a packed output, so that no two invocations
 // write one word); a launch's first element is a multiple of 1024 (whole words), and the
 // full operands are bound from it. Invocation lid of a workgroup handles items
@@ -32,6 +34,7 @@ ${DIMS}
 
 #include "elementwise/packed.wgsl"
 
+#if not STEPPED
 // element e of this launch (global index g = p.start + e)
 fn pick(e: u32) -> ${AT} {
     let g = p.start + e;
@@ -46,6 +49,7 @@ fn pick(e: u32) -> ${AT} {
     return select(x2[${X2}], x1[${X1}], lane_u(condition[${C} / 4u], ${C}, 8u) != 0u);
 #endif
 }
+#endif
 
 #include "elementwise/items_main.wgsl"
 #if PACKED
@@ -56,6 +60,12 @@ fn pick(e: u32) -> ${AT} {
             }
         }
         out[i] = word;
+#elif STEPPED
+        let e = i;
+#for line in ITEM
+        ${line}
+#endfor
+        out[i] = select(x2[${X2}], x1[${X1}], lane_u(condition[${C} / 4u], ${C}, 8u) != 0u);
 #else
         out[i] = pick(i);
 #endif

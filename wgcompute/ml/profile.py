@@ -13,14 +13,8 @@ from ..errors import ArgumentError
 from .executable import _device
 
 
-def profile_model(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
-    """Per-layer GPU times (ms, the median of ``repeat`` runs) from timestamp queries:
-    each step in its own compute pass. Returns dicts with layer (ONNX node names,
-    fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
-    ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
-    chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
-    import wgpu
-
+def _arguments(model, inputs, repeat, trace) -> tuple:
+    """profile()'s checks: (the device, the trace path or None, the inputs as numpy)."""
     from ..timeline import check_trace_path
 
     if trace is not None:
@@ -32,6 +26,18 @@ def profile_model(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
         raise ArgumentError(f"repeat: expected an int >= 1, got {repeat!r}")
     xs = [np.asarray(x.to_numpy() if isinstance(x, Buffer) else x)
           for x in model._arrays(inputs, {})]
+    return device, trace, xs
+
+
+def profile_model(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
+    """Per-layer GPU times (ms, the median of ``repeat`` runs) from timestamp queries:
+    each step in its own compute pass. Returns dicts with layer (ONNX node names,
+    fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
+    ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
+    chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
+    import wgpu
+
+    device, trace, xs = _arguments(model, inputs, repeat, trace)
     xs = [x if model._is_host(i) else np.require(x, model._upload_type(x.dtype), "C")
           for i, x in enumerate(xs)]
     plan = model.plan(*[x if model._is_host(i) else x.shape for i, x in enumerate(xs)],
@@ -93,18 +99,9 @@ def profile_replayed(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
     each operation (one kernel of a node) in its own compute pass, named by its node."""
     import wgpu
 
-    from ..timeline import check_trace_path
     from .replay import replay_for
 
-    if trace is not None:
-        trace = check_trace_path(trace, "trace")
-    device = _device()
-    if not device.has("timestamp-query"):
-        raise ArgumentError(f"profile: {device.name} lacks the 'timestamp-query' feature")
-    if not isinstance(repeat, int) or repeat < 1:
-        raise ArgumentError(f"repeat: expected an int >= 1, got {repeat!r}")
-    xs = [np.asarray(x.to_numpy() if isinstance(x, Buffer) else x)
-          for x in model._arrays(inputs, {})]
+    device, trace, xs = _arguments(model, inputs, repeat, trace)
     rep = replay_for(model.graph, model._interpreter, xs, device)
     rows = []
     dev = device.gpu_device

@@ -48,11 +48,9 @@ def cached():
         except Exception:  # not there yet (or unreadable): parse
             pass
         got = parse(self, csource)
-        try:
+        with contextlib.suppress(Exception):  # a read-only home must not break computing
             os.makedirs(os.path.dirname(path), exist_ok=True)
             write_atomically(path, lambda tmp: _write(tmp, got))
-        except Exception:  # a read-only home must not break computing
-            pass
         return got
 
     cparser.Parser._parse = parse_cached

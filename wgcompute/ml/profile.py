@@ -35,8 +35,6 @@ def profile_model(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
     fused ones joined by +), kernel, and ms; needs the adapter's timestamp-query.
     ``trace`` (a path): also write the steps as a Chrome trace for ui.perfetto.dev or
     chrome://tracing, back to back at their median times (wgc.Timeline's format)."""
-    import wgpu
-
     device, trace, xs = _arguments(model, inputs, repeat, trace)
     xs = [x if model._is_host(i) else np.require(x, model._upload_type(x.dtype), "C")
           for i, x in enumerate(xs)]
@@ -49,36 +47,13 @@ def profile_model(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
     n = len(parts)
     if n == 0:
         return _trace(model, [], trace, device)
-    dev = device.gpu_device
-    qs = dev.create_query_set(label=f"{model.name}-profile", type=wgpu.QueryType.timestamp,
-                              count=2 * n)
-    resolve = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE
-                                | wgpu.BufferUsage.COPY_SRC)
-    times = [[] for _ in range(n)]
-    try:
-        with exe.lock:
-            for buf, a in zip(exe.inputs, xs, strict=True):
-                buf.write(a.reshape(buf.shape))
-            for _ in range(repeat + 1):
-                def record(enc):
-                    for i, part in enumerate(parts):
-                        cpass = enc.begin_compute_pass(timestamp_writes={
-                            "query_set": qs, "beginning_of_pass_write_index": 2 * i,
-                            "end_of_pass_write_index": 2 * i + 1})
-                        part.encode(cpass)
-                        cpass.end()
-                    enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
-
-                submit_work(f"profile {model.name}", device, record,
-                            [*exe.inputs, exe.output], full=True).wait()
-                ticks = transfers.download(device, resolve, 0, 16 * n).view(np.uint64)
-                for i in range(n):
-                    times[i].append(max(int(ticks[2 * i + 1]) - int(ticks[2 * i]), 0) / 1e6)
-    finally:
-        resolve.destroy()
-    return _trace(model, [{"layer": st.label, "kernel": st.kernel.name,
-                           "ms": float(np.median(t[1:]))}
-                          for st, t in zip(plan.steps, times, strict=True)], trace, device)
+    with exe.lock:
+        for buf, a in zip(exe.inputs, xs, strict=True):
+            buf.write(a.reshape(buf.shape))
+        ms = _time_passes(device, [part.encode for part in parts], [*exe.inputs, exe.output],
+                          repeat, f"{model.name}-profile")
+    return _trace(model, [{"layer": st.label, "kernel": st.kernel.name, "ms": t}
+                          for st, t in zip(plan.steps, ms, strict=True)], trace, device)
 
 
 def _trace(model, rows: list[dict], trace: str | None, device) -> list[dict]:
@@ -97,40 +72,53 @@ _OPS_A_SUBMIT = 1024
 def profile_replayed(model, inputs, repeat: int = 5, trace=None) -> list[dict]:
     """profile() of an interpreted model: the dispatches of its replayed call (ml/replay.py),
     each operation (one kernel of a node) in its own compute pass, named by its node."""
-    import wgpu
-
     from .replay import replay_for
 
     device, trace, xs = _arguments(model, inputs, repeat, trace)
     rep = replay_for(model.graph, model._interpreter, xs, device)
-    rows = []
-    dev = device.gpu_device
     with rep.lock:
         ops = [op for op in rep.capture.ops if op[0]]
-        for start in range(0, len(ops), _OPS_A_SUBMIT):
-            part = ops[start:start + _OPS_A_SUBMIT]
-            rows += _time_ops(device, dev, wgpu, part, repeat, f"{model.name}-profile")
+        ms = _time_passes(device, [_recorder(device, op[0]) for op in ops],
+                          [b for op in ops for b in op[2]], repeat, f"{model.name}-profile")
+    rows = [{"layer": op[3].split(": ")[0], "kernel": op[3].split(": ", 1)[-1], "ms": t}
+            for op, t in zip(ops, ms, strict=True)]
     return _trace(model, rows, trace, device)
 
 
-def _time_ops(device, dev, wgpu, ops: list, repeat: int, label: str) -> list[dict]:
-    n = len(ops)
+def _recorder(device, calls):
+    return lambda cpass: device.link.record_wgpu_pass(cpass, calls)
+
+
+def _time_passes(device, encoders: list, buffers: list, repeat: int, label: str) -> list[float]:
+    """Median GPU ms of each ``encoders[i](cpass)``, each in its own compute pass between
+    timestamp queries (``repeat`` runs after one warm-up), _OPS_A_SUBMIT passes a submit."""
+    out = []
+    for start in range(0, len(encoders), _OPS_A_SUBMIT):
+        out += _time_some(device, encoders[start:start + _OPS_A_SUBMIT], buffers, repeat, label)
+    return out
+
+
+def _time_some(device, encoders: list, buffers: list, repeat: int, label: str) -> list[float]:
+    import wgpu
+
+    n = len(encoders)
+    dev = device.gpu_device
     qs = dev.create_query_set(label=label, type=wgpu.QueryType.timestamp, count=2 * n)
     resolve = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE
                                 | wgpu.BufferUsage.COPY_SRC)
     times = [[] for _ in range(n)]
+
+    def record(enc):
+        for i, encode in enumerate(encoders):
+            cpass = enc.begin_compute_pass(timestamp_writes={
+                "query_set": qs, "beginning_of_pass_write_index": 2 * i,
+                "end_of_pass_write_index": 2 * i + 1})
+            encode(cpass)
+            cpass.end()
+        enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
+
     try:
         for _ in range(repeat + 1):
-            def record(enc):
-                for i, op in enumerate(ops):
-                    cpass = enc.begin_compute_pass(timestamp_writes={
-                        "query_set": qs, "beginning_of_pass_write_index": 2 * i,
-                        "end_of_pass_write_index": 2 * i + 1})
-                    device.link.record_wgpu_pass(cpass, op[0])
-                    cpass.end()
-                enc.resolve_query_set(qs, 0, 2 * n, resolve, 0)
-
-            buffers = [b for op in ops for b in op[2]]
             submit_work(label, device, record, buffers, full=True).wait()
             ticks = transfers.download(device, resolve, 0, 16 * n).view(np.uint64)
             for i in range(n):
@@ -138,5 +126,4 @@ def _time_ops(device, dev, wgpu, ops: list, repeat: int, label: str) -> list[dic
     finally:
         resolve.destroy()
         qs.destroy()
-    return [{"layer": op[3].split(": ")[0], "kernel": op[3].split(": ", 1)[-1],
-             "ms": float(np.median(t[1:]))} for op, t in zip(ops, times, strict=True)]
+    return [float(np.median(t[1:])) for t in times]

@@ -13,7 +13,12 @@ interpreters per case) run in a last round of their own: beside compile-heavy fi
 children pushed a round past 4.5 GB. A file of thousands of cases (SPLIT) is run in shards,
 one per round (tests/conftest.py keeps every n-th of its tests). Every round runs even after
 one failed; the exit status is the first failing round's. Arguments after ``--`` that name
-test files or folders restrict the run to them."""
+test files or folders restrict the run to them.
+
+Each round's line ends with its time and its peak memory: the proportional set size (PSS:
+shared pages split among the processes that map them) of the round's processes summed,
+sampled every second with psutil. Summed RSS would count the Vulkan driver and LLVM once per
+worker."""
 
 from __future__ import annotations
 
@@ -21,8 +26,11 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import psutil
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 # files whose tests start processes with devices of their own: a round of their own, last
@@ -66,6 +74,41 @@ def plan(files: list[Path], rounds: int) -> list[tuple[list[Path], str]]:
     return out
 
 
+def _tree_pss(root: psutil.Process) -> int:
+    """Summed PSS (bytes) of ``root`` and its descendants; processes that end meanwhile count
+    nothing."""
+    total = 0
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_full_info().pss
+        except psutil.Error:
+            pass  # ended between the listing and the read, or not ours to read
+    return total
+
+
+def run_round(command: list[str], env) -> tuple[int, int]:
+    """Run one pytest round; (exit status, peak summed PSS in bytes)."""
+    child = subprocess.Popen(command, env=env)
+    peak, done = 0, threading.Event()
+
+    def sample():
+        nonlocal peak
+        proc = psutil.Process(child.pid)
+        while not done.wait(1.0):
+            peak = max(peak, _tree_pss(proc))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    rc = child.wait()
+    done.set()
+    sampler.join()
+    return rc, peak
+
+
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         print("usage: pytest_rounds.py [--rounds N] -- PYTEST COMMAND [ARGS]", file=sys.stderr)
@@ -79,16 +122,21 @@ def main(argv: list[str]) -> int:
     paths = [a for a in command if a.endswith(".py") or Path(a).is_dir()]
     args = [a for a in command if a not in paths]
     rounds = plan(test_files(paths), opts.rounds)
-    status, start = 0, time.monotonic()
+    status, start, peaks = 0, time.monotonic(), []
     for i, (hand, shards) in enumerate(rounds, 1):
         note = f" (shards {shards})" if shards else ""
         print(f"=== round {i} of {len(rounds)}: {len(hand)} test files{note}", flush=True)
         env = dict(os.environ, **{SHARDS_ENV: shards}) if shards else None
-        rc = subprocess.call(args + [str(f) for f in hand], env=env)
+        began = time.monotonic()
+        rc, peak = run_round(args + [str(f) for f in hand], env)
+        print(f"=== round {i} of {len(rounds)}: {time.monotonic() - began:.0f} s, peak memory "
+              f"{peak / 2**30:.2f} GB (PSS, every process of the round)", flush=True)
+        peaks.append(peak)
         if rc not in (0, 5) and status == 0:  # 5: every test deselected (e.g. -m "not slow")
             status = rc
     verdict = "all passed" if status == 0 else f"FAILED (exit status {status})"
-    print(f"=== {len(rounds)} rounds in {time.monotonic() - start:.0f} s: {verdict}")
+    print(f"=== {len(rounds)} rounds in {time.monotonic() - start:.0f} s, peak memory "
+          f"{max(peaks, default=0) / 2**30:.2f} GB: {verdict}")
     return status
 
 

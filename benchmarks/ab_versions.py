@@ -8,8 +8,10 @@ a version older than the kernel family folders also takes its ``shaders`` folder
 it); it is imported as ``wgc_other``
 (unpacked into a temporary folder, its package renamed). Rows: ``run_kernel`` (blocking) and
 ``submit(...).wait()``, the latter split in phases: submit() returning, the polling wait for
-its fence, and Command.wait() after it. Each row: both medians and the median of the per-round
-ratios (this version / the other).
+its fence, and Command.wait() after it. Each row: both medians, the median of the per-round
+ratios (this version / the other) and its 95% bootstrap interval (the rounds resampled): a
+difference is shown only where the interval excludes 1. ``--other`` naming this checkout's own
+package folder (``--other wgcompute``) compares the version with itself: the noise floor.
 
     python -m benchmarks.ab_versions --other wgcompute-0.1.0-py3-none-any.whl \
         [--rounds 30] [--block 300] [--json PATH]
@@ -143,6 +145,16 @@ def work_rows(w, size: int, batch: int, n_add: int, n_mm: int) -> dict:
     return {"work": rows, "model": model, "img": img1}
 
 
+def bootstrap_interval(ratios: np.ndarray, level: float = 0.95, n: int = 4000):
+    """The ``level`` percentile interval of the median of ``ratios`` over ``n`` resamples of
+    the rounds (fixed seed: the same data give the same interval)."""
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(ratios), size=(n, len(ratios)))
+    medians = np.median(ratios[picks], axis=1)
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(medians, tail)), float(np.percentile(medians, 100 - tail))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -198,17 +210,20 @@ def main(argv=None) -> int:
         print(f"this {this.__version__} ({this.__file__}) against {other.__version__} "
               f"({args.other}); {args.rounds} alternating rounds of {args.block} calls, one "
               f"process; device: {this.device_info()['name']}")
-        print("| row | other (us) | this (us) | this / other, median of rounds |")
-        print("|---|---:|---:|---:|")
+        print("| row | other (us) | this (us) | this / other, median of rounds | 95% interval |")
+        print("|---|---:|---:|---:|---:|")
         rows = []
         for names in rows_of.values():
             for name in names:
                 o, t = medians[("other", name)], medians[("this", name)]
-                ratio = statistics.median(b / a for a, b in zip(o, t, strict=True))
+                ratios = np.array(t) / np.array(o)
+                ratio = float(np.median(ratios))
+                lo, hi = bootstrap_interval(ratios)
                 rows.append({"row": name.strip(), "other_us": statistics.median(o),
-                             "this_us": statistics.median(t), "ratio": ratio})
+                             "this_us": statistics.median(t), "ratio": ratio,
+                             "interval": [lo, hi]})
                 print(f"| {name} | {rows[-1]['other_us']:.2f} | {rows[-1]['this_us']:.2f} | "
-                      f"{ratio:.3f} |")
+                      f"{ratio:.3f} | {lo:.3f} – {hi:.3f} |")
         if callable(getattr(other, "current_device", None)):  # a runtime object: close it
             other.current_device().close()
         if args.json:

@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 
+import numpy as np
 import pytest
 
 import wgcompute as wgc
@@ -162,4 +163,24 @@ def test_ab_versions_runs_two_copies_in_one_process(tmp_path, monkeypatch, capsy
     assert [r["row"] for r in rows] == ["run_kernel", "submit + wait", "submit() returns",
                                         "polling wait for the fence", "Command.wait() after it"]
     assert all(r["other_us"] > 0 and r["this_us"] > 0 and r["ratio"] > 0 for r in rows)
+    assert all(r["interval"][0] <= r["ratio"] <= r["interval"][1] for r in rows)
     assert sys.modules["wgc_other"].__file__.startswith(tempfile.gettempdir())
+
+
+def test_ab_versions_interval_is_the_bootstrap_of_the_median():
+    """The ratio's 95% interval: one value repeated has no spread; rounds that scatter give an
+    interval around their median that narrows as the rounds grow (numpy's own resampling as
+    the reference)."""
+    from wgcompute.cli.bench import find_benchmarks
+
+    sys.path.insert(0, find_benchmarks())
+    try:
+        from benchmarks.ab_versions import bootstrap_interval
+    finally:
+        sys.path.remove(find_benchmarks())
+    assert bootstrap_interval(np.full(20, 1.02)) == (1.02, 1.02)
+    rng = np.random.default_rng(1)
+    few, many = 1 + 0.05 * rng.standard_normal(10), 1 + 0.05 * rng.standard_normal(1000)
+    (lo1, hi1), (lo2, hi2) = bootstrap_interval(few), bootstrap_interval(many)
+    assert lo1 <= np.median(few) <= hi1 and lo2 <= np.median(many) <= hi2
+    assert hi2 - lo2 < (hi1 - lo1) / 3 and lo2 < 1 < hi2

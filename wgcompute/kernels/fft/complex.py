@@ -12,6 +12,7 @@ from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from ..core.layout import broadcast_strides
 from .fft import _nonneg
 
 # mode -> the dtype it writes
@@ -112,15 +113,10 @@ def _op(value) -> str | None:
     return None if value in OPS else f"expected one of {', '.join(OPS)}, got {value!r}"
 
 
-def _strides(shape, out_shape) -> list[int]:
-    """Element strides of a contiguous ``shape`` broadcast to ``out_shape`` (right-aligned
-    into _DIMS dimensions; 0 where it repeats)."""
-    shape = (1,) * (_DIMS - len(shape)) + tuple(shape)
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step if n != 1 else 0)
-        step *= n
-    return strides[::-1]
+def _strides(shape, out_shape) -> tuple[int, ...]:
+    """Element strides of a contiguous ``shape`` broadcast to ``out_shape``, right-aligned
+    into _DIMS dimensions (0 where it repeats)."""
+    return broadcast_strides(tuple(shape), (1,) * (_DIMS - len(out_shape)) + tuple(out_shape))
 
 
 class ComplexBinary(BuiltinKernel):

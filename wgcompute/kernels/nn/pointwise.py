@@ -7,6 +7,7 @@ import math
 
 from ...errors import ShapeError
 from ..core.base import Param
+from ..core.layout import broadcast_strides
 from ..elementwise.optable import OPS
 from .common import (
     _F32,
@@ -69,16 +70,6 @@ def broadcast_shape(a, b, what: str = "nn_binary") -> tuple[int, ...]:
                              f"broadcast (dimensions {x} and {y})")
         out.append(y if x == 1 else x)
     return tuple(out)
-
-
-def broadcast_strides(shape, out_shape) -> list[int]:
-    """Element strides of ``shape`` read at each index of ``out_shape`` (0 where broadcast)."""
-    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc if d != 1 else 0)
-        acc *= d
-    return strides[::-1]
 
 
 class Binary(NNKernel):

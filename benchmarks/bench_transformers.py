@@ -3,7 +3,8 @@
 run by wgcompute (numpy in -> numpy out, wall clock, the median of --repeat calls after a
 warm-up and the background tuning), checked against onnxruntime (CPU) at 1e-4 relative, beside
 onnxruntime CPU, torch eager fp32 on CUDA, and where they run (benchmarks/peers_onnx.py) ONNX
-Runtime's WebGPU backend with and without graph capture and torch CUDA graphs fp32 / fp16.
+Runtime's WebGPU backend with and without graph capture and torch CUDA graphs fp32 / fp16;
+and wgcompute with dtype="f16" (f32 sums, and precision="mixed") where the adapter has f16.
 
     python -m benchmarks.bench_transformers [--models vit,bert] [--batches 1,32]
         [--repeat 10] [--json PATH]
@@ -112,6 +113,30 @@ def _peers(path, feeds, graphable, repeat, want) -> dict:
     return out
 
 
+def _half_rows(path, feeds, repeat, want) -> dict:
+    """ms per call and relative error (against onnxruntime's f32) of the model loaded with
+    dtype="f16": f32 sums (precision "f32") and f16 sums within each k slice ("mixed"); a
+    refusal is printed, not timed."""
+    import wgcompute as wgc
+
+    out = {}
+    if not wgc.current_device().has("shader-f16"):
+        return out
+    for precision in ("f32", "mixed"):
+        try:
+            half = wgc.ml.load_onnx(path, dtype="f16", precision=precision)
+            got = half.run(feeds)[0]
+            wgc.autotune_wait()
+        except wgc.WgComputeError as e:
+            print(f"  f16 ({precision} sums): refused ({type(e).__name__}: {str(e)[:200]})")
+            return out
+        key = "wgcompute_f16" + ("_mixed" if precision == "mixed" else "")
+        out[key + "_ms"] = median_time(lambda half=half: half.run(feeds), repeat) * 1e3
+        out[key + "_rel_err"] = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+        half.free()
+    return out
+
+
 def run_case(name, path, inputs, torch_fn, batches, repeat, rows, graphable=None):
     import onnxruntime as ort
 
@@ -147,14 +172,19 @@ def run_case(name, path, inputs, torch_fn, batches, repeat, rows, graphable=None
                t_torch * 1e3, "max_rel_err_vs_ort": rel}
         if graphable is not None:
             row.update(_peers(path, feeds, graphable, repeat, want))
+        row.update(_half_rows(path, feeds, repeat, want))
         rows.append(row)
         peers = "".join(f", {k[:-3]} {v:.2f} ms ({t_wgc * 1e3 / v:.2f}x)"
                         for k, v in row.items() if k.endswith("_ms") and k.startswith(
                             ("ort_webgpu", "torch_graph")))
         torch_text = "" if t_torch is None else f", torch eager fp32 {t_torch * 1e3:.2f} ms"
-        print(f"{name} b{b}: wgcompute {t_wgc * 1e3:.2f} ms (first call {first:.2f} s), "
-              f"onnxruntime CPU {t_ort * 1e3:.2f} ms{torch_text}{peers}; max rel err vs ORT "
-              f"{rel:.1e} (wgcompute / peer in parentheses)", flush=True)
+        half = "".join(f", {k[:-3].replace('_', ' ')} {v:.2f} ms (rel err "
+                       f"{row[k[:-3] + '_rel_err']:.1e})"
+                       for k, v in row.items() if k.startswith("wgcompute_f16") and
+                       k.endswith("_ms"))
+        print(f"{name} b{b}: wgcompute {t_wgc * 1e3:.2f} ms (first call {first:.2f} s)"
+              f"{half}, onnxruntime CPU {t_ort * 1e3:.2f} ms{torch_text}{peers}; max rel err "
+              f"vs ORT {rel:.1e} (wgcompute f32 / peer in parentheses)", flush=True)
 
 
 def main(argv=None) -> int:

@@ -318,8 +318,9 @@ def test_an_interpreted_model_says_why_in_its_repr():
     assert "interpreted" in repr(model) and "Exp" in model.interpreted_because
     with pytest.raises(ModelError, match="plan needs the planned path"):
         model.plan((2,))
-    with pytest.raises(ModelError, match="dtype 'f16'.*interpreted"):
-        wgc.ml.load_onnx(m, dtype="f16")
+    if wgc.current_device().has("shader-f16"):  # f16 storage (tests/test_onnx_f16.py)
+        half = wgc.ml.load_onnx(m, dtype="f16")
+        assert "interpreted" in repr(half) and "f16" in repr(half)
 
 
 def test_a_computed_shape_is_refused_at_the_first_call():

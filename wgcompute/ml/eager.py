@@ -8,7 +8,6 @@ per node output (Buffer, ``np.ndarray``, or None for an output it does not produ
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -17,26 +16,25 @@ from .._lazy import tracing
 from ..buffer import Buffer, buffer
 from ..dtypes import DTYPES
 from ..errors import ModelError, WgComputeError
-from . import operators
+from . import eager_half, operators
+from .eager_fold import (  # noqa: F401 - the interpreter's names for the layers above
+    HOST_FOLD_ELEMENTS,
+    NO_HOST_FOLD,
+    _folds_on_host,
+    fold_at_load,
+    grown_size,
+    host_fold,
+)
 from .ir import Graph, Node
 
 # op type -> fn(ctx, node, ins) -> list of outputs
 EAGER: dict[str, Callable] = {}
 # op type -> check(node, opset) -> why the interpreter cannot run it (at load), or None
 EAGER_CHECKS: dict[str, Callable] = {}
-# op types that never fold on the host (their results outgrow their inputs, or random)
-NO_HOST_FOLD: set[str] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                          "RandomUniformLike", "Multinomial", "Bernoulli",
-                          "If", "Loop", "Scan"}  # sub-graphs read their scope's values
-
 # op types the interpreter runs through the planned path only: float32 and float16 inputs
 FLOAT_ONLY: set[str] = set()
 # ... of which these take 1- and 2-byte integers too (through float32, exactly)
 SMALL_INTS_EXACT: set[str] = set()
-
-# a node whose inputs are all host values, of at most this many elements in all, folds on the
-# host (shape arithmetic); a larger one computes on the GPU
-HOST_FOLD_ELEMENTS = 1 << 12
 
 # ONNX element type -> wgcompute dtype name (None: the type does not exist in wgcompute)
 _ONNX_NAMES = {1: "f32", 2: "u8", 3: "s8", 4: "u16", 5: "s16", 6: "s32", 7: "s64", 9: "bool",
@@ -152,6 +150,11 @@ class Context:
         self.subgraphs: dict = {}  # (node name, attribute) -> Graph, for If/Loop/Scan
         self.scope: dict | None = None  # the values of the graph running now (name -> value)
         self.data_dependent: str | None = None  # why this run depends on input values
+        # dtype="f16" (eager_half.py): float32 tensors on the GPU are float16; the float32
+        # host values nodes made this call (id -> array), which go up as float16 too
+        self.half = graph.float_dtype == "f16"
+        self.precision = graph.precision
+        self._host_floats: dict[int, np.ndarray] = {}
 
     # -- reading nodes -----------------------------------------------------------------------
     @staticmethod
@@ -232,8 +235,11 @@ class Context:
             hit = cache.get(key)
             if hit is not None and hit[0] is v:
                 return hit[1]
-        dt = _host_dtype(v, self.device, what)
-        b = buffer(np.ascontiguousarray(v).reshape(v.shape), dtype=dt, device=self.device)
+        dt = self.dtype(v, what)
+        a = np.ascontiguousarray(v).reshape(v.shape)
+        if dt.name == "f16" and a.dtype == np.float32:
+            a = eager_half.to_half(a)
+        b = buffer(a, dtype=dt, device=self.device)
         (self.consts if self._is_constant(v) else self._uploads)[key] = (v, b)
         return b
 
@@ -243,11 +249,33 @@ class Context:
             ids = self.consts["constant ids"] = {id(c) for c in self.graph.constants.values()}
         return id(v) in ids  # the graph holds its constants: their ids are not reused
 
-    def dtype(self, v):
-        """The wgcompute dtype of a value (a Buffer's, or a host array's own)."""
+    def dtype(self, v, what: str = "value"):
+        """The wgcompute dtype of a value on the GPU: a Buffer's, or a host array's own
+        (float16 for the graph's float32 values of a dtype="f16" model)."""
         if isinstance(v, Buffer):
             return v.dtype
-        return _host_dtype(np.asarray(v), self.device, "value")
+        v = np.asarray(v)
+        if self.half and v.dtype == np.float32 and self._graph_value(v):
+            return DTYPES["f16"]
+        return _host_dtype(v, self.device, what)
+
+    def _graph_value(self, v: np.ndarray) -> bool:
+        hit = self._host_floats.get(id(v))
+        return (hit is not None and hit is v) or self._is_constant(v)
+
+    def note_host(self, values) -> None:
+        """Float32 host values of the graph (a node's results, a sub-graph's constants): a
+        dtype="f16" model uploads them as float16 (arrays an operator makes for itself, such
+        as index tables and weights of its own kernels, go up in their own types)."""
+        for v in values:
+            if isinstance(v, np.ndarray) and v.dtype == np.float32:
+                self._host_floats[id(v)] = v
+
+    def onnx_dtype(self, elem: int, what: str):
+        """dtype_of_onnx, with FLOAT as float16 in a dtype="f16" model."""
+        if self.half and elem == eager_half.FLOAT:
+            elem = DTYPE_ONNX["f16"]
+        return dtype_of_onnx(elem, self.device, what)
 
     # -- sub-graphs (If, Loop, Scan) ----------------------------------------------------------
     def subgraph(self, node: Node, key: str) -> Graph:
@@ -264,6 +292,8 @@ class Context:
         enclosing scope ``outer`` (name -> value); returns its outputs as values."""
         env = dict(outer)
         env.update(g.constants)
+        if self.half:
+            self.note_host(g.constants.values())
         for (name, _, _), v in zip(g.inputs, feeds, strict=False):
             env[name] = v
         _run_nodes(self, g, env)
@@ -280,109 +310,6 @@ def planned(ctx: Context, node: Node, ins: list) -> list | None:
     constants of a one-node model made once per device; None where an input is of another
     type (the caller computes it otherwise or refuses). The model layer installs it."""
     return HOOKS["planned"](ctx, node, ins)
-
-
-# -- folding on the host ---------------------------------------------------------------------
-def _to_proto(node: Node):
-    from onnx import helper, numpy_helper
-
-    attrs = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v
-             for k, v in node.attrs.items()}
-    return helper.make_node(node.op, node.inputs, node.outputs, name=node.name,
-                            domain=node.domain or None, **attrs)
-
-
-def _reference(ctx: Context, node: Node):
-    """onnx's reference implementation of one node (built once per model and node)."""
-    key = ("reference", node.name, node.op)
-    ref = ctx.consts.get(key)
-    if ref is None:
-        from onnx.reference import ReferenceEvaluator
-
-        ref = ReferenceEvaluator(_to_proto(node), opsets={"": ctx.opset})
-        ctx.consts[key] = ref
-    return ref
-
-
-def _fold_gather_elements(node: Node, ins: list) -> list:
-    """GatherElements on the host with numpy (onnx's reference implementation reads only one
-    element when the data is wider than the indices along the axis: BERT's token types)."""
-    data, idx = np.asarray(ins[0]), np.asarray(ins[1]).astype(np.int64)
-    axis = int(node.attrs.get("axis", 0)) % max(data.ndim, 1)
-    size = data.shape[axis]
-    if idx.size and (idx.min() < -size or idx.max() >= size):
-        raise IndexError(f"an index of {idx.min()}..{idx.max()} is out of range for axis "
-                         f"{axis} of {size}")
-    return [np.take_along_axis(data, np.where(idx < 0, idx + size, idx), axis)]
-
-
-_NUMPY_FOLDS = {"GatherElements": _fold_gather_elements}
-
-
-def host_fold(ctx: Context, node: Node, ins: list) -> list:
-    """``node`` evaluated on host values (numpy): operators.fold where the op has a fold,
-    else onnx's reference implementation; the result charged to the fold budget."""
-    spec = operators.OPS.get(node.op)
-    if spec is not None and spec.fold is not None:
-        outs = operators.fold(node, ins, ctx.opset, ctx.budget)
-        return [None if o is None else np.asarray(o) for o in outs]
-    numpy_fold = _NUMPY_FOLDS.get(node.op)
-    if numpy_fold is not None:
-        outs = numpy_fold(node, ins)
-        ctx.budget.charge(node, sum(o.nbytes for o in outs))
-        return outs
-    ref = _reference(ctx, node)
-    feeds = {name: v for name, v in zip(node.inputs, ins, strict=False) if name}
-    outs = ref.run(None, feeds)
-    ctx.budget.charge(node, sum(np.asarray(o).nbytes for o in outs if o is not None))
-    return [None if o is None else np.asarray(o) for o in outs]
-
-
-def _ints(v) -> list[int]:
-    return [int(d) for d in np.asarray(v).reshape(-1)]
-
-
-def grown_size(node: Node, ins: list) -> int:
-    """An upper bound of the elements of the result of an operator whose result may outgrow
-    its inputs (Range, Expand, Tile, OneHot, ConstantOfShape, Pad), from its host inputs;
-    the inputs' size for the others."""
-    op, present = node.op, [v for v in ins if v is not None]
-    try:
-        if op == "Range":
-            start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in ins[:3])
-            return max(math.ceil((limit - start) / delta), 0) if delta else 0
-        if op == "Expand":
-            return math.prod(np.broadcast_shapes(ins[0].shape, tuple(_ints(ins[1]))))
-        if op == "Tile":
-            return ins[0].size * math.prod(_ints(ins[1]))
-        if op == "OneHot":
-            return ins[0].size * abs(_ints(ins[1])[0])
-        if op == "ConstantOfShape":
-            return math.prod(_ints(ins[0]))
-        if op == "Pad":
-            pads = _ints(ins[1]) if len(ins) > 1 and ins[1] is not None else \
-                list(node.attrs.get("pads", []))
-            r = ins[0].ndim
-            return math.prod(ins[0].shape[i] + pads[i] + pads[i + r] for i in range(r)) \
-                if len(pads) == 2 * r else HOST_FOLD_ELEMENTS + 1
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return HOST_FOLD_ELEMENTS + 1  # malformed: the operator's own code says why
-    return sum(v.size for v in present)
-
-
-def _folds_on_host(node: Node, ins: list) -> bool:
-    """Every input is a host value (or omitted), and they and the result are small: shape
-    arithmetic."""
-    if node.op in NO_HOST_FOLD:
-        return False
-    total = 0
-    for v in ins:
-        if v is None:
-            continue
-        if not isinstance(v, np.ndarray):
-            return False
-        total += v.size
-    return total <= HOST_FOLD_ELEMENTS and grown_size(node, ins) <= HOST_FOLD_ELEMENTS
 
 
 # -- running a graph -------------------------------------------------------------------------
@@ -433,6 +360,8 @@ def _run_nodes(ctx: Context, g: Graph, env: dict) -> None:
                 cap.tag = f"{node.op} {node.name}"
             ins = [env[x] if x else None for x in node.inputs]
             outs = _step(ctx, node, ins)
+            if ctx.half:
+                ctx.note_host(outs)
             if any(isinstance(v, Buffer) for v in ins):
                 ctx.note(node, ins, outs)
             if len(outs) < len([y for y in node.outputs if y]):
@@ -448,11 +377,14 @@ def _run_nodes(ctx: Context, g: Graph, env: dict) -> None:
 
 def host_input(graph: Graph, i: int, x, device) -> np.ndarray:
     """Graph input ``i`` given as numpy (or anything numpy reads) in the type the model
-    declares: a float input rounded to it, an integer or bool one converted exactly."""
+    declares: a float input rounded to it, an integer or bool one converted exactly (a
+    dtype="f16" model takes float16 for float32 as it is)."""
     from ..dtypes import convert_exact
 
     name, _, elem = graph.inputs[i]
     a = np.asarray(x)
+    if a.dtype == np.float16 and elem == eager_half.FLOAT and graph.float_dtype == "f16":
+        return a
     dt = dtype_of_onnx(elem, device, f"input {name!r}") if elem else \
         _host_dtype(a, device, f"input {name!r}")
     if a.dtype == dt.numpy:
@@ -468,7 +400,8 @@ def host_input(graph: Graph, i: int, x, device) -> np.ndarray:
 def _upload_input(ctx: Context, name: str, elem: int, v) -> Buffer:
     """A graph input on the GPU (a host array's copy kept for ``ctx.host``)."""
     if isinstance(v, Buffer):
-        if elem and ONNX_DTYPES.get(elem) != v.dtype.name:
+        half = ctx.half and elem == eager_half.FLOAT and v.dtype == "f16"
+        if elem and ONNX_DTYPES.get(elem) != v.dtype.name and not half:
             raise ModelError(f"{ctx.graph.name}: input {name!r} is a {v.dtype} Buffer; the "
                              f"model declares {onnx_type_name(elem)}")
         return v
@@ -499,6 +432,8 @@ def upload_inputs(ctx: Context, inputs: list) -> dict:
 def evaluate(ctx: Context, env: dict) -> list:
     """Run the graph's nodes from ``env`` (upload_inputs'): its outputs' values (Buffers,
     whose work is queued, or host arrays)."""
+    if ctx.half:
+        eager_half.inputs(ctx, env)
     _run_nodes(ctx, ctx.graph, env)
     outs = []
     for y in ctx.graph.outputs:
@@ -520,7 +455,7 @@ def interpret(graph: Graph, inputs: list, device, consts: dict, as_buffers: bool
     in their declared types (``as_buffers``: outputs as Buffers)."""
     ctx = Context(graph, device, consts)
     vals = evaluate(ctx, upload_inputs(ctx, inputs))
-    return [ctx.buffer(v) if as_buffers else to_host(v, elem)
+    return [eager_half.output(ctx.buffer(v), elem) if as_buffers else to_host(v, elem)
             for v, elem in zip(vals, output_types(graph), strict=True)]
 
 
@@ -550,20 +485,6 @@ def check_node(node: Node, opset: int) -> str | None:
         spec = operators.OPS[node.op]
         return spec.check(node, opset) if spec.check else None
     return None
-
-
-def fold_at_load(graph: Graph, node: Node, values: list, budget) -> list:
-    """A node of constants folded when the model loads: operators.fold where the operator
-    has a fold, else onnx's reference implementation (within ``budget``)."""
-    spec = operators.OPS.get(node.op)
-    if spec is not None:
-        return operators.fold(node, values, graph.opset, budget)
-    from onnx.reference import ReferenceEvaluator
-
-    ref = ReferenceEvaluator(_to_proto(node), opsets={"": graph.opset})
-    outs = ref.run(None, {x: v for x, v in zip(node.inputs, values, strict=False) if x})
-    budget.charge(node, sum(np.asarray(o).nbytes for o in outs if o is not None))
-    return [None if o is None else np.asarray(o) for o in outs]
 
 
 def check_graph(graph: Graph, bad: list, device=None) -> None:

@@ -487,7 +487,7 @@ def _eye_like(ctx, node, ins):
     if x.ndim != 2:
         raise ctx.fail(node, f"input is {x.shape}; EyeLike takes a 2-D tensor")
     elem = ctx.attr(node, "dtype")
-    dt = x.dtype if elem is None else dtype_of_onnx(int(elem), ctx.device, "dtype")
+    dt = x.dtype if elem is None else ctx.onnx_dtype(int(elem), "dtype")
     k = int(ctx.attr(node, "k", 0))
     eye = np.eye(x.shape[0], x.shape[1], k, dtype=dt.numpy)  # known from the shape alone
     return [eye if eye.size <= HOST_FOLD_ELEMENTS else ctx.buffer(eye)]

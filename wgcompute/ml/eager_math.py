@@ -9,11 +9,16 @@ import math
 import numpy as np
 
 from .. import array_api as xp
+from .._lazy import enqueue
 from ..array import astype
+from ..array_api._elementwise import ROWS
+from ..array_api._helpers import new
 from ..buffer import Buffer, buffer
 from ..dtypes import DTYPES
 from ..errors import ModelError, WgComputeError
-from .eager import ONNX_DTYPES, Context, dtype_of_onnx, eager, onnx_type_name, planned
+from ..kernels.elementwise.arrayops import array_op
+from ..kernels.elementwise.optable import OPS
+from .eager import ONNX_DTYPES, Context, eager, onnx_type_name, planned
 from .ir import Node
 
 
@@ -27,6 +32,10 @@ def _wrap(ctx: Context, node: Node, fn, *args, **kwargs):
     float16 operands compute in float32 (the array namespace has no float16), and a float
     result comes back to float16: rounded once, as float16 arithmetic rounds."""
     half = any(isinstance(a, Buffer) and a.dtype == "f16" for a in args)
+    if half and ctx.half and not kwargs:
+        out = _half_row(ctx, node, fn, args)
+        if out is not None:
+            return out
     if half:
         args = tuple(astype(a, "f32") if isinstance(a, Buffer) and a.dtype == "f16" else a
                      for a in args)
@@ -39,6 +48,26 @@ def _wrap(ctx: Context, node: Node, fn, *args, **kwargs):
     if half and isinstance(out, Buffer) and out.dtype == "f32":
         out = astype(out, "f16", casting="unsafe")
     return out
+
+
+def _half_row(ctx, node, fn, args: tuple) -> Buffer | None:
+    """``fn`` (an elementwise function of the namespace) of float16 Buffers of a dtype="f16"
+    model by its op table row's kernel, which takes float16: computed in float32 and rounded
+    once, as the way through float32 above, but one kernel instead of three, which automatic
+    fusion joins to its neighbours. None where ``fn`` is no such row of these operands."""
+    name = "div" if fn is _divide else ROWS.get(getattr(fn, "__name__", ""))
+    if name is None or not all(isinstance(a, Buffer) and a.dtype == "f16" for a in args):
+        return None
+    row = OPS[name]
+    if row.arity != len(args) or "f16" not in row.accepts():
+        return None
+    k = array_op(name, len(args))
+    try:
+        shape, _ = k.output_spec(list(args), {})
+    except WgComputeError as e:
+        raise ctx.fail(node, str(e)) from e
+    out = new(tuple(shape), DTYPES[row.out_dtype("f16")], args[0].device, name)
+    return enqueue(k, list(args), out) if out.size else out
 
 
 # -- elementwise: one input ------------------------------------------------------------------
@@ -254,13 +283,14 @@ def _activation(ctx, node, ins):
 @eager("Softmax", "LogSoftmax")
 def _softmax(ctx, node, ins):
     """Along ``axis`` (opset >= 13, default -1); before, the input is taken as 2-D at ``axis``
-    (default 1) and normalized over the whole second part. float32: the planned path's
-    kernel; float16 composed, rounded to float16 after each step as float16 arithmetic
-    (and ONNX's reference) rounds; float64 composed."""
+    (default 1) and normalized over the whole second part. float32 (and a dtype="f16"
+    model's float16): the planned path's kernel; other float16 composed, rounded to float16
+    after each step as float16 arithmetic (and ONNX's reference) rounds; float64 composed."""
     (x,) = _bufs(ctx, node, ins[:1])
     if x.dtype.kind != "f":
         raise ctx.fail(node, f"input is {x.dtype}; {node.op} takes floats")
-    outs = planned(ctx, node, [x]) if x.size and x.dtype == "f32" else None
+    # (an f16 model's float16 too: computed in float32, rounded once)
+    outs = planned(ctx, node, [x]) if x.size and (x.dtype == "f32" or ctx.half) else None
     if outs is not None:
         return outs
     r = max(x.ndim, 1)
@@ -305,7 +335,7 @@ def _check_cast(node, opset):
 @eager("Cast", check=_check_cast)
 def _cast_node(ctx, node, ins):
     to = int(ctx.attr(node, "to"))
-    dt = dtype_of_onnx(to, ctx.device, f"{node.op}'s 'to'")
+    dt = ctx.onnx_dtype(to, f"{node.op}'s 'to'")  # (FLOAT: float16 in an f16 model)
     (x,) = _bufs(ctx, node, ins[:1])
     return [_cast(ctx, node, x, dt)]
 

@@ -92,6 +92,8 @@ def _elementwise(ctx, node, ins):
     x = floats(ctx, node, ins[0])
     if x.size == 0:
         return [empty(x.shape, x.dtype, x.device)]
+    if ctx.half and node.op in ONNX_ROWS:  # the row takes float16 (computed in float32)
+        return [row(ONNX_ROWS[node.op], x)]
     return [back(_activation(node.op, work(x), node.attrs), x)]
 
 

@@ -40,7 +40,9 @@ def run_planned(ctx: eager.Context, node: Node, ins: list) -> list | None:
         g = Graph([node], consts, inputs, [y for y in node.outputs if y][:1], ctx.opset,
                   f"{ctx.graph.name}:{node.name}", set(consts), [1],
                   max_folded_bytes=ctx.graph.max_folded_bytes)
-        model = ctx.consts[k] = Model(g, g.name)
+        half = ctx.half and feeds[0].dtype.name == "f16"  # stored and summed as the model
+        model = ctx.consts[k] = Model(g, g.name, "f16" if half else "f32",
+                                      precision=ctx.precision if half else "f32")
     out = model(*feeds)
     if feeds[0].dtype.name != "f32":
         out = astype(out, feeds[0].dtype, casting="unsafe")

@@ -9,8 +9,9 @@ import numpy as np
 from .. import array_api as xp
 from ..array import astype
 from ..buffer import Buffer
+from ..dtypes import DTYPES
 from ..errors import ModelError, WgComputeError
-from . import operators
+from . import eager_half, operators
 from .eager import FLOAT_ONLY, SMALL_INTS_EXACT, Context, eager, planned
 from .ir import Node
 from .operators_layout import _fold_constant, _shape_of, _view_shape
@@ -52,6 +53,8 @@ def _constant_of_shape(ctx, node, ins):
     value = node.attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     dt = ctx.dtype(value)
+    if dt == "f32" and ctx.half:  # a dtype="f16" model's float32 tensors are float16
+        dt = DTYPES["f16"]
     if dt == "f16":  # the namespace has no float16: filled in float32, converted exactly
         return [astype(xp.full(shape, value[0].item(), dtype=xp.float32, device=ctx.device),
                        "f16", casting="unsafe")]
@@ -243,8 +246,9 @@ def _transposed_constant(ctx, w: np.ndarray) -> Buffer:
     key = ("transposed", id(w))
     hit = ctx.consts.get(key)
     if hit is None or hit[0] is not w:
-        hit = ctx.consts[key] = (w, ctx.buffer(np.ascontiguousarray(w.T)))  # (freed with
-    return hit[1]  # the model's constants: EagerState.close)
+        t = np.ascontiguousarray(w.T)  # (freed with the model's constants: EagerState.close)
+        hit = ctx.consts[key] = (w, ctx.buffer(eager_half.to_half(t) if ctx.half else t))
+    return hit[1]
 
 
 @eager("Gemm", check=operators.OPS["Gemm"].check)
@@ -254,15 +258,15 @@ def _gemm(ctx, node, ins):
     shape) and an add; every other Gemm through the planned path's kernel."""
     a, b = ins[0], ins[1]
     c = ins[2] if len(ins) > 2 else None
-    if (isinstance(a, Buffer) and a.dtype == "f32" and a.ndim == 2
+    if (isinstance(a, Buffer) and a.dtype == ("f16" if ctx.half else "f32") and a.ndim == 2
             and isinstance(b, np.ndarray) and b.dtype == np.float32 and b.ndim == 2
             and not ctx.attr(node, "transA", 0) and float(ctx.attr(node, "alpha", 1.0)) == 1.0
             and (c is None or (isinstance(c, np.ndarray) and c.dtype == np.float32
                                and float(ctx.attr(node, "beta", 1.0)) == 1.0
                                and _bias_fits(c, a, b, ctx.attr(node, "transB", 0))))):
         w = _transposed_constant(ctx, b) if ctx.attr(node, "transB", 0) else ctx.buffer(b)
-        y = _wrap(ctx, node, xp.matmul, a, w)
-        return [y if c is None else _wrap(ctx, node, xp.add, y, ctx.buffer(c))]
+        y = _wrap(ctx, node, _product, ctx, a, w)
+        return [y if c is None else y + ctx.buffer(c)]
     return _planned(ctx, node, ins)
 SMALL_INTS_EXACT.add("MaxPool")
 
@@ -272,4 +276,14 @@ def _matmul(ctx, node, ins):
     a, b = (_data(ctx, node, v) for v in ins[:2])
     if a.dtype != b.dtype:
         raise ctx.fail(node, f"inputs are {a.dtype} and {b.dtype}; ONNX requires one type")
+    if ctx.half and a.dtype == "f16":
+        return [_wrap(ctx, node, _product, ctx, a, b)]
     return [_wrap(ctx, node, _half, lambda ab: xp.matmul(*ab), [a, b])]
+
+
+def _product(ctx, a: Buffer, b: Buffer) -> Buffer:
+    """a @ b: float16 (a dtype="f16" model's) by the matmul kernel at the model's precision,
+    other types by the array namespace."""
+    if a.dtype == "f16":
+        return eager_half.matmul(a, b, ctx.precision)
+    return xp.matmul(a, b)

@@ -1,5 +1,6 @@
 """What a Model keeps on each device (its weights, uploaded once, and its bound numpy runs),
-its plans made kernel steps, and the pieces of a numpy run (its command buffer, its outputs)."""
+its plans made kernel steps, and the pieces of a numpy run (its command buffer, its outputs,
+its one submit)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import transfers
 from ..buffer import Buffer, from_numpy
+from ..errors import CommandFailedError, WgComputeError
 from ..runtime import current_device
 from .plan import Plan
 
@@ -143,3 +146,67 @@ def collect(plan: Plan, exe: _Executable) -> list[np.ndarray]:
             t = exe.dispatch.temps[extras[o[1]]]
             outs.append(t.to_numpy()[:math.prod(o[2])].reshape(o[2]))
     return outs
+
+
+def run_one_submit(exe: _Executable, arrays, keep: bool, label: str) -> np.ndarray:
+    """Upload, run and read back in ONE command buffer, one submit and one wait: the
+    inputs go through mapped upload staging, the output into mapped read staging. (The
+    general path writes, runs and reads with a submission each: three round trips.) An
+    input of any size goes up in pieces of at most CHUNK, each its own staging copied to
+    its offset: the staging size every large transfer uses, which the pool keeps, not a
+    staging per input size (a 256 MB buffer for 154 MB).
+
+    A small run keeps its staging and, while the GPU works, records and finishes the
+    command buffer of the next call (the same copies and dispatches; encoding and
+    finishing ~50 of them is the largest host cost of a batch of one): the next call then
+    only copies its input in, submits and waits. ``keep``: keep the staging (a small run);
+    ``label`` names the run in errors."""
+    dev = exe.output.device
+    healthy = False
+    bufs = [*exe.inputs, exe.output]
+    held = []
+    try:
+        for b in bufs:
+            b._pin(label, ": buffer")
+            held.append(b)
+        if exe.ups is None:
+            exe.ups = []  # built in place: a failure part way releases what it holds
+            step = transfers.CHUNK
+            for i, a in enumerate(arrays):
+                for offset in range(0, a.nbytes, step):
+                    stage = transfers.UploadStage(dev, min(step, a.nbytes - offset))
+                    exe.ups.append((stage, i, offset))
+            exe.down = transfers.DownloadStage(dev, exe.output.nbytes)
+        flat = [a.reshape(-1).view(np.uint8) for a in arrays]
+        # fill() waits for the staging's re-map after the previous call; a lost device
+        # fails that wait (or, on the first fill, a probe) before the mapped range is used
+        pads = [stage.fill(flat[i][offset:offset + stage.nbytes])
+                for stage, i, offset in exe.ups]
+        cb, exe.recorded = exe.recorded, None
+        if cb is None:
+            cb = record_run(exe, pads)
+        dev.submit([cb], fence=False)
+        for stage, _, _ in exe.ups:
+            stage.remap()
+        exe.down.map()
+        if keep:
+            try:
+                exe.recorded = record_run(exe, pads)
+            except Exception:  # noqa: BLE001 - recorded again (and raising) next call
+                exe.recorded = None
+        exe.down.wait()
+        out = np.empty(exe.output.nbytes, np.uint8)
+        exe.down.copy_into(out)
+        healthy = True
+    except WgComputeError:
+        raise
+    except Exception as e:  # validation error, out of memory, device lost
+        if not dev.alive:
+            raise dev.wrap(e, label) from e
+        raise CommandFailedError(f"{label} failed: {e}", e) from e
+    finally:
+        if not (keep and healthy):
+            exe.drop_staging(healthy)
+        for b in held:
+            b._release()
+    return out.view(np.float32)

@@ -32,6 +32,10 @@ class Graph:
     value_ranks: dict = field(default_factory=dict)  # name -> rank, where known at load
     max_folded_bytes: int = 64 << 20  # what folding constants may create, in all
     eager: str | None = None  # why the model runs interpreted (None: it runs planned)
+    # what the interpreter stores float32 tensors in ("f16": ml/eager_half.py) and how its
+    # f16 products sum (the matmul kernel's precision: "f32" or "mixed")
+    float_dtype: str = "f32"
+    precision: str = "f32"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from ..commands import run_blocking
 from ..dtypes import dtype as resolve_dtype
 from ..errors import (
     ArgumentError,
-    CommandFailedError,
     DtypeError,
     ModelError,
     ShapeError,
@@ -28,7 +27,14 @@ from ..kernels import bind, registry
 from ..kernels.core.base import Kernel, Param
 from ..runtime import open_devices
 from . import eager, replay
-from .executable import _device, _Executable, _OnDevice, collect, plan_passes, record_run
+from .executable import (
+    _device,
+    _Executable,
+    _OnDevice,
+    collect,
+    plan_passes,
+    run_one_submit,
+)
 from .graph import Graph, read_onnx
 from .plan import Plan, lower
 from .profile import profile_model, profile_replayed
@@ -308,77 +314,15 @@ class Model:
             # (or several outputs, read from temporaries) goes the general way: write, run,
             # then a chunked read
             if len(plan.outputs) == 1 and exe.output.nbytes <= transfers.CHUNK:
-                return self._typed([self._run_one_submit(exe, floats).reshape(
-                    plan.outputs[0][2])])
+                keep = sum(a.nbytes for a in floats) + exe.output.nbytes <= KEEP_STAGING
+                return self._typed([run_one_submit(exe, floats, keep, f"model {self.name}")
+                                    .reshape(plan.outputs[0][2])])
             for buf, a in zip(exe.inputs, floats, strict=True):
                 if a.size:
                     buf.write(a.reshape(buf.shape))
             run_blocking(f"model {self.name}", exe.output.device, [*exe.inputs, exe.output],
                          calls=exe.dispatch.raw_calls())
             return self._typed(collect(plan, exe))
-
-    def _run_one_submit(self, exe: _Executable, arrays) -> np.ndarray:
-        """Upload, run and read back in ONE command buffer, one submit and one wait: the
-        inputs go through mapped upload staging, the output into mapped read staging. (The
-        general path writes, runs and reads with a submission each: three round trips.) An
-        input of any size goes up in pieces of at most CHUNK, each its own staging copied to
-        its offset: the staging size every large transfer uses, which the pool keeps, not a
-        staging per input size (a 256 MB buffer for 154 MB).
-
-        A small run keeps its staging and, while the GPU works, records and finishes the
-        command buffer of the next call (the same copies and dispatches; encoding and
-        finishing ~50 of them is the largest host cost of a batch of one): the next call then
-        only copies its input in, submits and waits."""
-        dev = exe.output.device
-        keep = sum(a.nbytes for a in arrays) + exe.output.nbytes <= KEEP_STAGING
-        healthy = False
-        bufs = [*exe.inputs, exe.output]
-        held = []
-        try:
-            for b in bufs:
-                b._pin(f"model {self.name}", ": buffer")
-                held.append(b)
-            if exe.ups is None:
-                exe.ups = []  # built in place: a failure part way releases what it holds
-                step = transfers.CHUNK
-                for i, a in enumerate(arrays):
-                    for offset in range(0, a.nbytes, step):
-                        stage = transfers.UploadStage(dev, min(step, a.nbytes - offset))
-                        exe.ups.append((stage, i, offset))
-                exe.down = transfers.DownloadStage(dev, exe.output.nbytes)
-            flat = [a.reshape(-1).view(np.uint8) for a in arrays]
-            # fill() waits for the staging's re-map after the previous call; a lost device
-            # fails that wait (or, on the first fill, a probe) before the mapped range is used
-            pads = [stage.fill(flat[i][offset:offset + stage.nbytes])
-                    for stage, i, offset in exe.ups]
-            cb, exe.recorded = exe.recorded, None
-            if cb is None:
-                cb = record_run(exe, pads)
-            dev.submit([cb], fence=False)
-            for stage, _, _ in exe.ups:
-                stage.remap()
-            exe.down.map()
-            if keep:
-                try:
-                    exe.recorded = record_run(exe, pads)
-                except Exception:  # noqa: BLE001 - recorded again (and raising) next call
-                    exe.recorded = None
-            exe.down.wait()
-            out = np.empty(exe.output.nbytes, np.uint8)
-            exe.down.copy_into(out)
-            healthy = True
-        except WgComputeError:
-            raise
-        except Exception as e:  # validation error, out of memory, device lost
-            if not dev.alive:
-                raise dev.wrap(e, f"model {self.name}") from e
-            raise CommandFailedError(f"model {self.name} failed: {e}", e) from e
-        finally:
-            if not (keep and healthy):
-                exe.drop_staging(healthy)
-            for b in held:
-                b._release()
-        return out.view(np.float32)
 
     def _typed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
         """Float outputs in the type the graph declares (f16 models compute in f32; a float64
@@ -556,6 +500,9 @@ def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
     goes up as it is: half the bytes). ``precision="mixed"`` (f16 only) lets the
     convolutions' tiled GEMMs sum each k slice of 8 or 16 products in f16 and only the
     slices in f32: about 1.2x faster on NVIDIA GPUs, with a larger error (docs: "f16").
+    An interpreted model (a transformer) keeps its float32 tensors as f16 on the GPU the
+    same way: normalizations, softmax and reductions compute in f32, its products sum in f32
+    (``precision="mixed"``: in f16 k slices), constants past f16's range saturate to ±65504.
 
     ``max_folded_bytes`` caps what folding constants may create (a small file can describe
     huge constants): by default max(64 MiB, 16 × the model's size), or the environment
@@ -580,9 +527,8 @@ def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     if name is None:
         name = os.path.splitext(os.path.basename(path))[0] if path else graph.name
-    if dtype != "f32" and graph.eager is not None:
-        raise ModelError(f"dtype {dtype!r}: the model runs interpreted ({graph.eager}), in "
-                         f"the types it declares; load it with dtype='f32'")
+    if graph.eager is not None:  # the interpreter's float16 policy: ml/eager_half.py
+        graph.float_dtype, graph.precision = dtype, precision
     m = Model(graph, name, dtype, path, precision)
     if path is None:  # what it was loaded from, for onnx_bytes() (a model that travels)
         m._onnx = bytes(source) if isinstance(source, (bytes, bytearray, memoryview)) \

@@ -1,8 +1,9 @@
 """Automatic fusion of queued operators: neighbouring elementwise operators of one output
 shape are held as a DAG instead of queued, and queued as ONE fused kernel (writing only the
 values whose Buffers are still alive) when other work uses one of them, at a flush or read,
-or at a size bound; a transpose of the last two axes is held too, and a matmul reading its
-result reads its source transposed instead (no copy). ``WGCOMPUTE_FUSE=0`` turns it off."""
+or at a size bound; a copy that reads its source through strides (a transpose, a permutation
+of axes) is held too, and a matmul reading its result reads the source through those strides
+instead (no copy). ``WGCOMPUTE_FUSE=0`` turns it off."""
 
 from __future__ import annotations
 
@@ -15,17 +16,20 @@ from .buffer import Buffer
 from .commands import bound
 from .dtypes import DTYPES
 from .errors import BufferFreedError, DtypeError, WgComputeError
+from .kernels import registry
+from .kernels.core.layout import contiguous_strides
 from .kernels.elementwise.arrayops import ArrayOp
 from .kernels.elementwise.builtin import BUILTIN_OPS
 from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
-from .kernels.matmul.matmul import swap_last
+from .kernels.matmul.matmul import shape_of, swap_last
+from .kernels.matmul.shapes import reads_in_place
 
 # Nodes a held DAG takes before it is queued as a kernel: a chain of 100 `x = (x + b) op s`
 # (300 nodes and leaves) stays one kernel; the shader's size (and compile time) stays bounded.
 MAX_NODES = 320
-# Transposes a batch holds for a later matmul; more are queued (oldest first).
+# Strided copies (transposes) a batch holds for a later matmul; more are queued (oldest first).
 MAX_TRANSPOSES = 16
 
 
@@ -94,7 +98,8 @@ class Held:
         self.lock = threading.RLock()
         self.limit = device.limit("max-storage-buffers-per-shader-stage")
         # held transposes: id(result) -> (weakref to result, source, its bound Dispatch,
-        # label, call site); the source is held (a strong reference and a hold on its memory)
+        # label, call site, view: (shape, strides, offset) of the source that the copy
+        # reads); the source is held (a strong reference and a hold on its memory)
         self.transposes: dict[int, tuple] = {}
         self.reset()
 
@@ -208,11 +213,9 @@ def on_enqueue(k, inputs, output, params, label):
     held = _held(batch)
     with held.lock:
         if held.transposes:
-            swapped = _before_transposes(batch, held, k, inputs, output, params, routed)
-            if swapped is not None:  # a matmul of a held transpose: its source, transposed
-                if held.conflicts(swapped[0], output):
-                    _queue(batch, held)
-                return _lazy.bind_and_queue(k, swapped[0], output, swapped[1], label)
+            taken = _after_transposes(batch, held, k, inputs, output, params, label, routed)
+            if taken is not None:
+                return taken
         fits = row is not None and _fits(held, k, inputs, output, params)
         if row is not None and held.nodes and not fits:
             _queue(batch, held)
@@ -234,62 +237,141 @@ def on_enqueue(k, inputs, output, params, label):
     return output
 
 
-_TRANSPOSES = ("transpose", "strided_copy")
+_TRANSPOSES = ("transpose", "strided_copy", "region_copy")
+_STRIDED_COPY = registry.get("strided_copy")
 
 
-def _is_swap(k, src: Buffer, output, params) -> bool:
-    """Whether the op copies ``src`` with its last two axes swapped into a fresh ``output``:
-    the 2-D transpose kernel, or a strided copy of exactly that permutation."""
-    if (output is None or output._base is not None or src.ndim < 2
-            or output.shape != swap_last(src.shape) or _root(src) is output):
-        return False
+def _view_of(k, src: Buffer, output, params) -> tuple | None:
+    """The view (shape, strides, offset) of ``src`` that the op copies into a fresh,
+    contiguous ``output`` (the 2-D transpose kernel, a strided copy, a region copy filling
+    all of ``output``), where a matmul could read it in place (one of its last two strides
+    is 1); else None."""
+    if output is None or output._base is not None or output.ndim < 2 or _root(src) is output:
+        return None
     if k.name == "transpose":
-        return not params and src.ndim == 2
-    if k.name != "strided_copy" or not params or set(params) != {"strides", "offset"}:
-        return False
-    strides = [1] * src.ndim
-    for d in range(src.ndim - 2, -1, -1):
-        strides[d] = strides[d + 1] * src.shape[d + 1]
-    return params["offset"] == 0 and tuple(params["strides"]) == swap_last(tuple(strides))
+        if params or src.ndim != 2:
+            return None
+        view = (output.shape, swap_last(contiguous_strides(src.shape)), 0)
+    elif not params or type(params) is not dict:
+        return None
+    elif k.name == "strided_copy" and len(params) == 2 and "strides" in params:
+        view = (output.shape, params["strides"], params.get("offset"))
+    elif (k.name == "region_copy" and len(params) == 5 and params.get("out_offset") == 0
+          and tuple(params.get("shape", ())) == output.shape
+          and tuple(params.get("out_strides", ())) == contiguous_strides(output.shape)):
+        view = (output.shape, params.get("a_strides"), params.get("a_offset"))
+    else:
+        return None
+    try:
+        view = (view[0], tuple(int(v) for v in view[1]), int(view[2]))
+    except (TypeError, ValueError):
+        return None  # (the copy's own checks refuse it)
+    return view if reads_in_place(*view) else None
 
 
 def _hold_transpose(batch, held: Held, k, inputs, output, params, label) -> bool:
-    """Hold a transpose of the last two axes of a matmul dtype (bound now: its checks raise
-    at the call) instead of queueing it; True if held."""
+    """Hold a strided copy (a transpose) of a matmul dtype that a matmul could read in place
+    (bound now: its checks raise at the call) instead of queueing it; True if held."""
     if len(inputs) != 1 or output is None:
         return False
     src = inputs[0]
     if str(src.dtype) not in _MATMUL_DTYPES or src.dtype != output.dtype or \
-            src._dev is not output._dev or not _is_swap(k, src, output, params):
+            src._dev is not output._dev:
         return False
-    d = bound(k, inputs, output, params)
+    view = _view_of(k, src, output, params)
+    if view is None:
+        return False
+    _hold(batch, held, src, output, bound(k, inputs, output, params), label or k.name, view)
+    return True
+
+
+def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:
     if len(held.transposes) >= MAX_TRANSPOSES:
         _queue_transpose(batch, held, next(iter(held.transposes)))
     src._pin("fusion", ": buffer")  # (released once it is queued, or its result died)
-    held.transposes[id(output)] = (weakref.ref(output), src, d, label or k.name,
-                                   _lazy.call_site())
+    held.transposes[id(output)] = (weakref.ref(output), src, d, label, _lazy.call_site(), view)
     if not batch.held:
         batch.held.append(held)  # a submit on this device now flushes (queues it) first
+
+
+def _hold_composed(batch, held: Held, k, inputs, output, params, label) -> bool:
+    """A strided copy of a held copy's result (attention's K^T of its heads' permutation):
+    held as one copy of the first one's source through both (a strided_copy, bound now),
+    the first left held for whoever else reads it; True if held so."""
+    if len(inputs) != 1 or output is None:
+        return False
+    e = held.transposes.get(id(inputs[0]))
+    if e is None or e[0]() is not inputs[0] or inputs[0]._freed or e[1]._freed or \
+            output.dtype != inputs[0].dtype:
+        return False
+    second = _view_of(k, inputs[0], output, params)
+    view = _compose(e[5], second) if second is not None else None
+    if view is None or not reads_in_place(*view):
+        return False
+    d = bound(_STRIDED_COPY, [e[1]], output, {"strides": view[1], "offset": view[2]})
+    _hold(batch, held, e[1], output, d, label or k.name, view)
     return True
+
+
+def _compose(first, second) -> tuple | None:
+    """The view of a source that reading ``second`` (shape, strides, offset) of the contiguous
+    result of ``first`` amounts to, where each of second's dimensions walks one dimension of
+    first's result (a permutation, from offset 0); else None."""
+    (sh1, st1, off1), (sh2, st2, off2) = first, second
+    if off2:
+        return None
+    c1 = contiguous_strides(sh1)
+    used, strides = set(), []
+    for n, s in zip(sh2, st2):
+        if n == 1:
+            strides.append(0)
+            continue
+        e = next((e for e in range(len(sh1))
+                  if c1[e] == s and sh1[e] == n and e not in used), None)
+        if e is None:
+            return None
+        used.add(e)
+        strides.append(st1[e])
+    return sh2, tuple(strides), off1
+
+
+def _after_transposes(batch, held: Held, k, inputs, output, params, label, routed):
+    """An op while copies are held: a copy of a held copy's result is held as one copy; a
+    matmul of held results reads their sources in place (queued here; returns its output);
+    the held copies anything else needs are queued first (returns None)."""
+    if not routed and k.name in _TRANSPOSES and _hold_composed(batch, held, k, inputs, output,
+                                                               params, label):
+        return output
+    swapped = _before_transposes(batch, held, k, inputs, output, params, routed)
+    if swapped is None:
+        return None
+    if held.conflicts(swapped[0], output):  # (a matmul of held copies: their sources)
+        _queue(batch, held)
+    return _lazy.bind_and_queue(k, swapped[0], output, swapped[1], label)
 
 
 def _before_transposes(batch, held: Held, k, inputs, output, params, routed: bool):
     """Queue the held transposes this op needs first (it reads their result or writes what
     they read or write); forget those whose result died. A matmul reading a held result as
-    a or b reads its source transposed instead: returns (inputs, params) for that, else
-    None."""
+    a or b reads its source through the copy's strides instead: returns (inputs, params) for
+    that, else None."""
     trs = held.transposes
     out_root = _root(output) if output is not None else None
-    swap = {}
+    swap, folded, queued = {}, None, False
     if (k.name == "matmul" and not routed and len(inputs) == 2
             and (params is None or type(params) is dict)):
-        for i, nm in enumerate(("_ta", "_tb")):
+        for i, nm in enumerate(("a", "b")):
             e = trs.get(id(inputs[i]))
-            if (e is not None and e[0]() is inputs[i] and not (params and nm in params)
+            if (e is not None and e[0]() is inputs[i] and not e[1]._freed and not (params and (
+                    f"_t{nm}" in params or f"_l{nm}" in params))
                     and out_root is not _root(e[1]) and out_root is not inputs[i]):
                 swap[i] = e
-    queued = False
+        folded = _read_in_place(inputs, params, swap) if swap else None
+        if folded is None:
+            swap = {}
     for key, e in list(trs.items()):
+        if trs.get(key) is not e:  # queued by a flush that queueing an earlier one caused
+            continue
         res = e[0]()
         if res is None or res._freed:
             del trs[key]
@@ -304,19 +386,34 @@ def _before_transposes(batch, held: Held, k, inputs, output, params, routed: boo
         batch.flush()
     if not trs:
         _unmark(batch, held)
-    if not swap:
-        return None
+    return folded if swap else None
+
+
+def _read_in_place(inputs, params, swap) -> tuple | None:
+    """(inputs, params) of a matmul reading the held copies' sources (``swap``: operand
+    number -> held entry) in place: a swap of the last two axes of the whole source as
+    "_ta" / "_tb" (the 2-D transposed kernels), any other view as "_la" / "_lb"; None where
+    the product cannot run so (the copies are then queued first)."""
     new = list(inputs)
     flags = dict(params or {})
     for i, e in swap.items():
-        new[i] = e[1]
-        flags[("_ta", "_tb")[i]] = True
+        src, view, nm = e[1], e[5], "ab"[i]
+        new[i] = src
+        if (src.ndim >= 2 and view[0] == swap_last(src.shape) and view[2] == 0
+                and view[1] == swap_last(contiguous_strides(src.shape))):
+            flags[f"_t{nm}"] = True
+        else:
+            flags[f"_l{nm}"] = view
+    try:
+        shape_of(new, flags)  # (cached) e.g. too many alternating batch dimensions
+    except WgComputeError:
+        return None
     return new, flags
 
 
 def _queue_transpose(batch, held: Held, key: int) -> None:
     """Queue a held transpose (its result is alive) and let go of its source's hold."""
-    ref, src, d, label, site = held.transposes.pop(key)
+    ref, src, d, label, site, _ = held.transposes.pop(key)
     res = ref()
     if res is None or res._freed:  # nobody can read it: never written
         src._release()

@@ -16,24 +16,15 @@ The place where a cooperative-matrix (tensor core) kernel would plug in is
 
 from __future__ import annotations
 
-import functools
 import math
 import time
-from dataclasses import dataclass
 
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ...runtime import Device
 from ..core import tuning
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
-from ..core.layout import (
-    MAX_DIMS,
-    broadcast_shapes,
-    broadcast_strides,
-    coalesce,
-    contiguous_strides,
-    uniform_values,
-)
+from ..core.layout import uniform_values
 from ..core.tuning import TuneProblem
 from .configs import (
     _DEFAULTS,
@@ -50,6 +41,15 @@ from .configs import (
     bucket_set,
     is_bucket,
     tune_shape,
+)
+from .shapes import (  # noqa: F401 - the product's shapes, imported from here by others
+    MatmulShape,
+    check_view,
+    check_view_extent,
+    matmul_shape,
+    operand_shapes,
+    shape_of,
+    swap_last,
 )
 from .tiling import render_tiled, tiled_substitutions  # noqa: F401 - conv builds on the tiling
 
@@ -115,79 +115,6 @@ def _check_precision(value, dt: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class MatmulShape:
-    """How a · b runs: numpy's matmul shapes mapped onto the tiled kernel.
-
-    ``out`` is numpy's result shape; m, k, n one product's sizes. A product whose b has no
-    batch extent runs as one 2-D product with a's batch dimensions folded into m (``batch``
-    is then ()); otherwise ``batch`` holds the coalesced batch sizes and ``a_strides`` /
-    ``b_strides`` each operand's element stride along them (0 where it is broadcast)."""
-
-    out: tuple[int, ...]
-    m: int
-    k: int
-    n: int
-    batch: tuple[int, ...] = ()
-    a_strides: tuple[int, ...] = ()
-    b_strides: tuple[int, ...] = ()
-
-    @property
-    def nbatch(self) -> int:
-        return math.prod(self.batch)
-
-
-def swap_last(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A shape with its last two axes swapped (what a transposed operand holds)."""
-    return shape[:-2] + (shape[-1], shape[-2])
-
-
-def operand_shapes(inputs, params) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The shapes of the product's a and b: an operand read transposed (params "_ta" /
-    "_tb") is a buffer holding it with its last two axes swapped."""
-    a, b = inputs
-    return (swap_last(a.shape) if params.get("_ta") else a.shape,
-            swap_last(b.shape) if params.get("_tb") else b.shape)
-
-
-def shape_of(inputs, params) -> MatmulShape:
-    sa, sb = operand_shapes(inputs, params)
-    return matmul_shape(sa, sb, bool(params.get("_ta")))
-
-
-@functools.lru_cache(maxsize=512, typed=True)
-def matmul_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
-                 ta: bool = False) -> MatmulShape:
-    """numpy's matmul rules: (..., m, k) · (..., k, n) with the leading (batch) dimensions
-    broadcast; a 1-D a is a row (its m dropped from the result), a 1-D b a column. ``ta``:
-    a is read transposed (its matrices are (k, m) in memory), so its batch never folds
-    into m."""
-    for nm, s in (("a", a_shape), ("b", b_shape)):
-        if not s:
-            raise ShapeError(f"matmul: {nm} is 0-d; matmul takes arrays of 1 or more "
-                             f"dimensions (multiply scales by a scalar)")
-    a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
-    b2 = b_shape + (1,) if len(b_shape) == 1 else b_shape
-    (m, k), (k2, n) = a2[-2:], b2[-2:]
-    if k != k2:
-        raise ShapeError(f"matmul: a is {a_shape} and b is {b_shape}; inner dimensions {k} "
-                         f"and {k2} differ")
-    ba, bb = a2[:-2], b2[:-2]
-    batch = broadcast_shapes("matmul", [("a's batch shape", ba), ("b's batch shape", bb)])
-    out = batch + ((m,) if len(a_shape) > 1 else ()) + ((n,) if len(b_shape) > 1 else ())
-    if math.prod(bb) == 1 and not (ta and math.prod(ba) > 1):
-        # b is the same matrix for every batch: one (B·m, k) · (k, n)
-        return MatmulShape(out, math.prod(ba) * m, k, n)
-    sa = broadcast_strides(ba, batch, tuple(s * m * k for s in contiguous_strides(ba)))
-    sb = broadcast_strides(bb, batch, tuple(s * k * n for s in contiguous_strides(bb)))
-    sizes, (sa, sb) = coalesce(batch, (sa, sb))
-    if len(sizes) > MAX_DIMS:
-        raise ShapeError(f"matmul: the batch dimensions of a {a_shape} and b {b_shape} "
-                         f"alternate over {len(sizes)} dimensions; at most {MAX_DIMS} are "
-                         f"supported")
-    return MatmulShape(out, m, k, n, sizes, sa, sb)
-
-
 class Matmul(BuiltinKernel):
     """out = a · b for f32, f64 and f16 buffers of any shape, with numpy's matmul rules:
     2-D products, batches over leading dimensions (broadcast), 1-D operands as vectors.
@@ -238,7 +165,10 @@ class Matmul(BuiltinKernel):
                 raise DtypeError(f"matmul: {nm} is {x.dtype}, out is {output.dtype}; "
                                  f"dtypes must match")
         sa, sb = operand_shapes(inputs, params)
-        want = matmul_shape(sa, sb, bool(params.get("_ta"))).out
+        want = shape_of(inputs, params).out
+        for nm, x in (("a", a), ("b", b)):
+            if params.get(f"_l{nm}") is not None:
+                check_view_extent(nm, x, params[f"_l{nm}"])
         if output.shape != want:
             raise ShapeError(f"matmul: out is {output.shape}, expected {want} for a {sa} "
                              f"· b {sb}")
@@ -260,7 +190,7 @@ class Matmul(BuiltinKernel):
             raise DtypeError(f"matmul: a is {a.dtype} and b is {b.dtype}; dtypes must match")
         params = params if isinstance(params, dict) else {}
         for nm, x in (("a", a), ("b", b)):
-            if params.get(f"_t{nm}") and x.ndim < 2:
+            if params.get(f"_t{nm}") and x.ndim < 2 and params.get(f"_l{nm}") is None:
                 raise ShapeError(f"matmul: {nm} is {x.shape}; an operand read transposed "
                                  f"('_t{nm}') needs at least 2 dimensions")
         return shape_of(inputs, params).out, a.dtype
@@ -273,13 +203,19 @@ class Matmul(BuiltinKernel):
         f32_out = bool(params.pop("_f32_out", False)) if isinstance(params, dict) else False
         # "_ta" / "_tb": a / b is given with its last two axes swapped and read transposed
         # (automatic fusion folds a queued transpose into the product this way: no copy)
-        flags = {nm: params.pop(nm) for nm in ("_ta", "_tb")
+        # "_la" / "_lb": a / b is read through a view (shape, strides, offset) of the buffer
+        flags = {nm: params.pop(nm) for nm in ("_ta", "_tb", "_la", "_lb")
                  if isinstance(params, dict) and nm in params}
         out = super().resolve_params(params, dt)
         for nm, v in flags.items():
-            if not isinstance(v, bool):
+            if nm[1] == "l":
+                if flags.get(f"_t{nm[2]}"):
+                    raise ArgumentError(f"matmul: params '_t{nm[2]}' and {nm!r} both say how "
+                                        f"to read {nm[2]}; pass one")
+                out[nm] = check_view(nm[2], v)
+            elif not isinstance(v, bool):
                 raise ArgumentError(f"matmul: param {nm!r} must be True or False, got {v!r}")
-            if v:
+            elif v:
                 out[nm] = True
         out["precision"] = precision = _check_precision(out.get("precision"), dt.name)
         if cfg is not None:
@@ -371,12 +307,14 @@ class Matmul(BuiltinKernel):
         cfg = cfg or self.config_for(m, n, k, output.dtype, output.device, precision)
         # K = 0 leaves a and b empty: their 16-byte allocations are shorter than one vec4<f64>
         # The key's dtype is a's and b's: an f16 split-K step writes f32 bits, as f32 does.
+        if sh.batch:  # batched products (and views): 2-D keys (and shaders) stay as they were
+            return PipelineKey(self.name, (a.dtype,), (("config", cfg.name),
+                                                      ("precision", precision))
+                               + _batched_consts(sh, params))
         # vec_a: a's vec4 loads run along k, or along m when a is held transposed
         vec_a = k > 0 and (m if params.get("_ta") else k) % 4 == 0
         consts = (("config", cfg.name), ("precision", precision),
                   ("vec_a", vec_a), ("vec_b", k > 0 and n % 4 == 0))
-        if sh.batch:  # only batched products carry it: 2-D keys (and shaders) stay as they were
-            consts += (("batch", len(sh.batch)),)
         # transposed operands: only their keys carry it (b's vec4 loads then run along k)
         if params.get("_ta"):
             consts += (("_ta", True),)
@@ -405,7 +343,7 @@ class Matmul(BuiltinKernel):
                                  f"adapter binds at most {limit}")
             return None  # tuned choice: one pass with the class's default tile instead
         first = {"precision": "f32", "_config": cfg, "_f32_out": True,
-                 **{nm: True for nm in ("_ta", "_tb") if params.get(nm)}}
+                 **{nm: params[nm] for nm in ("_ta", "_tb", "_la", "_lb") if params.get(nm)}}
         return [(output.shape, "f32")], [(self, ["in0", "in1"], "tmp0", first),
                                          (TO_F16, ["tmp0"], "out", {})]
 
@@ -414,7 +352,8 @@ class Matmul(BuiltinKernel):
         return render_tiled(TileConfig.parse(consts["config"]), DTYPES[key.dtypes[0]].wgsl,
                             consts["vec_a"], consts["vec_b"], consts["precision"] == "mixed",
                             consts.get("batch", 0), consts.get("_ta", False),
-                            consts.get("_tb", False), consts.get("vec_bt", False))
+                            consts.get("_tb", False), consts.get("vec_bt", False),
+                            consts.get("vec_out"))
 
     def launches(self, inputs, output, params, device):
         sh = shape_of(inputs, params)
@@ -435,8 +374,10 @@ class Matmul(BuiltinKernel):
             kslices = max(1, -(-k // kchunk))
             u["kchunk"] = kchunk
         if sh.batch:
-            u.update(uniform_values(sh.batch, {"a": (sh.a_strides, 0), "b": (sh.b_strides, 0)}),
-                     kslices=kslices, zbase=0, nbatch=sh.nbatch)
+            lda, ldb = _leading(sh, params)
+            u.update(uniform_values(sh.batch, {"a": (sh.a_strides, sh.a_offset),
+                                               "b": (sh.b_strides, sh.b_offset)}),
+                     kslices=kslices, zbase=0, nbatch=sh.nbatch, lda=lda, ldb=ldb)
         # split-K adds into out: a first launch zeroes it
         zero = [Launch(fold_grid(-(-output.size // cfg.threads), device, self.name),
                        dict(u, phase=0))] if cfg.split > 1 else []
@@ -446,6 +387,42 @@ class Matmul(BuiltinKernel):
         per = max(1, limit // kslices)
         return zero + [Launch((gx, gy, min(per, sh.nbatch - z0) * kslices), dict(u, zbase=z0))
                        for z0 in range(0, sh.nbatch, per)]
+
+
+def _leading(sh: MatmulShape, params) -> tuple[int, int]:
+    """(lda, ldb) of a batched product: the element stride between a's rows (its k rows when
+    read transposed) and b's rows (its n rows when transposed) in memory."""
+    if sh.strided:
+        return sh.lda, sh.ldb
+    ta, tb = _transposed(sh, params)
+    return sh.m if ta else sh.k, sh.k if tb else sh.n
+
+
+def _transposed(sh: MatmulShape, params) -> tuple[bool, bool]:
+    if sh.strided:
+        return sh.ta, sh.tb
+    return bool(params.get("_ta")), bool(params.get("_tb"))
+
+
+def _batched_consts(sh: MatmulShape, params) -> tuple:
+    """A batched product's key constants: vec_a / vec_b / vec_bt say that a's (b's, b's read
+    transposed) vec4 loads are aligned (the loaded dimension, the row stride, every batch
+    stride and the offset are multiples of 4), vec_out that out is written as vec4."""
+    m, k, n = sh.m, sh.k, sh.n
+    ta, tb = _transposed(sh, params)
+    lda, ldb = _leading(sh, params)
+
+    def aligned(size, ld, strides, offset):
+        return k > 0 and all(v % 4 == 0 for v in (size, ld, offset, *strides))
+
+    vec_b = aligned(k if tb else n, ldb, sh.b_strides, sh.b_offset)
+    consts = (("vec_a", aligned(m if ta else k, lda, sh.a_strides, sh.a_offset)),
+              ("vec_b", vec_b and not tb), ("batch", len(sh.batch)))
+    if ta:
+        consts += (("_ta", True),)
+    if tb:
+        consts += (("_tb", True), ("vec_bt", vec_b))
+    return consts + (("vec_out", k > 0 and n % 4 == 0),)
 
 
 class _ToF16(BuiltinKernel):

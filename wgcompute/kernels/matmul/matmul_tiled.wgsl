@@ -64,9 +64,9 @@ var<private> ooff: u32;
 fn load_a(r: u32, k: u32, kend: u32) -> ${S} {
     if (r < p.M && k < kend) {
     #if ta
-        return ${S}(a[${AO}k * p.M + r]);
+        return ${S}(a[${AO}k * ${LDA} + r]);
     #else
-        return ${S}(a[${AO}r * p.K + k]);
+        return ${S}(a[${AO}r * ${LDA} + k]);
     #endif
     }
     return ${S}(0);
@@ -77,9 +77,9 @@ fn load_a(r: u32, k: u32, kend: u32) -> ${S} {
 fn load_b(k: u32, c: u32, kend: u32) -> ${S} {
     if (k < kend && c < p.N) {
     #if tb
-        return ${S}(b[${BO}c * p.K + k]);
+        return ${S}(b[${BO}c * ${LDB} + k]);
     #else
-        return ${S}(b[${BO}k * p.N + c]);
+        return ${S}(b[${BO}k * ${LDB} + c]);
     #endif
     }
     return ${S}(0);

@@ -26,19 +26,25 @@ _FIELDS = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk"
 
 
 def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, hooks: bool,
-                batch: int, ta: bool = False, tb: bool = False, vec_bt: bool = False) -> dict:
+                batch: int, ta: bool = False, tb: bool = False, vec_bt: bool = False,
+                vec_out: bool | None = None) -> dict:
     """tiling.wgsl's parameters for one tile configuration: T (storage type), S (tile element),
     V / VS (vec4 of the accumulator / of S), the config's sizes and options, LA / LB (vec4
     loads of a / b per invocation per k step), ASZ / BSZ (one tile, in vec4), KA = BK/4,
     NB = BN/4, TA / TB = TM/4, TN/4, SA / SB (vec4 stride between an invocation's blocks),
     GX (blocks per row), AO / BO / OO ("aoff + " etc.: a batched product's offsets, else ""),
     ta / tb (a / b held transposed: (K, M) / (N, K) in memory; a's tile is then loaded along
-    m, vec4 when ``vec_a`` (M % 4 == 0), b's along k, vec4 when ``vec_bt`` (K % 4 == 0))."""
+    m, vec4 when ``vec_a`` (M % 4 == 0), b's along k, vec4 when ``vec_bt`` (K % 4 == 0)),
+    LDA / LDB (the element stride between a's / b's rows in memory: the uniform's lda / ldb in
+    batched products, which may read views, else K, M or N), vec_out (out written as vec4:
+    ``vec_b`` unless given; batched products' vec_a / vec_b / vec_bt say the loads are
+    aligned)."""
     acc = "f32" if t == "f16" else t
     s = "f16" if mixed else acc  # the workgroup tiles' element type
     threads = cfg.threads
     # element offsets of this workgroup's product (batched only: 2-D shaders stay as they were)
     ao, bo, oo = ("aoff + ", "boff + ", "ooff + ") if batch else ("", "", "")
+    lda, ldb = ("p.lda", "p.ldb") if batch else ("p.M" if ta else "p.K", "p.K" if tb else "p.N")
     return {
         "T": t, "S": s, "V": f"vec4<{acc}>", "VS": f"vec4<{s}>",
         "BM": cfg.bm, "BN": cfg.bn, "BK": cfg.bk, "TM": cfg.tm, "THREADS": threads,
@@ -47,9 +53,9 @@ def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, 
         "ASZ": cfg.bk * cfg.bm // 4, "BSZ": cfg.bk * cfg.bn // 4,  # one tile, in vec4
         "KA": cfg.bk // 4, "NB": cfg.bn // 4, "TA": cfg.tm // 4, "TB": cfg.tn // 4,
         "SA": cfg.bm // cfg.tm, "SB": cfg.bn // cfg.tn, "GX": cfg.bn // cfg.tn,
-        "AO": ao, "BO": bo, "OO": oo,
+        "AO": ao, "BO": bo, "OO": oo, "LDA": lda, "LDB": ldb,
         "hooks": hooks, "vec_a": vec_a, "vec_b": vec_b, "mixed": mixed, "batch": batch,
-        "ta": ta, "tb": tb, "vec_bt": vec_bt,
+        "ta": ta, "tb": tb, "vec_bt": vec_bt, "vec_out": vec_b if vec_out is None else vec_out,
         "unroll": cfg.unroll, "warp": cfg.warp, "early": cfg.early, "stages": cfg.stages,
         "group": cfg.group, "split": cfg.split}
 
@@ -61,7 +67,8 @@ def _part(part: str, params: dict, **more) -> str:
 
 def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
                         hooks: bool = False, batch: int = 0, ta: bool = False,
-                        tb: bool = False, vec_bt: bool = False) -> dict:
+                        tb: bool = False, vec_bt: bool = False,
+                        vec_out: bool | None = None) -> dict:
     """tiling.wgsl's parameters and its rendered parts (BLOCK, TXTY, DECLARE, MAIN, WRITE) for
     one tile configuration, with ENABLE, STAGES, HELPERS (none of its own: "") and ``FIELDS``
     (the parameter struct's fields, in order).
@@ -78,8 +85,9 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
         raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
     if hooks and (ta or tb):
         raise ArgumentError("matmul: the hooks load the tiles themselves; no transposed operand")
-    p = tile_params(cfg, t, vec_a, vec_b, mixed, hooks, batch, ta, tb, vec_bt)
+    p = tile_params(cfg, t, vec_a, vec_b, mixed, hooks, batch, ta, tb, vec_bt, vec_out)
     fields = _FIELDS + ((("kslices", "u32"), ("zbase", "u32"), ("nbatch", "u32"),
+                         ("lda", "u32"), ("ldb", "u32"),
                          *uniform_fields(batch, ("a", "b"))) if batch else ())
     steps = {"LOAD": _part("load", p),
              "STORE": tuple(_part("store", p, buf=buf) for buf in range(cfg.stages)),
@@ -91,21 +99,23 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
 
 
 def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
-                 batch: int = 0, ta: bool = False, tb: bool = False, vec_bt: bool = False):
+                 batch: int = 0, ta: bool = False, tb: bool = False, vec_bt: bool = False,
+                 vec_out: bool | None = None):
     """WGSL for one tile configuration and the parameter struct's fields.
 
     ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
     BK products in vec4<f16> partial accumulators that are added into the f32 ones after it.
     ``batch`` > 0: workgroup z also picks the product of a batch of that many (coalesced)
-    dimensions, whose element offsets into a, b and out the shader computes from z.
+    dimensions, whose element offsets into a, b and out the shader computes from z, each
+    operand's rows ``lda`` / ``ldb`` elements apart (a view read in place).
     ``ta`` / ``tb``: a / b is held transposed (its last two axes swapped in memory); ``vec_a``
     then says M % 4 == 0, ``vec_bt`` K % 4 == 0 (vec4 loads of b), and ``vec_b`` only how
-    out is written."""
+    out is written (``vec_out``, where given, says that instead)."""
     subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch, ta=ta, tb=tb,
-                               vec_bt=vec_bt)
+                               vec_bt=vec_bt, vec_out=vec_out)
     subs.update(AT=f"vec4<{t}>" if vec_a else t,
                 BT=f"vec4<{t}>" if (vec_bt if tb else vec_b) else t,
-                OT=f"vec4<{t}>" if vec_b else t,
+                OT=f"vec4<{t}>" if subs["vec_out"] else t,
                 EXTRA=subs["FIELDS"][len(_FIELDS):],
                 INDEX=index_wgsl(batch, ("a", "b"), "bz") if batch else "")
     src = shaders.render(shaders.load("matmul/matmul_tiled.wgsl"), subs,

@@ -40,7 +40,7 @@ var h${i}_${j}: ${VS};
         #if ta
 { let q = lid + ${i * THREADS}u; let kr = k0 + q / ${BM // 4}u; let r = row0 + (q % ${BM // 4}u) * 4u;
             #if vec_a
-  if (kr < kend && r < p.M) { ra${i} = ${VS}(a[(${AO}kr * p.M + r) / 4u]); } else { ra${i} = ${VS}(0); } }
+  if (kr < kend && r < p.M) { ra${i} = ${VS}(a[(${AO}kr * ${LDA} + r) / 4u]); } else { ra${i} = ${VS}(0); } }
             #else
   ra${i} = ${VS}(load_a(r, kr, kend), load_a(r + 1u, kr, kend), load_a(r + 2u, kr, kend), load_a(r + 3u, kr, kend)); }
             #endif
@@ -49,7 +49,7 @@ var h${i}_${j}: ${VS};
             #if hooks
   ra${i} = load_a4(r, kk, kend); }
             #elif vec_a
-  if (r < p.M && kk < kend) { ra${i} = ${VS}(a[(${AO}r * p.K + kk) / 4u]); } else { ra${i} = ${VS}(0); } }
+  if (r < p.M && kk < kend) { ra${i} = ${VS}(a[(${AO}r * ${LDA} + kk) / 4u]); } else { ra${i} = ${VS}(0); } }
             #else
   ra${i} = ${VS}(load_a(r, kk, kend), load_a(r, kk + 1u, kend), load_a(r, kk + 2u, kend), load_a(r, kk + 3u, kend)); }
             #endif
@@ -59,7 +59,7 @@ var h${i}_${j}: ${VS};
         #if tb
 { let q = lid + ${i * THREADS}u; let c = col0 + q / ${KA}u; let kk = k0 + (q % ${KA}u) * 4u;
             #if vec_bt
-  if (c < p.N && kk < kend) { rb${i} = ${VS}(b[(${BO}c * p.K + kk) / 4u]); } else { rb${i} = ${VS}(0); } }
+  if (c < p.N && kk < kend) { rb${i} = ${VS}(b[(${BO}c * ${LDB} + kk) / 4u]); } else { rb${i} = ${VS}(0); } }
             #else
   rb${i} = ${VS}(load_b(kk, c, kend), load_b(kk + 1u, c, kend), load_b(kk + 2u, c, kend), load_b(kk + 3u, c, kend)); }
             #endif
@@ -68,7 +68,7 @@ var h${i}_${j}: ${VS};
             #if hooks
   rb${i} = load_b4(kr, c, kend); }
             #elif vec_b
-  if (kr < kend && c < p.N) { rb${i} = ${VS}(b[(${BO}kr * p.N + c) / 4u]); } else { rb${i} = ${VS}(0); } }
+  if (kr < kend && c < p.N) { rb${i} = ${VS}(b[(${BO}kr * ${LDB} + c) / 4u]); } else { rb${i} = ${VS}(0); } }
             #else
   rb${i} = ${VS}(load_b(kr, c, kend), load_b(kr, c + 1u, kend), load_b(kr, c + 2u, kend), load_b(kr, c + 3u, kend)); }
             #endif
@@ -205,7 +205,7 @@ if (tiles > 0u) {
         if (c + lane < p.N) { add_out(${OO}r * p.N + c + lane, cv[lane]); }
       }
     }
-            #elif vec_b
+            #elif vec_out
       if (c < p.N) { out[(${OO}r * p.N + c) / 4u] = vec4<${T}>(c${i}_${j}); } }
             #else
                 #for lane in range(4)

@@ -1,0 +1,281 @@
+"""matmul reading operands through element strides in place (params "_la" / "_lb"), and
+automatic fusion holding a queued permutation copy so that a matmul of its result reads the
+source through the permutation's strides: attention's head transposes (perm (1, 0, 2) of
+(S, B·H, D), (0, 2, 1, 3) and (0, 2, 3, 1) of (B, S, H, D)) then cost no copy. Checked
+against numpy on the adapter the suite runs on."""
+
+import numpy as np
+import pytest
+from conftest import has_feature
+
+import wgcompute as wgc
+from wgcompute import _fusion_auto, _lazy
+from wgcompute import array_api as xp
+from wgcompute.errors import ArgumentError, ShapeError
+
+TOL = {"f32": 2e-5, "f64": 1e-12, "f16": 2e-2}
+
+
+def _dtype(name):
+    if name == "f16" and not has_feature("shader-f16"):
+        pytest.skip("the adapter lacks shader-f16")
+    if name == "f64" and not has_feature("shader-f64"):
+        pytest.skip("the adapter lacks shader-f64")
+    return np.dtype({"f32": np.float32, "f64": np.float64, "f16": np.float16}[name])
+
+
+def _close(got, want, dtype):
+    scale = max(1.0, float(np.abs(want).max()))
+    assert got.shape == want.shape
+    assert np.abs(got.astype(np.float64) - want).max() <= TOL[dtype] * scale
+
+
+@pytest.fixture
+def fused():
+    if not _fusion_auto.enabled():
+        pytest.skip("automatic fusion is off (WGCOMPUTE_FUSE=0)")
+
+
+def _labels(dev) -> list[str]:
+    return [op.label for op in dev.lazy.ops] if dev.lazy is not None else []
+
+
+def _product(rng, dt, a_src, a_perm, b_src, b_perm):
+    """(labels queued by permute, permute, matmul; the product; numpy's product in f64)."""
+    an = rng.standard_normal(a_src).astype(dt)
+    bn = rng.standard_normal(b_src).astype(dt)
+    a, b = wgc.buffer(an), wgc.buffer(bn)
+    dev = a.device
+    dev.synchronize()
+    pa = xp.permute_dims(a, a_perm) if a_perm else a
+    pb = xp.permute_dims(b, b_perm) if b_perm else b
+    c = pa @ pb
+    labels = _labels(dev)
+    want = np.matmul(np.transpose(an, a_perm) if a_perm else an,
+                     np.transpose(bn, b_perm) if b_perm else bn, dtype=np.float64)
+    return labels, c, want
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "f16"])
+@pytest.mark.parametrize("a_src,a_perm,b_src,b_perm", [
+    # ViT: (S, B·H, D) heads to (B·H, S, D); K^T as one permutation (1, 2, 0)
+    ((13, 6, 64), (1, 0, 2), (13, 6, 64), (1, 2, 0)),
+    ((13, 6, 65), (1, 0, 2), (13, 6, 65), (1, 2, 0)),   # D unaligned: scalar loads
+    ((6, 11, 11), None, (11, 6, 64), (1, 0, 2)),         # P · V
+    ((6, 11, 11), None, (11, 6, 65), (1, 0, 2)),
+    # BERT: (B, S, H, D) to (B, H, S, D) and K to (B, H, D, S)
+    ((2, 9, 3, 64), (0, 2, 1, 3), (2, 9, 3, 64), (0, 2, 3, 1)),
+    ((2, 9, 3, 33), (0, 2, 1, 3), (2, 9, 3, 33), (0, 2, 3, 1)),
+    # broadcast batch: b's view has no B dimension
+    ((2, 7, 3, 16), (0, 2, 1, 3), (7, 3, 16), (1, 2, 0)),
+    # a batched view times a shared 2-D matrix, and a 2-D view (its rows strided)
+    ((9, 4, 12), (1, 0, 2), (12, 20), None),
+    ((5, 12), None, (12, 3, 4), (1, 0, 2)),
+    # vectors: a 1-D operand beside a view
+    ((5, 3, 8), (1, 0, 2), (8,), None),
+    ((8,), None, (8, 3, 6), (1, 0, 2)),
+])
+def test_permuted_operands_are_read_in_place(fused, a_src, a_perm, b_src, b_perm, dtype,
+                                             rng):
+    dt = _dtype(dtype)
+    labels, c, want = _product(rng, dt, a_src, a_perm, b_src, b_perm)
+    assert labels == ["matmul"]  # no strided_copy queued: the product reads the sources
+    _close(c.to_numpy(), want, dtype)
+
+
+def test_layout_that_does_not_qualify_is_copied_first(fused, rng):
+    # (D, S, B) to (B, S, D): neither matrix stride of the view is 1
+    labels, c, want = _product(rng, np.float32, (8, 7, 3), (2, 1, 0), (3, 8, 5), None)
+    assert labels == ["region_copy", "matmul"]  # permute_dims copies through region_copy
+    _close(c.to_numpy(), want, "f32")
+
+
+def test_permuted_source_is_read_as_it_was(fused, rng):
+    qn = rng.standard_normal((5, 4, 8)).astype(np.float32)
+    q = wgc.buffer(qn)
+    p = xp.permute_dims(q, (1, 0, 2))
+    q += 1.0  # writes the source: the held permutation is queued first
+    c = p @ xp.permute_dims(q, (1, 2, 0))
+    want = np.matmul(np.transpose(qn, (1, 0, 2)), np.transpose(qn + 1, (1, 2, 0)),
+                     dtype=np.float64)
+    _close(c.to_numpy(), want, "f32")
+
+
+@pytest.mark.parametrize("perm", [(1, 0), (1, 0, 2)])
+def test_product_of_a_held_copy_outlives_its_freed_source(fused, perm, rng):
+    """The source freed after the copy was asked for: the copy is made (the product cannot
+    read a freed buffer) and the product reads it."""
+    an = rng.standard_normal((6, 4, 5)[:len(perm)]).astype(np.float32)
+    wn = rng.standard_normal((an.shape[perm[-1]], 3)).astype(np.float32)
+    a, w = wgc.buffer(an), wgc.buffer(wn)
+    p = xp.permute_dims(a, perm)
+    a.free()
+    c = p @ w
+    _close(c.to_numpy(), np.transpose(an, perm).astype(np.float64) @ wn, "f32")
+
+
+def test_strided_copy_of_a_flat_buffer_is_read_in_place(fused, rng):
+    """A copy of a 1-D buffer into rows (every other row of a flat source) and a product of
+    it: the product reads the flat buffer through the copy's strides."""
+    flat_n = rng.standard_normal(40).astype(np.float32)
+    wn = rng.standard_normal((4, 3)).astype(np.float32)
+    flat, w = wgc.buffer(flat_n), wgc.buffer(wn)
+    dev = flat.device
+    dev.synchronize()
+    rows = _lazy.enqueue("strided_copy", [flat], wgc.empty((5, 4), "f32"),
+                         {"strides": (8, 1), "offset": 0})
+    c = rows @ w
+    assert _labels(dev) == ["matmul"]
+    want = flat_n.reshape(5, 8)[:, :4].astype(np.float64) @ wn
+    _close(c.to_numpy(), want, "f32")
+
+
+def test_held_copies_queued_as_the_batch_fills(fused, rng):
+    """An op that needs several held copies queued first, the first of which fills the batch
+    (its flush queues the others): each copy is queued once and reads the source as it was."""
+    an = rng.standard_normal((3, 4, 8)).astype(np.float32)
+    a, w = wgc.buffer(an), wgc.buffer(np.eye(8, dtype=np.float32))
+    dev = a.device
+    for fill in range(_lazy.MAX_OPS - 3, _lazy.MAX_OPS + 1):
+        dev.synchronize()
+        x = a
+        for _ in range(fill):
+            x = x @ w  # one dispatch each
+        perms = [xp.permute_dims(a, p) for p in ((1, 0, 2), (0, 2, 1), (2, 1, 0))]
+        a += 0.0  # writes their source: all three queued first
+        for p, got in zip(((1, 0, 2), (0, 2, 1), (2, 1, 0)), perms):
+            np.testing.assert_array_equal(got.to_numpy(), np.transpose(an, p))
+        np.testing.assert_allclose(x.to_numpy(), an, rtol=1e-6, atol=1e-6)
+
+
+def test_chained_heads_product_queues_no_copies(fused, rng):
+    """Q·K^T, softmax-free scaling, then ·V: the three head permutations are read in place."""
+    s, bh, d = 17, 4, 64
+    qkv = [rng.standard_normal((s, bh, d)).astype(np.float32) for _ in range(3)]
+    q, k, v = (wgc.buffer(x) for x in qkv)
+    dev = q.device
+    dev.synchronize()
+    scores = xp.permute_dims(q, (1, 0, 2)) @ xp.permute_dims(k, (1, 2, 0))
+    out = scores @ xp.permute_dims(v, (1, 0, 2))
+    assert _labels(dev) == ["matmul", "matmul"]
+    qn, kn, vn = (x.astype(np.float64) for x in qkv)
+    want = (np.transpose(qn, (1, 0, 2)) @ np.transpose(kn, (1, 2, 0))) @ \
+        np.transpose(vn, (1, 0, 2))
+    _close(out.to_numpy(), want, "f32")
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_transpose_of_a_held_permutation_is_one_view(fused, keep, rng):
+    """ONNX's attention: K's heads permuted, then their last two axes swapped (K^T): the
+    product reads K through both at once; the first permutation's result is written only if
+    it is still referenced."""
+    qn = rng.standard_normal((9, 4, 16)).astype(np.float32)
+    kn = rng.standard_normal((9, 4, 16)).astype(np.float32)
+    q, k = wgc.buffer(qn), wgc.buffer(kn)
+    dev = q.device
+    dev.synchronize()
+    heads = xp.permute_dims(k, (1, 0, 2))
+    s = xp.permute_dims(q, (1, 0, 2)) @ xp.matrix_transpose(heads)
+    assert _labels(dev) == ["matmul"]
+    if not keep:
+        del heads
+    want = np.transpose(qn, (1, 0, 2)).astype(np.float64) @ np.transpose(kn, (1, 2, 0))
+    _close(s.to_numpy(), want, "f32")
+    if keep:
+        np.testing.assert_array_equal(heads.to_numpy(), np.transpose(kn, (1, 0, 2)))
+
+
+def _direct(an, bn, params):
+    return _lazy.enqueue("matmul", [wgc.buffer(an), wgc.buffer(bn)], None, params).to_numpy()
+
+
+@pytest.mark.parametrize("offset", [0, 3, 4])
+def test_matmul_reads_through_strides_and_offset(offset, rng):
+    """The params themselves: a (2, 5, 7) view of a flat buffer, with an offset, and b read
+    transposed through strides."""
+    flat = rng.standard_normal(200).astype(np.float32)
+    bn = rng.standard_normal((2, 6, 7)).astype(np.float32)  # b's view (2, 7, 6): k rows
+    a_view = np.lib.stride_tricks.as_strided(flat[offset:], (2, 5, 7), (4 * 80, 4 * 12, 4))
+    got = _direct(flat, bn, {"_la": ((2, 5, 7), (80, 12, 1), offset),
+                             "_lb": ((2, 7, 6), (42, 1, 7), 0)})
+    _close(got, np.matmul(a_view, np.swapaxes(bn, -1, -2), dtype=np.float64), "f32")
+
+
+@pytest.mark.parametrize("config", [None, "32x64x16_4x4_s8", "128x128x16_8x8_u_sb",
+                                    "64x64x16_8x8_u_s16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_views_under_each_kind_of_tile(config, dtype, rng):
+    """Split-K (an f16 product through its f32 temporary), one workgroup tile stage, register
+    tiles of 8x8: views read in rows and transposed, with offsets that keep vec4 loads (0, 4)
+    and one that does not (2), and odd sizes."""
+    from wgcompute.kernels.matmul.configs import TileConfig
+
+    dt = _dtype(dtype)
+    params = {}
+    if config is not None:
+        params["_config"] = TileConfig.parse(config)
+        if not params["_config"].fits(wgc.current_device(), 4):
+            pytest.skip(f"{config} does not fit this adapter")
+    for (m, k, n), off in (((70, 260, 36), 2), ((64, 256, 32), 0), ((64, 256, 32), 4)):
+        # a: (2, m, k) rows of a (m, 2, k + 4) buffer; b: (2, k, n) transposed out of (n, 2, k)
+        flat_a = rng.standard_normal(off + m * 2 * (k + 4)).astype(dt)
+        bn = rng.standard_normal((n, 2, k)).astype(dt)
+        a_view = np.lib.stride_tricks.as_strided(
+            flat_a[off:], (2, m, k), tuple(dt.itemsize * s for s in (k + 4, 2 * (k + 4), 1)))
+        got = _direct(flat_a, bn, dict(params, _la=((2, m, k), (k + 4, 2 * (k + 4), 1), off),
+                                       _lb=((2, k, n), (k, 1, 2 * k), 0)))
+        _close(got, np.matmul(a_view, np.transpose(bn, (1, 2, 0)), dtype=np.float64), dtype)
+
+
+def test_mixed_precision_reads_views(rng):
+    dt = _dtype("f16")
+    an = rng.standard_normal((48, 3, 64)).astype(dt)  # a (3, 48, 64) rows 192 apart
+    bn = rng.standard_normal((64, 3, 40)).astype(dt)  # b (3, 64, 40) rows 120 apart
+    got = _direct(an, bn, {"_la": ((3, 48, 64), (64, 192, 1), 0),
+                           "_lb": ((3, 64, 40), (40, 120, 1), 0), "precision": "mixed"})
+    a, b = np.transpose(an, (1, 0, 2)), np.transpose(bn, (1, 0, 2))
+    want = np.matmul(a, b, dtype=np.float64)
+    bound = np.matmul(np.abs(a), np.abs(b), dtype=np.float64)
+    assert np.all(np.abs(got - want) <= 0.02 * bound + 1e-2)
+
+
+def test_matmul_refuses_a_view_past_the_buffer():
+    a = np.ones(20, np.float32)
+    b = np.ones((4, 3), np.float32)
+    with pytest.raises(ShapeError, match=r"matmul: a.*\(5, 4\).*reaches element 20.*20"):
+        _direct(a, b, {"_la": ((5, 4), (4, 1), 1)})
+
+
+def test_matmul_refuses_a_view_with_no_unit_matrix_stride():
+    a = np.ones(40, np.float32)
+    b = np.ones((4, 3), np.float32)
+    with pytest.raises(ArgumentError, match=r"'_la'.*strides \(8, 2\).*1"):
+        _direct(a, b, {"_la": ((5, 4), (8, 2), 0)})
+
+
+@pytest.mark.needs("shader-int64")  # the encoder's token ids and shapes are int64
+def test_interpreted_attention_reads_its_heads_in_place(fused, monkeypatch):
+    """An ONNX encoder run by the interpreter (heads split by Reshape and Transpose, K^T a
+    second Transpose): only the merge of the heads after P·V is copied, each layer's Q, K and
+    V are read in place by the products; the result is onnxruntime's."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime (the reference)")
+    import onnxruntime as ort
+    import test_onnx_transformer as enc
+
+    m = enc.encoder(False)
+    model = wgc.ml.load_onnx(m)
+    assert model.path == "interpreted"
+    feeds = enc._inputs(np.random.default_rng(1), 64, 15)  # heads above the host-fold size
+    model.run(feeds)
+    queued = []
+    enqueue = _lazy.Batch.enqueue
+    monkeypatch.setattr(_lazy.Batch, "enqueue",
+                        lambda batch, op: (queued.append(op.label), enqueue(batch, op))[1])
+    feeds = enc._inputs(np.random.default_rng(2), 64, 16)
+    got = model.run(feeds)[0]
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    copies = [x for x in queued if x in ("region_copy", "strided_copy")]
+    assert queued.count("matmul") == 8 * enc.LAYERS
+    assert len(copies) < 3 * enc.LAYERS  # (each layer's Q, K, V, K^T: 4 copies without)

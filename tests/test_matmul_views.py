@@ -68,11 +68,9 @@ def _product(rng, dt, a_src, a_perm, b_src, b_perm):
     ((2, 9, 3, 33), (0, 2, 1, 3), (2, 9, 3, 33), (0, 2, 3, 1)),
     # broadcast batch: b's view has no B dimension
     ((2, 7, 3, 16), (0, 2, 1, 3), (7, 3, 16), (1, 2, 0)),
-    # a batched view times a shared 2-D matrix, and a 2-D view (its rows strided)
-    ((9, 4, 12), (1, 0, 2), (12, 20), None),
+    # a 2-D matrix times a batched view (its rows strided)
     ((5, 12), None, (12, 3, 4), (1, 0, 2)),
-    # vectors: a 1-D operand beside a view
-    ((5, 3, 8), (1, 0, 2), (8,), None),
+    # vectors: a 1-D operand before a view
     ((8,), None, (8, 3, 6), (1, 0, 2)),
 ])
 def test_permuted_operands_are_read_in_place(fused, a_src, a_perm, b_src, b_perm, dtype,
@@ -87,6 +85,16 @@ def test_layout_that_does_not_qualify_is_copied_first(fused, rng):
     # (D, S, B) to (B, S, D): neither matrix stride of the view is 1
     labels, c, want = _product(rng, np.float32, (8, 7, 3), (2, 1, 0), (3, 8, 5), None)
     assert labels == ["region_copy", "matmul"]  # permute_dims copies through region_copy
+    _close(c.to_numpy(), want, "f32")
+
+
+@pytest.mark.parametrize("a_src,b_src", [((9, 4, 12), (12, 20)), ((5, 3, 8), (8,))])
+def test_a_view_that_would_split_one_product_is_copied_first(fused, a_src, b_src, rng):
+    """A permuted a times one shared matrix (a linear layer on a sequence-first input): the
+    copy makes one 2-D product of all of a's rows, the view would make one small product per
+    batch (3x slower on an H200 for ViT's input projection), so the copy is queued first."""
+    labels, c, want = _product(rng, np.float32, a_src, (1, 0, 2), b_src, None)
+    assert labels == ["region_copy", "matmul"]
     _close(c.to_numpy(), want, "f32")
 
 

@@ -98,9 +98,9 @@ class DeviceParts:
         DeviceError if the device is closed or lost."""
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        flush = getattr(self, "flush", None)  # operators recorded but not yet submitted
-        if flush is not None:
-            flush()
+        # operators recorded but not yet submitted go in the same submission as the fence
+        # below (Device.submit puts them first); a stream's threads submit them before their
+        # own work, so only the device's check comes first
         self.check()
         for obj in list(self._closables):  # streams: what their threads were given
             drain = getattr(obj, "_wait", None)
@@ -109,7 +109,9 @@ class DeviceParts:
         running = [c for c in list(self.commands.values()) if c.status == "running"]
         self.begin_work()
         try:  # a fence after all of it: the queue runs submissions in order
-            fence = self.submit([self.link.encoder().finish()])
+            lazy = self.lazy  # queued operators: their submission is that fence
+            fence = self.submit([] if lazy is not None and lazy.ops else
+                                [self.link.encoder().finish()])
         finally:
             self.end_work()
         if not wait(fence, _left(deadline)):

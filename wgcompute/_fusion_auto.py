@@ -405,8 +405,14 @@ def _read_in_place(inputs, params, swap) -> tuple | None:
         else:
             flags[f"_l{nm}"] = view
     try:
-        shape_of(new, flags)  # (cached) e.g. too many alternating batch dimensions
+        sh = shape_of(new, flags)  # (cached) e.g. too many alternating batch dimensions
     except WgComputeError:
+        return None
+    if sh.nbatch > 1 and not shape_of(inputs, params or {}).batch:
+        # the copies' results make one 2-D product (a's batch folded into its rows, as a
+        # linear layer's input); read through the view, it would be many small products of
+        # a's rows (ViT's sequence-first input: 197 products of 32 rows ran 3x slower on an
+        # H200 than the copy and one product)
         return None
     return new, flags
 

@@ -5,8 +5,10 @@ that clears it (autotune_reset).
 The tuner itself is kernels/core/tuning.py: it times a kernel family's candidates before the
 kernel is bound and stores the winner here, in ``autotune.json`` under the user cache folder
 (platformdirs; ``WGCOMPUTE_CACHE_DIR`` overrides it), updated under a file lock so that several
-processes (a cluster's workers) can tune at once. Tuning runs only on real GPUs: on CPU
-adapters (lavapipe) timings say nothing about a GPU, so the family's default is used at once.
+processes (a cluster's workers) can tune at once; a lookup reads the file again only once it
+changed (looked at every 50 ms at most: another process's choice is seen that much later).
+Tuning runs only on real GPUs: on CPU adapters (lavapipe) timings say nothing about a GPU, so
+the family's default is used at once.
 
 When it runs (``mode``): on a GPU, in the background by default: a first use never waits for
 timings, it runs the family's default at once while a thread of the device times the
@@ -22,6 +24,8 @@ import json
 import logging
 import os
 import tempfile
+import threading
+import time
 
 from ._version import __version__
 from .runtime import Device, open_devices
@@ -74,11 +78,11 @@ def enabled(device: Device) -> bool:
     return mode(device) != "off"
 
 
-def _load() -> tuple[dict, list[str]]:
+def _load(path: str | None = None) -> tuple[dict, list[str]]:
     """The cache file's well-formed entries ({adapter key: {problem: config name}}, all str)
     and what was dropped as malformed. A missing file is empty and fine."""
     try:
-        with open(cache_path(), encoding="utf-8") as f:
+        with open(path or cache_path(), encoding="utf-8") as f:
             data = json.load(f)
     except FileNotFoundError:
         return {}, []
@@ -100,12 +104,59 @@ def _load() -> tuple[dict, list[str]]:
 
 _warned: set[str] = set()  # cache files this process has warned about (once each)
 
+# The file as last parsed: a lookup that misses (no tuned choice: always so on CPU adapters,
+# and on a GPU until tuning finished) runs at every binding, and parsing the file each time
+# cost most of a queued matmul's host time. The parse is reused while the file's (mtime,
+# size, inode) stay the same, looked at no more often than every _RECHECK_S: a file written
+# by another process is seen that much later at most; this process's own writes (remember,
+# autotune_reset) drop the parse at once.
+_RECHECK_S = 0.05
+# A file changed this recently may change again within the clock tick of its mtime with the
+# same size: such a parse is not trusted past the next look at the file.
+_RACY_NS = 50_000_000
+# WGCOMPUTE_CACHE_DIR (None: unset) -> [path, signature, data, time looked at, racy]; the path
+# is found again (platformdirs) only when the file is looked at
+_parsed: dict = {}
+_parsed_lock = threading.Lock()
 
-def _read() -> dict:
+
+def _signature(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _forget_parsed() -> None:
+    with _parsed_lock:
+        _parsed.clear()
+
+
+def _cached() -> dict:
+    """The cache file's well-formed entries, parsed again only when the file changed."""
+    folder = os.environ.get("WGCOMPUTE_CACHE_DIR")
+    entry = _parsed.get(folder)
+    now = time.perf_counter()
+    if entry is not None and now - entry[3] < _RECHECK_S:
+        return entry[2]
+    path = cache_path()
+    sig = _signature(path)
+    if entry is not None and entry[0] == path and sig == entry[1] and not entry[4]:
+        entry[3] = now
+        return entry[2]
+    data = _read(path)
+    racy = sig is not None and time.time_ns() - sig[0] < _RACY_NS
+    with _parsed_lock:
+        _parsed[folder] = [path, sig, data, now, racy]
+    return data
+
+
+def _read(path: str | None = None) -> dict:
     """The cache file's well-formed entries. Malformed ones (a hand edit, another program's
     file) never break work: they are dropped, said once, and the file is rewritten without
     them; tuning then goes on as if they had never been there."""
-    data, dropped = _load()
+    data, dropped = _load(path)
     if dropped:
         path = cache_path()
         if path not in _warned:  # said and rewritten once (a read-only file stays quiet)
@@ -134,6 +185,7 @@ def _update(change) -> None:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f, indent=1, sort_keys=True)
             os.replace(tmp, cache_path())
+            _forget_parsed()
     except (OSError, Timeout) as e:  # a read-only home must not break computing
         log.warning("wgcompute: could not write the autotune cache %s: %s", cache_path(), e)
 
@@ -148,15 +200,18 @@ def lookup(device: Device, problem: str) -> str | None:
     """The remembered winner's name for ``problem`` on ``device``'s adapter, or None."""
     got = device.autotune.get(problem)
     if got is None:
-        got = _read().get(adapter_key(device), {}).get(problem)
+        got = _cached().get(adapter_key(device), _NONE).get(problem)
         if got is not None:
             device.autotune[problem] = got
     return got
 
 
+_NONE: dict = {}
+
+
 def stored(device: Device) -> dict:
     """The choices the cache file holds for ``device``'s adapter (problem -> configuration)."""
-    return dict(_read().get(adapter_key(device), {}))
+    return dict(_cached().get(adapter_key(device), {}))
 
 
 def autotune_reset() -> None:
@@ -166,9 +221,11 @@ def autotune_reset() -> None:
 
     for dev in open_devices():
         dev.autotune.clear()
+    _forget_parsed()
     try:
         with FileLock(cache_path() + ".lock", timeout=_LOCK_TIMEOUT_S):
             os.remove(cache_path())
+            _forget_parsed()
     except FileNotFoundError:
         pass
     except (OSError, Timeout) as e:

@@ -128,7 +128,8 @@ _BIND_CACHE_SIZE = 256
 
 
 def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
-    """bind(), cached per device by kernel, buffer identities and params."""
+    """bind(), cached per device by kernel, buffer identities and params; its params are
+    fixed (bind's ``fixed``: the device may share its params buffer with other bindings)."""
     try:
         device = output._dev
         # _key is the buffer's id, or for pooled memory (memory serial, shape, dtype): a
@@ -145,7 +146,7 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
             except KeyError:
                 pass
     except (AttributeError, TypeError):
-        return bind(kernel, inputs, output, params)
+        return bind(kernel, inputs, output, params, fixed=True)
     if d is not None:
         freed = output._freed or not device.alive
         for b in inputs:
@@ -155,7 +156,7 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
                 b._check(f"{kernel.name}: input {name!r}")
             output._check(f"{kernel.name}: output")
         return d
-    d = bind(kernel, inputs, output, params)
+    d = bind(kernel, inputs, output, params, fixed=True)
     if isinstance(d, MultiDispatch) and not d.reusable and (type(output._key) is tuple or any(
             type(b._key) is tuple for b in inputs)):
         return d  # its temporaries go with these Buffer objects, which others' keys outlive

@@ -343,10 +343,38 @@ class BuiltinKernel(Kernel):
     checked = False
 
 
+# uniform fields -> one struct.Struct packing them all (scalar fields only), or False: each
+# binding packs its params, and one pack call costs what one field's did
+_PACKERS: dict = {}
+
+
+def _packer(fields):
+    if not all(type(t) is str for _, t in fields):
+        return False
+    fmt, at = "<", 0
+    for _, wgsl_type in fields:
+        code, size = _SCALAR[wgsl_type]
+        pad = (-at) % size
+        fmt += "x" * pad + code
+        at += pad + size
+    return struct.Struct(fmt + "x" * ((-at) % 16)) if fields else False
+
+
 def pack_uniform(fields, values: dict) -> bytes:
     """Pack scalars into a WGSL uniform struct (natural alignment, size rounded to 16). A
     field whose type is a uniform.UniformType (a user kernel's vector, matrix, array or
     struct) is placed at its alignment; its value is its bytes (UniformType.pack)."""
+    try:
+        packer = _PACKERS.get(fields)
+        if packer is None:
+            packer = _PACKERS[fields] = _packer(fields)
+    except TypeError:  # unhashable fields (a list): packed field by field
+        packer = False
+    if packer:
+        try:
+            return packer.pack(*[values[name] for name, _ in fields])
+        except (OverflowError, struct.error):
+            pass  # a value that does not fit: the loop below names it
     out = bytearray()
     for name, wgsl_type in fields:
         if not isinstance(wgsl_type, str):
@@ -416,6 +444,8 @@ class Dispatch:
     uniform: Any = None
     device: Device = None
     _raw: Any = None  # the launches as the device's native calls, made on first use
+    # bound with params that never change (bind's ``fixed``): its params buffer may be shared
+    fixed: bool = False
 
     def encode(self, cpass) -> None:
         """Record the launches into a wgpu-py compute pass (profiled pipelines, surfaces)."""
@@ -443,6 +473,9 @@ class Dispatch:
         if [la.workgroups for la in launches] != [la.workgroups for la in self.launches]:
             raise ArgumentError(f"{self.kernel.name}: these params change the grid; build a "
                                 f"new stage instead")
+        if self.fixed and not _same_params(new, self.params):
+            raise ArgumentError(f"{self.kernel.name}: this binding's params are fixed (a queued "
+                                f"run's); bind the kernel anew (wgc.pipeline) to change them")
         self.params = new
         self.launches = launches
         self._raw = None
@@ -457,6 +490,13 @@ class Dispatch:
             packed = pack_uniform(fields, launch.uniform)
             blob += packed + b"\0" * (UNIFORM_STRIDE - len(packed))
         return bytes(blob)
+
+
+def _same_params(a: dict, b: dict) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays among them: taken as changed
+        return False
 
 
 @dataclass

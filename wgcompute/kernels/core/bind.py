@@ -34,7 +34,7 @@ def _free_all(buffers) -> None:
 
 
 def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved: dict,
-                 plan, device: Device) -> MultiDispatch:
+                 plan, device: Device, fixed: bool = False) -> MultiDispatch:
     temp_specs, steps = plan
     scratch = getattr(kernel, "scratch_temps", False)
     temps, own = [], []
@@ -55,20 +55,21 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
         return r if isinstance(r, Buffer) else env[r]
 
     bound = [(k, [ref(r) for r in ins], ref(o), p) for k, ins, o, p in steps]
-    parts = _cached_parts(bound, device) if scratch else [None] * len(bound)
+    parts = _cached_parts(bound, device, fixed) if scratch else [None] * len(bound)
     todo = [step for step, part in zip(bound, parts) if part is None]
     if todo:
-        made = iter(_bind_steps(todo, device))
+        made = iter(_bind_steps(todo, device, fixed))
         parts = [part if part is not None else next(made) for part in parts]
         if scratch:
-            _keep_parts(bound, parts, device)
+            _keep_parts(bound, parts, device, fixed)
     keep = list({id(r): r for _, ins, o, _ in steps for r in [*ins, o]
                  if isinstance(r, Buffer)}.values())
     # Tables (numpy temporaries) are small; memory of its own ties it to its buffers
     reusable = all(isinstance(spec, np.ndarray) or scratch for spec in temp_specs)
     d = MultiDispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(output), resolved, None,
                       [launch for part in parts for launch in part.launches],
-                      device=device, parts=parts, temps=temps, keep=keep, reusable=reusable)
+                      device=device, parts=parts, temps=temps, keep=keep, reusable=reusable,
+                      fixed=fixed)
     if own:
         # The bind cache may keep this Dispatch after its buffers are gone: its own temporaries
         # go with it, or with the first of its buffers to be collected whose cache key dies
@@ -98,12 +99,13 @@ def freeze(v):
     return v
 
 
-def _part_key(kernel: Kernel, inputs, output: Buffer, params) -> tuple:
+def _part_key(fixed: bool, kernel: Kernel, inputs, output: Buffer, params) -> tuple:
+    # fixed: shared with queued runs' bindings only (a pipeline's may change its params)
     return (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
-            freeze(params))
+            freeze(params), fixed)
 
 
-def _cached_parts(steps, device: Device) -> list:
+def _cached_parts(steps, device: Device, fixed: bool = False) -> list:
     """The steps (kernel, inputs, output, params) of a kernel whose temporaries are shared
     scratch as bound earlier on the device for the same buffer keys (pooled memory: its
     place), None for each not bound yet: a binding to a new output binds only the steps that
@@ -114,7 +116,7 @@ def _cached_parts(steps, device: Device) -> list:
             return [None] * len(steps)
         found = []
         for step in steps:
-            key = _part_key(*step)
+            key = _part_key(fixed, *step)
             d = cache.get(key)
             if d is not None:
                 cache.move_to_end(key)
@@ -122,13 +124,13 @@ def _cached_parts(steps, device: Device) -> list:
         return found
 
 
-def _keep_parts(steps, parts, device: Device) -> None:
+def _keep_parts(steps, parts, device: Device, fixed: bool = False) -> None:
     with device.binds_lock:
         cache = device.extras.get("parts")
         if cache is None:
             cache = device.extras["parts"] = OrderedDict()
         for step, d in zip(steps, parts):
-            key = _part_key(*step)
+            key = _part_key(fixed, *step)
             cache[key] = d
             cache.move_to_end(key)
         while len(cache) > PART_CACHE_SIZE:
@@ -158,7 +160,7 @@ GATHER: list = []
 
 
 def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params,
-                   device: Device) -> MultiDispatch:
+                   device: Device, fixed: bool = False) -> MultiDispatch:
     """The kernel over views that cannot be bound where they lie (their offset is not a
     multiple of min-storage-buffer-offset-alignment): each is first copied on the GPU into
     a temporary by strided_copy, reading its base from offset 0, in the same compute pass."""
@@ -185,15 +187,15 @@ def _bind_gathered(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, 
         refs.append(temps[t])
     env = {f"in{i}": b for i, b in enumerate(inputs)}
     args = [env[r] if isinstance(r, str) else r for r in refs]
-    parts = [bind(k, ins, out, p) for k, ins, out, p in steps]
-    parts.append(bind(kernel, args, output, params))
+    parts = [bind(k, ins, out, p, fixed=fixed) for k, ins, out, p in steps]
+    parts.append(bind(kernel, args, output, params, fixed=fixed))
     for b in list(inputs) + ([output] if output is not None else []):
         weakref.finalize(b, _free_all, temps)
     resolved = parts[-1].params
     return GatheredDispatch(kernel, [Meta.of(b) for b in inputs],
                             Meta.of(output) if output is not None else None, resolved, None,
                             [launch for part in parts for launch in part.launches],
-                            device=device, parts=parts, temps=temps)
+                            device=device, parts=parts, temps=temps, fixed=fixed)
 
 
 @dataclass
@@ -228,56 +230,96 @@ def same_device(kernel_name: str, named_buffers) -> Device:
     return device
 
 
-def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params) -> Dispatch:
-    """Validate and bind: everything a dispatch needs, created once, on the buffers' device."""
-    return _begin(kernel, inputs, output, params)()
+def bind(kernel: Kernel, inputs: list[Buffer], output: Buffer | None, params, *,
+         fixed: bool = False) -> Dispatch:
+    """Validate and bind: everything a dispatch needs, created once, on the buffers' device.
+    ``fixed``: the Dispatch never changes its params (``set_params`` refuses new ones), so its
+    params buffer may be one the device shares between bindings with the same bytes (the
+    queued operators' bindings, commands.bound)."""
+    return _begin(kernel, inputs, output, params, None, fixed)()
 
 
-def _bind_steps(steps, device: Device) -> list[Dispatch]:
+def _bind_steps(steps, device: Device, fixed: bool = False) -> list[Dispatch]:
     """``bind`` of each (kernel, inputs, output, params) step, their pipelines compiled side by
     side: every step checked and its compile handed to a few threads first, then each binding
     finished in order, each waiting for its own pipeline (and raising its compile error)."""
     with warm.Compiler(device) as compiler:
-        finishers = [_begin(*step, compiler) for step in steps]
+        finishers = [_begin(*step, compiler, fixed) for step in steps]
         return [finish() for finish in finishers]
 
 
-def _begin(kernel: Kernel, inputs, output: Buffer | None, params, compiler=None):
+def _begin(kernel: Kernel, inputs, output: Buffer | None, params, compiler=None,
+           fixed: bool = False):
     """``bind``'s checks, its pipeline's compile started on ``compiler``'s threads if one is
     given: a function finishing the binding (it waits for that compile)."""
     device, aliased, resolved = _checked(kernel, inputs, output, params)
     if not all(b._bindable() for b in inputs):
-        d = _bind_gathered(kernel, list(inputs), output, params, device)
+        d = _bind_gathered(kernel, list(inputs), output, params, device, fixed)
         return lambda: d
     tuning.prepare(kernel, list(inputs), output, resolved, device)  # never inside key
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
-        d = _bind_passes(kernel, list(inputs), output, resolved, plan, device)
+        d = _bind_passes(kernel, list(inputs), output, resolved, plan, device, fixed)
         return lambda: d
     key = _key(kernel, inputs, output, resolved, aliased)
     pipeline = compiler.start(kernel, key) if compiler is not None else None
     return lambda: _bind_compiled(kernel, inputs, output, resolved, device,
-                                  pipeline() if pipeline else kernel.compiled(key, device))
+                                  pipeline() if pipeline else kernel.compiled(key, device),
+                                  fixed)
 
 
 def _bind_compiled(kernel: Kernel, inputs, output: Buffer | None, resolved: dict,
-                   device: Device, compiled) -> Dispatch:
+                   device: Device, compiled, fixed: bool = False) -> Dispatch:
     launches = kernel.launches(list(inputs), output, resolved, device)
     d = Dispatch(kernel, [Meta.of(b) for b in inputs],
                  Meta.of(output) if output is not None else None, resolved, compiled, launches,
-                 device=device)
+                 device=device, fixed=fixed)
     storage = list(inputs) + ([output] if output is not None else [])
     _check_binding_sizes(kernel, storage, launches, device)
     if compiled.uniform_fields and launches:
-        try:
-            d.uniform = device.gpu_device.create_buffer_with_data(
-                label=f"{kernel.name}-params", data=d._uniform_bytes(),
-                usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        except Exception as e:
-            raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
-        device.stats["uniform_buffers_created"] += 1
+        data = d._uniform_bytes()
+        d.uniform = _shared_uniform(device, data) if fixed else None
+        if d.uniform is None:
+            d.uniform = _new_uniform(kernel, device, data)
+            if fixed:
+                _keep_uniform(device, data, d.uniform)
     _create_bind_groups(d, storage)
     return d
+
+
+# Params buffers shared by fixed bindings, per device, by their bytes: a queued operator binds
+# anew for each new pairing of its buffers (pooled memory), and its params are most often the
+# same bytes as before. Never written after creation; a Dispatch holds the one it binds (a
+# replayed trace keeps its Dispatches), so dropping one from here frees nothing in use.
+UNIFORM_CACHE_SIZE = 1024
+
+
+def _shared_uniform(device: Device, data: bytes):
+    shared = device.extras.get("uniforms")
+    return shared.get(data) if shared is not None else None
+
+
+def _keep_uniform(device: Device, data: bytes, buf) -> None:
+    shared = device.extras.get("uniforms")
+    if shared is None:
+        shared = device.extras.setdefault("uniforms", {})
+    if len(shared) >= UNIFORM_CACHE_SIZE:
+        try:
+            del shared[next(iter(shared))]  # the oldest (dicts keep insertion order)
+        except (KeyError, RuntimeError, StopIteration):  # another thread changed it meanwhile
+            pass
+    shared[data] = buf
+
+
+def _new_uniform(kernel: Kernel, device: Device, data: bytes):
+    try:
+        buf = device.gpu_device.create_buffer_with_data(
+            label=f"{kernel.name}-params", data=data,
+            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+    except Exception as e:
+        raise device.wrap(e, f"{kernel.name}: creating its params buffer") from e
+    device.stats["uniform_buffers_created"] += 1
+    return buf
 
 
 def _checked(kernel: Kernel, inputs, output: Buffer | None, params):
@@ -366,6 +408,11 @@ def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
     # with equal uniforms and ranges share one bind group: a linalg sweep's thousands of
     # launches then cost a few bind groups (tens of µs each to create), not one each
     shared = {} if getattr(kernel, "share_bind_groups", False) else None
+    fields = compiled.uniform_fields
+    # launches of scalar params pack the same struct: its size, once
+    scalar = all(type(t) is str for _, t in fields)
+    params_size = len(pack_uniform(fields, d.launches[0].uniform)) if fields and d.launches \
+        and scalar else 0
     for i, launch in enumerate(d.launches):
         same = None
         if shared is not None:
@@ -382,10 +429,10 @@ def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
                                                                             b._bound_bytes())
             res = {"buffer": gpu, "offset": base + off, "size": size}
             entries.append({"binding": slots[j], "resource": res})
-        if compiled.uniform_fields:
+        if fields:
             entries.append({"binding": slots[n_storage], "resource": {
                 "buffer": d.uniform, "offset": i * UNIFORM_STRIDE,
-                "size": len(pack_uniform(compiled.uniform_fields, launch.uniform))}})
+                "size": params_size or len(pack_uniform(fields, launch.uniform))}})
         try:
             bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
                                        entries=entries)

@@ -7,6 +7,7 @@ use of a shape tunes there (when tuning is on), and ``key`` then only reads the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ... import autotune
+from ...runtime import Device
 
 log = logging.getLogger("wgcompute")
 
@@ -34,6 +36,44 @@ class TuneProblem:
     def fallback(self) -> str:
         """The untuned choice: ``default`` if it is a candidate, else the first candidate."""
         return self.default if self.default in self.candidates else self.candidates[0]
+
+
+# Problems made per device and kept (see memoized); past this many, the kept ones are dropped
+PROBLEM_MEMO_SIZE = 4096
+
+
+def memoized(make):
+    """``make(...)`` (a kernel's method or a family's function) building a TuneProblem from
+    hashable sizes, dtypes and a device given positionally, made once per device and argument
+    values: its candidate lists come from the adapter's limits, which do not change, and a
+    queued product asks for its problem each time it binds. The choice is looked up anew
+    (``choice``) at every use, so tuning and autotune_reset are seen at once."""
+
+    @functools.wraps(make)
+    def wrapper(*args, **kwargs):
+        for device in reversed(args):  # (the device comes late: sizes, dtype, device, ...)
+            if isinstance(device, Device):
+                break
+        else:
+            return make(*args, **kwargs)
+        memo = device.extras.get("tune_problems")
+        if memo is None:
+            memo = device.extras.setdefault("tune_problems", {})
+        key = (make, tuple([None if a is device else a for a in args]),
+               tuple(sorted(kwargs.items())) if kwargs else ())
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable argument: made each time
+            return make(*args, **kwargs)
+        got = make(*args, **kwargs)
+        if len(memo) >= PROBLEM_MEMO_SIZE:
+            memo.clear()
+        memo[key] = got
+        return got
+
+    return wrapper
 
 
 def choice(device, problem: TuneProblem) -> str:

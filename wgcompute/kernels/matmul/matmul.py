@@ -250,6 +250,7 @@ class Matmul(BuiltinKernel):
         return [c for c in CANDIDATES
                 if c.fits(device, size) and (c.split == 1 or dtype in ("f32", "f16"))]
 
+    @tuning.memoized  # made once per device and sizes (a queued product asks at each binding)
     def tune_problem(self, m: int, n: int, k: int, dtype: str, device: Device,
                      precision: str = "f32") -> TuneProblem | None:
         """The tuner's problem for an m × n × k product (its class's candidates that fit), or

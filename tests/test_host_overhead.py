@@ -1,0 +1,206 @@
+"""Host work per queued operator: the autotune cache parsed once (and another process's write
+still seen), a matmul's tuning problem made once per shape, params buffers shared by queued
+bindings with the same bytes, and the Python calls of a queued matmul pinned."""
+
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import wgcompute as wgc
+from wgcompute import _lazy, autotune
+from wgcompute.errors import ArgumentError
+from wgcompute.kernels import get
+from wgcompute.kernels.core.bind import bind
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh, empty tuning cache (file and every open device's choices)."""
+    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
+    autotune.autotune_reset()
+    yield tmp_path
+    autotune.autotune_reset()
+
+
+def _write(path, data) -> None:
+    path.write_text(json.dumps(data))
+
+
+def _after_recheck() -> None:
+    time.sleep(autotune._RECHECK_S * 2)
+
+
+def test_a_lookup_miss_parses_the_cache_file_once(cache, monkeypatch):
+    dev = wgc.current_device()
+    _write(cache / "autotune.json", {"another adapter": {"p": "x"}})
+    parsed = []
+    real = json.load
+    monkeypatch.setattr(autotune.json, "load", lambda f: parsed.append(1) or real(f))
+    for _ in range(50):
+        assert autotune.lookup(dev, "matmul f32 nothing tuned") is None
+    assert len(parsed) == 1
+
+
+def test_a_cache_file_written_by_another_process_after_a_miss_is_seen(cache):
+    dev = wgc.current_device()
+    key = autotune.adapter_key(dev)
+    assert autotune.lookup(dev, "problem p") is None  # a miss: the (missing) file was read
+    code = ("import json, os, sys, tempfile\n"
+            "folder, key = sys.argv[1], sys.argv[2]\n"
+            "fd, tmp = tempfile.mkstemp(dir=folder)\n"
+            "with os.fdopen(fd, 'w') as f:\n"
+            "    json.dump({key: {'problem p': '64x64x16_4x4'}}, f)\n"
+            "os.replace(tmp, os.path.join(folder, 'autotune.json'))\n")
+    subprocess.run([sys.executable, "-c", code, str(cache), key], check=True, timeout=60)
+    _after_recheck()
+    assert autotune.lookup(dev, "problem p") == "64x64x16_4x4"
+    assert autotune.stored(dev) == {"problem p": "64x64x16_4x4"}
+
+
+def test_a_rewrite_of_the_same_size_in_the_same_clock_tick_is_seen(cache):
+    """mtime, size and inode can all stay the same when a file is rewritten in place within
+    the filesystem clock's tick: such a fresh parse is checked again."""
+    dev = wgc.current_device()
+    key = autotune.adapter_key(dev)
+    path = cache / "autotune.json"
+    _write(path, {key: {"p": "aaaa"}})
+    assert autotune.lookup(dev, "p") == "aaaa"
+    dev.autotune.clear()  # the device keeps what it found: look at the file again
+    with open(path, "r+") as f:  # in place: the same inode
+        f.write(json.dumps({key: {"p": "bbbb"}}))
+    _after_recheck()
+    assert autotune.lookup(dev, "p") == "bbbb"
+
+
+def test_remember_and_reset_are_seen_at_once(cache):
+    dev = wgc.current_device()
+    assert autotune.lookup(dev, "p") is None
+    autotune.remember(dev, "p", "32x32x16_4x4")
+    dev.autotune.clear()
+    assert autotune.lookup(dev, "p") == "32x32x16_4x4"  # from the file, no wait
+    autotune.autotune_reset()
+    assert autotune.lookup(dev, "p") is None
+    assert not os.path.exists(autotune.cache_path())
+
+
+def test_a_matmul_problem_is_made_once_and_its_choice_looked_up_each_time(cache):
+    dev = wgc.current_device()
+    mm = get("matmul")
+    first = mm.tune_problem(256, 256, 256, "f32", dev)
+    assert mm.tune_problem(256, 256, 256, "f32", dev) is first
+    assert mm.tune_problem(256, 256, 128, "f32", dev) is not first
+    other = next(c for c in first.candidates if c != first.fallback)
+    assert mm.config_for(256, 256, 256, "f32", dev).name == first.fallback
+    autotune.remember(dev, first.key, other)  # a choice made later is used at once
+    assert mm.config_for(256, 256, 256, "f32", dev).name == other
+    autotune.autotune_reset()
+    assert mm.config_for(256, 256, 256, "f32", dev).name == first.fallback
+
+
+def test_queued_bindings_share_a_params_buffer_and_compute_right(rng):
+    dev = wgc.current_device()
+    a_np = rng.standard_normal((33, 20)).astype(np.float32)
+    b_np = rng.standard_normal((20, 17)).astype(np.float32)
+    a, b = wgc.from_numpy(a_np), wgc.from_numpy(b_np)
+    outs = [wgc.empty((33, 17)) for _ in range(5)]
+    _lazy.enqueue("matmul", [a, b], outs[0])  # the first binding of this shape makes one
+    made = dev.stats["uniform_buffers_created"]
+    for out in outs[1:]:  # new outputs: new bindings, the same params
+        _lazy.enqueue("matmul", [a, b], out)
+    assert dev.stats["uniform_buffers_created"] == made
+    for out in outs:
+        np.testing.assert_allclose(out.to_numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+def test_a_fixed_binding_refuses_new_params_and_a_pipeline_stage_takes_them(rng):
+    x_np = rng.standard_normal(100).astype(np.float32)
+    x = wgc.from_numpy(x_np)
+    d = bind(get("scale"), [x], wgc.empty(100), {"scalar": 2.0}, fixed=True)
+    with pytest.raises(ArgumentError, match="fixed"):
+        d.set_params(scalar=3.0)
+    d.set_params(scalar=2.0)  # the same params: nothing changes
+    p = wgc.pipeline()
+    out = wgc.empty(100)
+    p.add(kernel="scale", inputs=[x], output=out, params={"scalar": 2.0})
+    p.set_params(0, scalar=3.0)
+    p.run()
+    np.testing.assert_allclose(out.to_numpy(), 3.0 * x_np, rtol=1e-6)
+
+
+def _calls(fn, n: int = 20) -> float:
+    fn()
+    wgc.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    wgc.synchronize()
+    return pstats.Stats(prof).total_calls / n
+
+
+# Python calls (cProfile) of one queued matmul on lavapipe: 40 and 810 now, 40 and 1,700
+# before the autotune cache was parsed once and a product's tuning problem made once
+MAX_CALLS_BOUND_AGAIN = 50  # the same buffers as before: the binding is found
+MAX_CALLS_NEW_BINDING = 900  # a new output buffer: checks, key, bind group (and the buffer)
+
+
+def test_the_python_calls_of_a_queued_matmul_stay_few():
+    a = wgc.from_numpy(np.ones((64, 64), np.float32))
+    b = wgc.from_numpy(np.ones((64, 64), np.float32))
+    out = wgc.empty((64, 64))
+    again = _calls(lambda: _lazy.enqueue("matmul", [a, b], out))
+    new = _calls(lambda: _lazy.enqueue("matmul", [a, b], wgc.empty((64, 64))))
+    assert again <= MAX_CALLS_BOUND_AGAIN, again
+    assert new <= MAX_CALLS_NEW_BINDING, new
+
+
+def test_synchronize_submits_the_queued_ops_with_its_fence_in_one_submission(monkeypatch):
+    dev = wgc.current_device()
+    a = wgc.from_numpy(np.arange(256, dtype=np.float32))
+    wgc.synchronize()
+    submitter = dev.submitter
+    seen = []
+    real = type(submitter).submit
+
+    def counting(self, *args, **kwargs):
+        seen.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(submitter), "submit", counting)
+    c = _lazy.enqueue("add", [a, a])
+    wgc.synchronize()
+    assert len(seen) == 1
+    monkeypatch.undo()
+    np.testing.assert_array_equal(c.to_numpy(), 2 * np.arange(256, dtype=np.float32))
+
+
+def test_params_pack_as_the_struct_layout_field_by_field():
+    """pack_uniform packs scalar params in one call: the same bytes as packing each field at
+    its natural alignment (numpy's structured layout as the reference), and a value that
+    does not fit is refused by name."""
+    from wgcompute.kernels.core.base import pack_uniform
+
+    types = {"f32": np.float32, "i32": np.int32, "u32": np.uint32, "f16": np.float16,
+             "f64": np.float64, "i64": np.int64, "u64": np.uint64}
+    values = {"f32": 1.5, "i32": -3, "u32": 7, "f16": 0.5, "f64": 2.25, "i64": -9, "u64": 11}
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        fields = tuple((f"x{i}", str(t)) for i, t in enumerate(
+            rng.choice(list(types), size=rng.integers(1, 9))))
+        layout = np.dtype({"names": [n for n, _ in fields],
+                           "formats": [types[t] for _, t in fields]}, align=True)
+        record = np.zeros((), layout)
+        for n, t in fields:
+            record[n] = values[t]
+        want = record.tobytes() + b"\0" * ((-layout.itemsize) % 16)
+        assert pack_uniform(fields, {n: values[t] for n, t in fields}) == want, fields
+    with pytest.raises(ArgumentError, match="'n'"):
+        pack_uniform((("m", "u32"), ("n", "u32")), {"m": 1, "n": -1})

@@ -81,7 +81,7 @@ def test_buffer_from_list_every_dtype(dt):
     if dt == "bool":
         assert wgc.buffer([0, 1, True, False], dtype=dt).tolist() == [False, True, True, False]
         return
-    if dt == "c64":
+    if dt in ("c64", "c128"):
         values = [0, 1, 2.5 - 1j, -(2.0**100) * 1j]
         assert wgc.buffer(values, dtype=dt).tolist() == values
         return

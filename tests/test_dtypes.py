@@ -22,6 +22,7 @@ TABLE = {  # name: (numpy, WGSL compute type, item size, feature kernels need)
     "u64": (np.uint64, "u64", 8, "shader-int64"),
     "bool": (np.bool_, "u32", 1, None),  # the bytes 0 and 1, packed as u8
     "c64": (np.complex64, "vec2<f32>", 8, None),  # (real, imaginary) f32 pairs
+    "c128": (np.complex128, "vec2<f64>", 16, "shader-f64"),  # (real, imaginary) f64 pairs
 }
 
 
@@ -49,8 +50,8 @@ def test_spellings_resolve_to_one_name(spec, name):
     assert dtypes.dtype(spec).name == name
 
 
-@pytest.mark.parametrize("spec", ["f8", "bfloat16", "complex128", np.longdouble,
-                                  np.complex128, 3, None, np.dtype("U4")])
+@pytest.mark.parametrize("spec", ["f8", "bfloat16", "complex256", np.longdouble,
+                                  np.clongdouble, 3, None, np.dtype("U4")])
 def test_unknown_dtypes(spec):
     with pytest.raises(wgc.DtypeError, match="my_arg"):
         dtypes.dtype(spec, "my_arg")

@@ -68,7 +68,7 @@ def test_bad_dtype_names(bad):
         wgc.buffer_from_binary(b"\0" * 4, (1,), bad)
 
 
-@pytest.mark.parametrize("bad", [3.5, object(), [1], np.complex128, np.dtype("U3")])
+@pytest.mark.parametrize("bad", [3.5, object(), [1], np.clongdouble, np.dtype("U3")])
 def test_bad_dtype_objects(bad):
     with pytest.raises(wgc.DtypeError, match="dtype"):
         wgc.buffer([1], dtype=bad)

@@ -104,7 +104,7 @@ def test_transfer_argument_errors():
     with pytest.raises(wgc.ArgumentError, match="already a wgc.Buffer"):
         wgc.upload(buf)
     with pytest.raises(wgc.DtypeError):
-        wgc.upload(np.zeros(3, np.complex128))
+        wgc.upload(np.zeros(3, np.clongdouble))
     buf.free()
     with pytest.raises(wgc.BufferFreedError):
         buf.read_async()

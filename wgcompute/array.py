@@ -14,7 +14,7 @@ from ._gather import array_getitem
 from ._lazy import enqueue
 from ._setitem import basic_layout, setitem  # noqa: F401 - Buffer.__setitem__ calls it
 from .buffer import Buffer, check_buffer, empty, install_array_ops, result_buffer
-from .dtypes import DTYPES
+from .dtypes import DTYPES, complex_holds
 from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, ShapeError
 from .kernels.core.layout import contiguous_strides
@@ -86,9 +86,8 @@ def astype(x: Buffer, dtype, *, rounding: str | None = None, casting: str = "exa
 
 
 def _astype_complex(x: Buffer, target, where: str, rounding, casting: str, out):
-    """astype to or from c64: a real value becomes (value, 0); complex to real is refused
-    (the imaginary part would be lost, as the array API standard says)."""
-    from .kernels.fft.complex import COMPLEX_AXIS
+    """astype to or from c64 and c128: a real x becomes (x, 0); complex to real is refused."""
+    from .kernels.fft.complex import COMPLEX, COMPLEX_AXIS, REAL_INPUTS
 
     src = DTYPES[x.dtype]
     if target.kind != "c":
@@ -96,11 +95,12 @@ def _astype_complex(x: Buffer, target, where: str, rounding, casting: str, out):
                          f"part; take the real or imaginary part first")
     if rounding is not None:
         raise ArgumentError(f"{where}: rounding applies to float -> integer conversions")
-    if src.name in ("f64", "s32", "u32") and casting == "exact":
-        raise DtypeError(f"{where}: {src.name} to c64 is not exact (its parts are f32); pass "
-                         f"casting='unsafe' to round")
-    if src.name not in ("f32", "c64", "f64", "s32", "u32"):
-        raise DtypeError(f"{where}: {src.name} to c64 is not available; convert to f32 first")
+    if src.name not in REAL_INPUTS + COMPLEX:
+        raise DtypeError(f"{where}: {src.name} to {target.name} is not available; convert to "
+                         f"{target.part.name} first")
+    if casting == "exact" and not complex_holds(src, target):
+        raise DtypeError(f"{where}: {src.name} to {target.name} is not exact (its parts are "
+                         f"{target.part.name}); pass casting='unsafe' to round")
     if out is None:
         out = empty(x.shape, target, label="astype-out", device=x.device)
     elif out.dtype != target.name or out.shape != x.shape or out is x:
@@ -164,7 +164,7 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     shape = tuple(a.shape[d] for d in perm)
     if out is None:
         out = result_buffer(shape, DTYPES[a.dtype], a.device, label="transpose-out")
-    if a.ndim == 2 and perm == (1, 0) and not DTYPES[a.dtype].packed and a.dtype != "c64":
+    if a.ndim == 2 and perm == (1, 0) and not a._dt.packed and a._dt.kind != "c":
         return enqueue("transpose", [a], out)
     check_buffer(out, "out")
     if out.shape != shape:
@@ -327,7 +327,7 @@ def _complex_op(where: str, op: str, a: Buffer, b=None, reflected: bool = False)
                             f"not imported yet (import wgcompute does it)")
     unary, binary = _COMPLEX_FNS
     if op not in _COMPLEX_OPS:
-        raise DtypeError(f"{where}: complex64 buffers take + - * / ** == != -x and abs()")
+        raise DtypeError(f"{where}: {a.dtype} buffers take + - * / ** == != -x and abs()")
     if b is None:
         return unary(_COMPLEX_OPS[op], a)
     if not isinstance(b, (Buffer, int, float, complex, np.number)):

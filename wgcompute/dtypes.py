@@ -81,6 +81,13 @@ class DType:
     def bits(self) -> int:
         return 8 * self.itemsize
 
+    @property
+    def part(self) -> DType:
+        """A complex dtype's real and imaginary parts' dtype (f32 for c64, f64 for c128)."""
+        if self.kind != "c":
+            raise DtypeError(f"dtype {self.name} is not complex; it has no parts")
+        return DTYPES[_PARTS[self.name]]
+
 
 _TABLE = [
     DType("f32", np.dtype(np.float32), "f32", 4, None, "f"),
@@ -100,14 +107,18 @@ _TABLE = [
     DType("bool", np.dtype(np.bool_), "u32", 1, None, "b"),
     # complex64: (real, imaginary) f32 pairs; kernels compute it as vec2<f32>
     DType("c64", np.dtype(np.complex64), "vec2<f32>", 8, None, "c"),
+    # complex128: (real, imaginary) f64 pairs, vec2<f64> (where f64 is: shader-f64)
+    DType("c128", np.dtype(np.complex128), "vec2<f64>", 16, "shader-f64", "c"),
 ]
+_PARTS = {"c64": "f32", "c128": "f64"}  # a complex dtype's parts
 DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in _TABLE}
 # Other spellings people type; each maps to one wgcompute name.
 _ALIASES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "s32",
             "int64": "s64", "uint32": "u32", "uint8": "u8", "i32": "s32", "i64": "s64",
             "int8": "s8", "int16": "s16", "uint16": "u16", "uint64": "u64", "i8": "s8",
-            "i16": "s16", "complex64": "c64"}
+            "i16": "s16", "complex64": "c64",
+            "complex128": "c128"}
 
 
 def dtype(spec, argument: str = "dtype") -> DType:
@@ -248,12 +259,19 @@ def _to_complex_exact(arr: np.ndarray, target: DType, argument: str) -> np.ndarr
     if arr.dtype.kind not in "iufc":
         raise DtypeError(f"{argument}: cannot store {arr.dtype} data as {target.name}; "
                          f"expected numbers")
-    part = DTYPES["f32"]  # c64's parts
+    part = target.part
     re = _to_float_exact(np.real(arr), part, argument)
     im = _to_float_exact(np.imag(arr), part, argument) if arr.dtype.kind == "c" else 0
     out = np.empty(arr.shape, target.numpy)
     out.real, out.imag = re, im
     return out
+
+
+def complex_holds(src: DType, target: DType) -> bool:
+    """Whether every value of ``src`` is one of complex ``target`` (its parts hold it)."""
+    part = src.part if src.kind == "c" else src
+    return part == target.part or (target.name == "c128" and part.name in ("f32", "s32",
+                                                                           "u32"))
 
 
 _CPLX = (complex, np.complexfloating)
@@ -290,7 +308,7 @@ def _exact_from_python(values: list, target: DType, argument: str) -> np.ndarray
         wide = DTYPES["s64"] if is_int else DTYPES["f64"]
         return _to_bool_exact(_exact_from_python(values, wide, argument), target, argument)
     if target.kind == "c":  # each part exactly as a float of the parts' dtype
-        part = DTYPES["f32"]
+        part = target.part
         re = _exact_from_python([v.real if isinstance(v, _CPLX) else v for v in values],
                                 part, argument)
         im = _exact_from_python([v.imag if isinstance(v, _CPLX) else 0 for v in values],

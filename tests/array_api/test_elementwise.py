@@ -443,7 +443,7 @@ def test_pow_of_large_integer_exponents_and_signed_zeros(dt):
 
 
 def _expm1_reference(c):
-    """expm1 of complex64 ``c``: (expm1(a) cos b - 2 sin²(b/2)) + i e^a sin b in f64 for
+    """expm1 of complex ``c``: (expm1(a) cos b - 2 sin²(b/2)) + i e^a sin b in f64 for
     finite parts, the standard's table for the others."""
     a, b = c.real.astype(np.float64), c.imag.astype(np.float64)
     with np.errstate(all="ignore"):
@@ -457,28 +457,35 @@ def _expm1_reference(c):
     fin_b = np.isfinite(b) & (b != 0)
     re = np.where(fin_b & (a == -np.inf), -1.0, re)
     im = np.where(fin_b & (a == -np.inf), np.copysign(0.0, np.sin(b)), im)
-    out = np.empty(c.shape, np.complex64)
+    out = np.empty(c.shape, c.dtype)
     out.real, out.imag = re, im
     return out
 
 
-def test_complex64_functions_match_numpy(rng):
+# complex dtypes: the numpy dtype, a relative tolerance of a few ulp, large and tiny parts
+COMPLEX = {"c64": (np.complex64, 4e-6, 1e30, -1e-30),
+           "c128": (np.complex128, 1e-14, 1e300, -1e-300)}
+
+
+@pytest.mark.parametrize("dt", list(COMPLEX))
+def test_complex_functions_match_numpy(rng, dt):
     """exp, expm1, log, log1p, log2, log10, sqrt, the hyperbolic and circular functions and
-    their inverses of complex64: every
+    their inverses of complex64 and complex128: every
     pairing of special parts (±0, ±inf, nan, ...) as numpy's (C99's), signs of zeros
     included, and random values within a few ulp."""
-    sp = np.array([0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 2.0, -3.5, 1e30,
-                   -1e-30, 100.0], np.float32)
-    c = np.empty(sp.size ** 2 + 600, np.complex64)
+    npd, rtol, big, tiny = COMPLEX[dt]
+    sp = np.array([0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, 2.0, -3.5, big,
+                   tiny, 100.0], np.float64)
+    c = np.empty(sp.size ** 2 + 600, npd)
     c.real = np.concatenate([np.repeat(sp, sp.size), rng.normal(0, 3, 600)])
     c.imag = np.concatenate([np.tile(sp, sp.size), rng.normal(0, 3, 600)])
     z = xp.asarray(c)
     for name in ("exp", "log", "log2", "log10", "sqrt", "sinh", "cosh", "tanh", "sin", "cos",
                  "tan", "expm1", "log1p", "asinh", "asin", "acosh", "acos", "atanh", "atan"):
         got = getattr(xp, name)(z).to_numpy()
-        assert got.dtype == np.complex64
+        assert got.dtype == npd
         with np.errstate(all="ignore"):
-            want = getattr(np, name)(c.astype(np.complex128)).astype(np.complex64)
+            want = getattr(np, name)(c.astype(np.complex128)).astype(npd)
         if name == "expm1":  # numpy's is exp(z) - 1: the standard's cases, and f64 math
             want = _expm1_reference(c)
         if name in ("tanh", "tan"):  # tanh(±inf + iy) = ±1 + 0j with y's sign, the
@@ -494,7 +501,7 @@ def test_complex64_functions_match_numpy(rng):
         for part, other in ((np.real, np.imag), (np.imag, np.real)):
             g, w = part(got), part(want)
             exact = (g == w) & ((np.signbit(g) == np.signbit(w)) | (name == "expm1"))
-            close = np.isclose(g, w, rtol=4e-6, atol=0) & (w != 0)  # (expm1: a zero's sign
+            close = np.isclose(g, w, rtol=rtol, atol=0) & (w != 0)  # (expm1: a zero's sign
             # is open where an f64 result underflows f32)
             # ±inf beside a nan: C99 leaves the sign open (numpy's sin is not -i sinh(iz))
             open_sign = np.isinf(g) & np.isinf(w) & np.isnan(other(want))
@@ -504,28 +511,31 @@ def test_complex64_functions_match_numpy(rng):
             assert ok.all(), (name, c[~ok][:4], got[~ok][:4], want[~ok][:4])
 
 
-def test_complex64_sign_and_pow():
-    c = np.array([1 + 2j, -3 + 0.5j, 0j, complex(np.nan, 0), 2.5 - 1j, -1e-3 + 4j],
-                 np.complex64)
+@pytest.mark.parametrize("dt", list(COMPLEX))
+def test_complex_sign_and_pow(dt):
+    npd, rtol = COMPLEX[dt][:2]
+    c = np.array([1 + 2j, -3 + 0.5j, 0j, complex(np.nan, 0), 2.5 - 1j, -1e-3 + 4j], npd)
     z = xp.asarray(c)
     got = xp.sign(z).to_numpy()
     with np.errstate(all="ignore"):
         want = np.sign(c.astype(np.complex128))
-    np.testing.assert_allclose(got, want, rtol=3e-7)
-    e = np.array([0.5 + 1j, 2, -1.5j, 1, 0.25, 3 - 1j], np.complex64)
+    np.testing.assert_allclose(got, want, rtol=rtol / 10)
+    e = np.array([0.5 + 1j, 2, -1.5j, 1, 0.25, 3 - 1j], npd)
     with np.errstate(all="ignore"):
-        want = (c.astype(np.complex128) ** e.astype(np.complex128)).astype(np.complex64)
+        want = (c.astype(np.complex128) ** e.astype(np.complex128)).astype(npd)
     got = xp.pow(z, xp.asarray(e)).to_numpy()
+    assert got.dtype == npd
     fin = np.isfinite(want)
-    np.testing.assert_allclose(got[fin], want[fin], rtol=2e-6)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=rtol / 2)
     assert np.isnan(got[~fin]).all()
     np.testing.assert_array_equal((z ** 2).to_numpy(), c * c)  # multiplied, exactly
-    np.testing.assert_allclose(xp.pow(2.0, z).to_numpy(), 2.0 ** c, rtol=2e-6)
+    np.testing.assert_allclose(xp.pow(2.0, z).to_numpy(), 2.0 ** c, rtol=rtol / 2)
 
 
-def test_complex64_expm1_of_signed_zeros():
+@pytest.mark.parametrize("dt", list(COMPLEX))
+def test_complex_expm1_of_signed_zeros(dt):
     """expm1(±0 + 0j) is +0 + 0j (the standard's table; a real expm1(-0) is -0)."""
-    c = np.zeros(4, np.complex64)
+    c = np.zeros(4, COMPLEX[dt][0])
     c.real, c.imag = [0.0, -0.0, 0.0, -0.0], [0.0, 0.0, -0.0, -0.0]
     got = xp.expm1(xp.asarray(c)).to_numpy()
     assert (got == 0).all() and not np.signbit(got.real).any()

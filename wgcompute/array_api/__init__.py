@@ -194,13 +194,15 @@ uint64 = _DTYPES["u64"]
 float32 = _DTYPES["f32"]
 float64 = _DTYPES["f64"]
 complex64 = _DTYPES["c64"]
+complex128 = _DTYPES["c128"]  # where the adapter has float64 (__array_namespace_info__ says)
 
 __all__ = [
     "__array_api_version__", "__array_namespace_info__", "abs", "acos", "acosh", "add", "all",
     "any", "arange", "argmax", "argmin", "argsort", "asarray", "asin", "asinh", "astype", "atan",
     "atan2", "atanh", "bitwise_and", "bitwise_invert", "bitwise_left_shift", "bitwise_or",
     "bitwise_right_shift", "bitwise_xor", "bool", "broadcast_arrays", "broadcast_to", "can_cast",
-    "ceil", "clip", "complex64", "concat", "conj", "copysign", "cos", "cosh", "count_nonzero",
+    "ceil", "clip", "complex64", "complex128", "concat", "conj", "copysign", "cos", "cosh",
+    "count_nonzero",
     "cumulative_prod", "cumulative_sum", "diff", "divide", "e", "empty", "empty_like", "equal",
     "exp", "expand_dims", "expm1", "eye", "fft", "finfo", "flip", "float32", "float64", "floor",
     "floor_divide", "from_dlpack", "full", "full_like", "greater", "greater_equal", "hypot",

@@ -1,5 +1,6 @@
-"""The standard's complex functions (real, imag, conj) and complex64 arithmetic on the GPU
-(complex_axis and complex_binary kernels): the elementwise functions route c64 here."""
+"""The standard's complex functions (real, imag, conj) and complex arithmetic on the GPU
+(complex_axis and complex_binary kernels): the elementwise functions route complex64 and
+complex128 here."""
 
 from __future__ import annotations
 
@@ -13,27 +14,27 @@ from ._helpers import array, new, operands
 
 __all__ = ["real", "imag", "conj"]
 
-_C64 = DTYPES["c64"]
-
 
 def _part(x, mode: str, where: str) -> Buffer:
     x = array(x, "x")
-    if x.dtype != "c64":
+    dt = DTYPES[x.dtype]
+    if dt.kind != "c":
         raise DtypeError(f"{where}: x is {standard_name(x.dtype)}; expected a complex "
                          f"floating-point array")
-    out = new(x.shape, DTYPES["c64" if mode == "conj" else "f32"], x.device, where)
+    out = new(x.shape, dt if mode == "conj" else dt.part, x.device, where)
     if out.size:
         enqueue(COMPLEX_AXIS, [x], out, {"mode": mode})
     return out
 
 
 def real(x, /) -> Buffer:
-    """The real part of each element of complex64 x (float32)."""
+    """The real part of each element of complex x (float32 of complex64, float64 of
+    complex128)."""
     return _part(x, "real", "real")
 
 
 def imag(x, /) -> Buffer:
-    """The imaginary part of each element of complex64 x (float32)."""
+    """The imaginary part of each element of complex x (its parts' real dtype)."""
     return _part(x, "imag", "imag")
 
 
@@ -48,22 +49,23 @@ def conj(x, /) -> Buffer:
 
 
 def complex_abs(x, /) -> Buffer:
-    """|x| of each element of complex64 x (float32), without overflow on the way."""
+    """|x| of each element of complex x (its parts' real dtype), without overflow on the
+    way."""
     return _part(x, "abs", "abs")
 
 
 def _binary(op: str, where: str, x1, x2) -> Buffer:
     a, b, dt = operands(where, x1, x2)
-    if dt != "c64":
-        raise DtypeError(f"{where}: complex arithmetic takes complex64 operands, got "
-                         f"{standard_name(dt)}")
+    if dt.kind != "c":
+        raise DtypeError(f"{where}: complex arithmetic takes complex64 or complex128 "
+                         f"operands, got {standard_name(dt)}")
     if not isinstance(b, Buffer):  # a Python scalar: one element uploaded as the operand
         from ..buffer import buffer
 
-        b = buffer([complex(b)], (), "c64", device=a.device)
+        b = buffer([complex(b)], (), dt, device=a.device)
     if isinstance(x1, (int, float, complex)) and not isinstance(x1, Buffer):
         a, b = b, a  # the scalar was the left operand
-    out = new(_broadcast(a, b), _C64, a.device, where)
+    out = new(_broadcast(a, b), dt, a.device, where)
     if out.size:
         enqueue(COMPLEX_BINARY, [a, b], out, {"op": op})
     return out

@@ -188,6 +188,6 @@ def astype(x, dtype, /, *, copy: bool = True, device: Device | None = None) -> B
         copy = False  # the move made a new array
     if dt == x.dtype:
         return _copy(x) if copy else x
-    if dt.kind == "c" and x.dtype.kind != "c" and x.dtype != NAMES["float32"]:
-        x = _astype(x, NAMES["float32"], casting="unsafe")  # complex64's parts are f32s
+    if dt.kind == "c" and x.dtype.kind != "c" and x.dtype != dt.part:
+        x = _astype(x, dt.part, casting="unsafe")  # as the parts' real dtype first
     return _astype(x, dt, casting="unsafe")

@@ -81,9 +81,15 @@ def _check_dtype(where: str, row: OpDef, dt: DType, device) -> None:
     if dt.name not in row.accepts():
         raise DtypeError(f"{where}: {standard_name(dt)} arrays are not accepted; expected "
                          f"{_ALLOWED.get(row.dtypes, ', '.join(row.accepts()))}")
-    if dt.name == "f64" and row.name in F64_BITS and not device.has("shader-int64"):
+    if dt.feature is not None and not device.has(dt.feature):  # its own feature first
         raise UnsupportedDtypeError(
-            f"{where}: float64 {where} reads the bits of float64 values as 64-bit integers, "
+            f"{where}: {standard_name(dt)} needs the adapter feature {dt.feature!r}, which "
+            f"{device.name} does not have (storing and copying it still works)", dt.feature)
+    if (dt.name == "f64" and row.name in F64_BITS or dt.name == "c128") and \
+            not device.has("shader-int64"):
+        raise UnsupportedDtypeError(
+            f"{where}: {standard_name(dt)} {where} reads the bits of float64 values as 64-bit "
+            f"integers, "
             f"which need the adapter feature 'shader-int64'; {device.name} does not have it",
             "shader-int64")
 
@@ -109,10 +115,11 @@ def _complex(where: str, *args):
             return _complex.complex_multiply(base, base)
         log = unary("log", base) if isinstance(base, Buffer) else cmath.log(complex(base))
         return unary("exp", _complex.complex_multiply(exponent, log))
-    if where in _BY_PARTS:  # each part on its own: the float32 function of the parts' view
+    if where in _BY_PARTS:  # each part on its own: the real function of the parts' view
         x = args[0]
-        parts = unary(where, x.reshape(x.size).view("f32"))
-        return parts.view("c64").reshape(x.shape)
+        dt = DTYPES[x.dtype]
+        parts = unary(where, x.reshape(x.size).view(dt.part.name))
+        return parts.view(dt.name).reshape(x.shape)
     return getattr(_complex, _COMPLEX[where])(*args)
 
 

@@ -61,7 +61,8 @@ def _product(a: Buffer, b: Buffer, conj: bool = False, exact: bool = False) -> B
     a, b = _bindable(a), _bindable(b)
     if dt.name not in _MATMUL_INT.dtypes:
         raise DtypeError(f"matmul: {standard_name(dt)} arrays are not supported; expected "
-                         f"int32, int64, uint8, uint32, float32, float64 or complex64")
+                         f"int32, int64, uint8, uint32, float32, float64, complex64 or "
+                         f"complex128")
     return enqueue(_MATMUL_INT, [a, b], out, {"conj": conj and dt.kind == "c"})
 
 
@@ -178,21 +179,21 @@ def _stack(x: Buffer) -> Buffer:
 
 
 def _bindable(x: Buffer) -> Buffer:
-    """x, or for a complex64 view that kernels cannot bind where it lies (its offset is not
-    aligned), a copy made as pairs of f32: the copy kernel that gathers such views has no
-    complex type."""
-    if x.dtype == "c64" and x.size and not x._bindable():
+    """x, or for a complex view that kernels cannot bind where it lies (its offset is not
+    aligned), a copy made as pairs of its parts: the copy kernel that gathers such views has
+    no complex type."""
+    if x.dtype.kind == "c" and x.size and not x._bindable():
         return _strided(x, x.shape, contiguous_strides(x.shape))
     return x
 
 
 def _strided(x: Buffer, shape: tuple[int, ...], strides, offset: int = 0) -> Buffer:
     """A new array of ``shape`` read from x's elements through element strides (on the GPU)."""
-    if x.dtype == "c64":  # copied as pairs of f32: the copy kernel has no complex type
-        pairs = view(reshape(x, (x.size,)), "f32")
+    if x.dtype.kind == "c":  # copied as pairs of parts: the copy kernel has no complex type
+        pairs = view(reshape(x, (x.size,)), x.dtype.part.name)
         out = _strided(pairs, tuple(shape) + (2,), tuple(2 * s for s in strides) + (1,),
                        2 * offset)
-        return reshape(view(out, "c64"), tuple(shape))
+        return reshape(view(out, x.dtype.name), tuple(shape))
     out = new(shape, DTYPES[x.dtype], x.device, "linalg")
     if out.size == 0:
         return out
@@ -223,8 +224,8 @@ def _identity(shape: tuple[int, ...], dt, device) -> Buffer:
 
 
 def _real_part(ws: Buffer, start: int, shape: tuple[int, ...]) -> Buffer:
-    """The real parts of complex64 ws's elements from ``start`` on, as a float32 array of
-    ``shape`` (copied on the GPU)."""
-    pairs = view(reshape(ws, (ws.size,)), "f32")
+    """The real parts of complex ws's elements from ``start`` on, as an array of its parts'
+    dtype and ``shape`` (copied on the GPU)."""
+    pairs = view(reshape(ws, (ws.size,)), ws.dtype.part.name)
     strides = tuple(2 * st for st in contiguous_strides(shape))
     return _strided(pairs, shape, strides, 2 * start)

@@ -11,6 +11,7 @@ from ..buffer import Buffer
 from ..commands import prepare_output
 from ..errors import ArgumentError, IndexingError, ShapeError
 from ..kernels.sort.search import GATHER_1D, NONZERO_MASK, ORDER_KEYS, SEARCHSORTED
+from ..kernels.sort.sort import ORDERED
 from ._dtypes import promote
 from ._helpers import array, normalize_axes, normalize_axis, refuse_dtype, same_device
 from ._sorting import sortable
@@ -136,6 +137,10 @@ def count_nonzero(x, /, *, axis=None, keepdims: builtins.bool = False) -> Buffer
     if not isinstance(keepdims, builtins.bool):
         raise ArgumentError(f"count_nonzero: keepdims must be True or False, got "
                             f"{keepdims!r}")
+    if x.dtype.name not in ORDERED and x.dtype.kind == "c":  # complex128: its != 0 counted
+        from ._elementwise import binary
+
+        return count_nonzero(binary("not_equal", x, 0j), axis=axis, keepdims=keepdims)
     wide = x if x.dtype.kind == "c" else sortable("count_nonzero", x)
     mask = enqueue(NONZERO_MASK, [wide], None, {})
     if wide is not x:

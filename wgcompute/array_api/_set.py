@@ -10,8 +10,9 @@ from .._lazy import enqueue
 from ..array import astype, read_element, reshape
 from ..buffer import Buffer
 from ..dtypes import DTYPES
+from ..errors import DtypeError
 from ..kernels.sort.search import GATHER_1D
-from ..kernels.sort.sort import SORT
+from ..kernels.sort.sort import ORDERED, SORT
 from ..kernels.sort.unique import (
     COMPACT_STARTS,
     COMPACT_VALUES,
@@ -40,6 +41,9 @@ class _Groups:
         x = array(x, "x")
         if x.dtype.kind not in "fiubc":
             raise refuse_dtype(where, x.dtype, "a numeric or bool dtype")
+        if x.dtype.kind == "c" and x.dtype.name not in ORDERED:
+            raise DtypeError(f"{where}: {x.dtype} arrays are grouped by their ranks "
+                             f"(_WideGroups): the sort kernels order keys of at most 64 bits")
         self.x = x
         self.n = x.size
         self.temps: list[Buffer] = []
@@ -97,8 +101,52 @@ class _Groups:
             b.free()
 
 
+class _WideGroups(_Groups):
+    """complex128's groups: its elements' keys (128 bits) are past the sort kernels', so x is
+    ranked by two stable sorts of float64 keys (imaginary part, then real part: the order
+    complex64's keys give), each element's rank (equal elements one, each nan its own) grouped
+    as _Groups groups, and the values taken from x at their first occurrences."""
+
+    def __init__(self, where: str, x: Buffer):
+        self.flat = reshape(x, (x.size,))
+        super().__init__(where, _ranks(self.flat), True)
+        self.temps.append(self.x)
+        self.x = x  # (the results' shapes and dtype are x's)
+
+    def values(self) -> Buffer:
+        from ._indexing import take
+
+        first = self.first_indices()
+        try:
+            return take(self.flat, first)
+        finally:
+            first.free()
+
+
+def _ranks(flat: Buffer) -> Buffer:
+    """Each element's rank among the distinct values of complex ``flat`` (int32, from 1; a
+    nan is distinct from everything): the sorted order's group starts, scanned, put back."""
+    from ._complex import imag, real
+    from ._creation import ones
+    from ._cumulative import cumulative_sum
+    from ._elementwise import binary
+    from ._indexing import take
+    from ._manipulation import concat
+    from ._sorting import argsort
+
+    by_imag = argsort(imag(flat), stable=True)
+    perm = take(by_imag, argsort(take(real(flat), by_imag), stable=True))
+    s = take(flat, perm)
+    starts = concat([ones((min(flat.size, 1),), dtype=DTYPES["bool"], device=flat.device),
+                     binary("not_equal", s[1:], s[:-1])])
+    ids = cumulative_sum(astype(starts, _INDEX, casting="unsafe"))
+    return take(ids, argsort(perm, stable=True))
+
+
 def _unique(where: str, x, permutation: bool, make):
-    g = _Groups(where, x, permutation)
+    x = array(x, "x")
+    wide = x.dtype.kind == "c" and x.dtype.name not in ORDERED
+    g = _WideGroups(where, x) if wide else _Groups(where, x, permutation)
     try:
         return make(g)
     finally:

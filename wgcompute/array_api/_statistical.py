@@ -11,7 +11,6 @@ import numpy as np
 from .._lazy import enqueue
 from ..array import astype
 from ..buffer import Buffer, BufferView
-from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError
 from ..kernels.core.base import Param
 from ..kernels.elementwise.elementwise import Elementwise
@@ -58,9 +57,12 @@ def _accumulating(op: str, x, axis, dtype, keepdims) -> Buffer:
     x = array(x, "x")
     if x._dt.kind == "c":
         if dtype is not None and as_dtype(dtype) != x._dt:
-            raise DtypeError(f"dtype: {op} of a {standard_name(x._dt)} array into "
-                             f"{standard_name(as_dtype(dtype))}; expected "
-                             f"{standard_name(x._dt)}")
+            want = as_dtype(dtype)
+            if want.kind != "c" or want.itemsize < x._dt.itemsize:
+                raise DtypeError(f"dtype: {op} of a {standard_name(x._dt)} array into "
+                                 f"{standard_name(want)}; expected {standard_name(x._dt)} "
+                                 f"or a wider complex dtype")
+            x = astype(x, want, casting="unsafe")
         return (_complex_sum if op == "sum" else _complex_prod)(x, axis, keepdims)
     _real(x, op)
     want = x._dt if dtype is None else as_dtype(dtype)
@@ -77,14 +79,15 @@ def _accumulating(op: str, x, axis, dtype, keepdims) -> Buffer:
 
 
 def _complex_sum(x: Buffer, axis, keepdims) -> Buffer:
-    """complex64 summed as its (real, imaginary) f32 pairs: one more axis, not reduced."""
-    parts = BufferView(x, x.shape + (2,), 0, DTYPES["f32"])
+    """complex summed as its (real, imaginary) pairs of its parts' dtype: one more axis, not
+    reduced."""
+    parts = BufferView(x, x.shape + (2,), 0, x._dt.part)
     out = _reduce("sum", parts, normalize_axes(axis, x.ndim), keepdims)
     return BufferView(out, out.shape[:-1], 0, x._dt)
 
 
 def _complex_prod(x: Buffer, axis, keepdims) -> Buffer:
-    """complex64 products: the reduced axes moved last (a copy, unless they are), then
+    """complex products: the reduced axes moved last (a copy, unless they are), then
     complex_prod over the rows until one value per row is left."""
     axes = normalize_axes(axis, x.ndim)
     if not isinstance(keepdims, (builtins.bool, np.bool_)):

@@ -2,7 +2,10 @@
 real ones) by Stockham passes in workgroup memory (powers of two; products of 2s, 3s and 5s
 up to a workgroup's size), Bluestein's algorithm for other lengths, sample frequencies and
 shifts. Each call is one submit. Accuracy (f32 arithmetic): the error of a result is within
-1e-4 of its largest magnitude (measured 1e-7 to 7e-6 up to 2^24 points)."""
+1e-4 of its largest magnitude (measured 1e-7 to 7e-6 up to 2^24 points). complex128 (float64
+data for the real ones; where the adapter has shader-f64) is transformed as the product with
+the n × n DFT matrix, its twiddles computed in float64 on the host (WGSL's sines and cosines
+are float32 only on Vulkan): lengths up to DFT_MAX along an axis."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._lazy import enqueue
-from ..buffer import Buffer
+from ..array import reshape
+from ..buffer import Buffer, buffer
 from ..commands import bound, run_blocking
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
@@ -29,32 +33,42 @@ from ..kernels.fft.fft import (
 from ..kernels.fft.shift import FFT_FREQ, ROLL, check_roll_dtype
 from ._dtypes import as_dtype, standard_name
 from ._helpers import array, new, normalize_axis
+from ._linear import matmul
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft",
            "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
-_C64 = DTYPES["c64"]
-_F32 = DTYPES["f32"]
+_C64, _C128 = DTYPES["c64"], DTYPES["c128"]
+_F32, _F64 = DTYPES["f32"], DTYPES["f64"]
 _NORMS = ("backward", "ortho", "forward")
+DFT_MAX = 2048  # complex128: the longest axis transformed (its DFT matrix is n² elements)
 
 
 # -- arguments ---------------------------------------------------------------------------------
 def _complex_input(x, where: str) -> Buffer:
     x = array(x, "x")
-    if x.dtype != "c64":
-        raise DtypeError(f"{where}: x is {standard_name(x.dtype)}; expected a complex64 array "
-                         f"(complex128 is not available; convert real data with "
-                         f"astype(x, complex64))")
+    if x.dtype.kind != "c":
+        raise DtypeError(f"{where}: x is {standard_name(x.dtype)}; expected a complex64 or "
+                         f"complex128 array (convert real data with astype(x, complex64))")
     return x
 
 
 def _real_input(x, where: str) -> Buffer:
     x = array(x, "x")
-    if x.dtype != "f32":
-        raise DtypeError(f"{where}: x is {standard_name(x.dtype)}; expected a float32 array "
-                         f"(its transform is complex64; float64 would need complex128, which "
-                         f"is not available)")
+    if x.dtype not in ("f32", "f64"):
+        raise DtypeError(f"{where}: x is {standard_name(x.dtype)}; expected a float32 or "
+                         f"float64 array")
     return x
+
+
+def _work(x: Buffer):
+    """The recorder of x's transform: a _Work for complex64 and float32, None for complex128
+    and float64 (their products with DFT matrices queue as other array functions do)."""
+    return None if x.dtype in ("c128", "f64") else _Work(x.device)
+
+
+def _finish(w, out: Buffer) -> Buffer:
+    return out if w is None else w.finish(out)
 
 
 def _check_norm(norm) -> None:
@@ -186,7 +200,38 @@ def _bluestein(w: _Work, x: Buffer, axis: int, sign: int, scale: float) -> Buffe
     return _along(w, conv, axis, n, "chirp_out", chirp=n, sign=sign, scale=scale)
 
 
+# -- complex128: products with the DFT matrix -------------------------------------------------
+def _wide_along(x: Buffer, axis: int, n_out: int, mode: str, dt=_C128) -> Buffer:
+    """complex_axis over ``axis`` of x (complex128 or float64; no mode that turns by angles)."""
+    o, _, q = axis_layout(x.shape, axis)
+    out = new(x.shape[:axis] + (n_out,) + x.shape[axis + 1:], dt, x.device, f"fft-{mode}")
+    if out.size == 0:
+        return out
+    return enqueue(COMPLEX_AXIS, [x], out, {"mode": mode, "outer": o, "inner": q})
+
+
+def _dft(x: Buffer, axis: int, sign: int, scale: float) -> Buffer:
+    """The DFT (sign -1) or inverse DFT (sign 1) of complex128 x along axis, times scale: the
+    product with the n × n matrix of exp(sign·2πi·(k·t mod n)/n), made on the host in
+    float64 (WGSL has float32 sines and cosines only on Vulkan)."""
+    n = x.shape[axis]
+    if n > DFT_MAX:
+        raise ShapeError(f"fft: a complex128 transform of {n} points along axis {axis}; at "
+                         f"most {DFT_MAX} (complex128 is transformed as the product with the "
+                         f"n × n DFT matrix): transform complex64 data for longer axes")
+    if x.size == 0:
+        return new(x.shape, _C128, x.device, "fft")
+    k = np.outer(np.arange(n), np.arange(n)) % n
+    d = buffer(np.exp(sign * 2j * np.pi * k / n) * scale, dtype=_C128, device=x.device)
+    o, _, q = axis_layout(x.shape, axis)
+    return reshape(matmul(d, reshape(x, (o, n, q))), x.shape)
+
+
 def _c2c(w: _Work, x: Buffer, axis: int, n: int, norm: str, inverse: bool) -> Buffer:
+    if w is None:
+        if x.shape[axis] != n:
+            x = _wide_along(x, axis, n, "pad")
+        return _dft(x, axis, 1 if inverse else -1, _scale(norm, n, inverse))
     return _transform(w, _resized(w, x, axis, n), axis, 1 if inverse else -1,
                       _scale(norm, n, inverse))
 
@@ -195,6 +240,9 @@ def _r2c(w: _Work, x: Buffer, axis: int, n: int, norm: str, conj: bool = False) 
     """The first n // 2 + 1 bins of the DFT of real x (conjugated: ihfft's). An even length
     is one complex transform of half the length: the even and odd samples as one complex
     signal, taken apart after."""
+    if w is None:  # complex128: the whole transform, then its first bins
+        full = _dft(_wide_along(x, axis, n, "pad"), axis, -1, _scale(norm, n, False))
+        return _wide_along(full, axis, n // 2 + 1, "pad_conj" if conj else "pad")
     if n % 2 == 0:
         z = _along(w, x, axis, n // 2, "pack")
         big = _transform(w, z, axis, -1, 1.0)
@@ -209,6 +257,10 @@ def _r2c(w: _Work, x: Buffer, axis: int, n: int, norm: str, conj: bool = False) 
 def _c2r(w: _Work, x: Buffer, axis: int, n: int, norm: str, conj: bool = False) -> Buffer:
     """The real inverse DFT of length n whose first half (Hermitian symmetry) is x's. An even
     length is one complex inverse transform of half the length (see _r2c)."""
+    if w is None:  # complex128: the whole spectrum, its inverse, the real part
+        full = _wide_along(x, axis, n, "hermitian_conj" if conj else "hermitian")
+        z = _dft(full, axis, 1, _scale(norm, n, True))
+        return _wide_along(z, axis, n, "real", _F64)
     if n % 2 == 0:
         z = _along(w, x, axis, n // 2, "c2r_pre_conj" if conj else "c2r_pre")
         half = _transform(w, z, axis, 1, _scale(norm, n, True))
@@ -229,7 +281,7 @@ def _one(kind: str, where: str, x, n, axis, norm) -> Buffer:
     x = _real_input(x, where) if kind in ("r2c", "ihfft") else _complex_input(x, where)
     _check_norm(norm)
     ax = _axis(x, axis, where)
-    w = _Work(x.device)
+    w = _work(x)
     if kind in ("c2c", "ic2c"):
         out = _c2c(w, x, ax, _size(x, ax, n), norm, kind == "ic2c")
     elif kind in ("r2c", "ihfft"):
@@ -238,7 +290,7 @@ def _one(kind: str, where: str, x, n, axis, norm) -> Buffer:
     else:
         out = _c2r(w, x, ax, _c2r_length(x, ax, n), norm if kind == "c2r" else _swap(norm),
                    conj=kind == "hfft")
-    return w.finish(out)
+    return _finish(w, out)
 
 
 def fft(x, /, *, n=None, axis=-1, norm="backward"):
@@ -304,11 +356,14 @@ def _axes_and_sizes(x: Buffer, s, axes, where: str) -> tuple[list[int], list[int
 def _c2c_n(x: Buffer, s, axes, norm: str, inverse: bool, where: str) -> Buffer:
     _check_norm(norm)
     axes, sizes = _axes_and_sizes(x, s, axes, where)
-    w = _Work(x.device)
-    y = x if axes else _along(w, x, 0, x.shape[0], "pad")  # no axes: a copy
+    w = _work(x)
+    if not axes:  # no axes: a copy
+        return _finish(w, _along(w, x, 0, x.shape[0], "pad") if w else
+                       _wide_along(x, 0, x.shape[0], "pad"))
+    y = x
     for a, n in zip(axes, sizes):
         y = _c2c(w, y, a, n, norm, inverse)
-    return w.finish(y)
+    return _finish(w, y)
 
 
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
@@ -328,11 +383,11 @@ def rfftn(x, /, *, s=None, axes=None, norm="backward"):
     axes, sizes = _axes_and_sizes(x, s, axes, "rfftn")
     if not axes:
         raise ArgumentError("axes: rfftn needs at least one axis")
-    w = _Work(x.device)
+    w = _work(x)
     y = _r2c(w, x, axes[-1], sizes[-1], norm)
     for a, n in zip(axes[:-1], sizes[:-1]):
         y = _c2c(w, y, a, n, norm, False)
-    return w.finish(y)
+    return _finish(w, y)
 
 
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
@@ -343,11 +398,11 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
     if not axes:
         raise ArgumentError("axes: irfftn needs at least one axis")
     last = _c2r_length(x, axes[-1], None if s is None else sizes[-1])
-    w = _Work(x.device)
+    w = _work(x)
     y = x
     for a, n in zip(axes[:-1], sizes[:-1]):
         y = _c2c(w, y, a, n, norm, True)
-    return w.finish(_c2r(w, y, axes[-1], last, norm))
+    return _finish(w, _c2r(w, y, axes[-1], last, norm))
 
 
 # -- frequencies and shifts --------------------------------------------------------------------

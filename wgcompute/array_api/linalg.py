@@ -1,7 +1,7 @@
 """The standard's ``linalg`` extension on the GPU: factorisations and decompositions run one
 workgroup per matrix of a batch (kernels/linalg/), products and norms on matmul, strided
-copies and row reductions. float32, complex64 and float64 (where the adapter has shader-f64:
-elsewhere a float64 array is refused, naming the feature)."""
+copies and row reductions. float32, complex64, and float64 and complex128 (where the adapter
+has shader-f64: elsewhere such an array is refused, naming the feature)."""
 
 from __future__ import annotations
 
@@ -68,8 +68,9 @@ class SlogdetResult(NamedTuple):
 # -- arguments -----------------------------------------------------------------------------------
 def _floating(where: str, x, argument: str = "x", complex_ok: bool = False) -> Buffer:
     x = array(x, argument)
-    if x.dtype not in ("f32", "f64") and not (complex_ok and x.dtype == "c64"):
-        allowed = "float32, float64 or complex64" if complex_ok else "float32 or float64"
+    if x.dtype not in ("f32", "f64") and not (complex_ok and x.dtype.kind == "c"):
+        allowed = "float32, float64, complex64 or complex128" if complex_ok else \
+            "float32 or float64"
         raise DtypeError(f"{where}: {argument} is {standard_name(x.dtype)}; expected a "
                          f"floating-point array ({allowed})")
     return x
@@ -130,7 +131,7 @@ def slogdet(x, /) -> SlogdetResult:
     bt = s.shape[0]
     both = _lu("slogdet", s, s, (2, bt))
     batch = x.shape[:-2]
-    if x.dtype != "c64":
+    if x.dtype.kind != "c":
         return SlogdetResult(_at(both, 0, batch), _at(both, bt, batch))
     # log|det| is the real part of the second row
     return SlogdetResult(_at(both, 0, batch), _real_part(both, bt, batch))
@@ -205,7 +206,8 @@ def cross(x1, x2, /, *, axis: int = -1) -> Buffer:
     moved = tuple(shape[i] for i in perm)
     dt = DTYPES[a.dtype]
     if dt.kind == "c":
-        raise DtypeError("cross: complex64 arrays are not supported; expected real arrays")
+        raise DtypeError(f"cross: {standard_name(dt)} arrays are not supported; expected real "
+                         f"arrays")
     if dt.packed:  # computed in 32 bits and wrapped back, as the dtype's arithmetic wraps
         w = "s32" if dt.kind == "i" else "u32"
         return astype(cross(astype(a, w), astype(b, w), axis=axis), dt.name, casting="unsafe")
@@ -332,9 +334,9 @@ def _ord_name(where: str, ord, dt: str) -> tuple[str, float]:
 def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2) -> Buffer:
     """The vector ``ord`` norm of x over ``axis`` (None: all of x as one vector; a tuple:
     those axes as one vector): 2, 1, ±inf, 0 (the count of nonzeros) or any p (float32);
-    of complex64 x, the norm of |x| (float32)."""
+    of complex x, the norm of |x| (its parts' real dtype)."""
     x = array(x, "x")
-    if x.dtype == "c64":
+    if x.dtype.kind == "c":
         x = _abs(x)
     x = _floating("vector_norm", x)
     name, p = _ord_name("vector_norm", ord, x.dtype)
@@ -353,7 +355,7 @@ def matrix_norm(x, /, *, keepdims: bool = False, ord="fro") -> Buffer:
     """The matrix ``ord`` norm of each matrix of x (..., M, N): 'fro', 1, -1, inf, -inf
     (column and row sums; complex64 x too), 2, -2 and 'nuc' (from the singular values)."""
     x = array(x, "x")
-    if x.dtype == "c64" and (isinstance(ord, str) and ord == "fro" or ord in (
+    if x.dtype.kind == "c" and (isinstance(ord, str) and ord == "fro" or ord in (
             1, -1, math.inf, -math.inf)) and not isinstance(ord, builtins.bool):
         x = _abs(x)
     x = _floating("matrix_norm", x, complex_ok=True)
@@ -441,8 +443,8 @@ def eigh(x, /) -> EighResult:
 
 
 def _eigenvalues(x: Buffer, ws: Buffer) -> Buffer:
-    """eigh's eigenvalues: the start of its workspace (real; complex64 keeps them as (w, 0))."""
-    if x.dtype == "c64":
+    """eigh's eigenvalues: the start of its workspace (real; complex keeps them as (w, 0))."""
+    if x.dtype.kind == "c":
         return _real_part(ws, 0, x.shape[:-1])
     return _at(ws, 0, x.shape[:-1])
 
@@ -481,7 +483,7 @@ def _svd(where: str, x, full: bool, vectors: bool = True):
             enqueue(_SVD, [s], ws, {"full": full})
         start = bt * rm * uc  # S's place in ws
     batch = x.shape[:-2]
-    sv = _real_part(ws, start, batch + (rn,)) if x.dtype == "c64" else \
+    sv = _real_part(ws, start, batch + (rn,)) if x.dtype.kind == "c" else \
         _at(ws, start, batch + (rn,))
     if not vectors:
         return x, None, sv, None
@@ -495,9 +497,10 @@ def _svd(where: str, x, full: bool, vectors: bool = True):
 
 
 def _adjoint(x: Buffer) -> Buffer:
-    """The conjugate transpose of each matrix of x (the transpose of a real one). complex64
-    moves as pairs of f32 (_strided): its results here are views anywhere in a workspace."""
-    if x.dtype != "c64":
+    """The conjugate transpose of each matrix of x (the transpose of a real one). complex
+    moves as pairs of its parts (_strided): its results here are views anywhere in a
+    workspace."""
+    if x.dtype.kind != "c":
         return matrix_transpose(x)
     st = contiguous_strides(x.shape)
     shape = x.shape[:-2] + (x.shape[-1], x.shape[-2])
@@ -533,7 +536,7 @@ def _tolerance(where: str, x: Buffer, rtol, batch: tuple[int, ...]) -> Buffer:
     array of x's real dtype and shape ``batch``."""
     from ._creation import full
 
-    real = NAMES["float32"] if x.dtype == "c64" else DTYPES[x.dtype]
+    real = x.dtype.part if x.dtype.kind == "c" else DTYPES[x.dtype]
     if rtol is None:
         rtol = max(x.shape[-2:]) * float(np.finfo(real.numpy).eps)
     if isinstance(rtol, (int, float, np.number)) and not isinstance(rtol, builtins.bool):
@@ -577,8 +580,8 @@ def pinv(x, /, *, rtol=None) -> Buffer:
     v = _adjoint(vh)  # (..., N, K)
     vw = new(v.shape, DTYPES[x.dtype], x.device, "pinv")
     if vw.size:
-        if x.dtype == "c64":  # the weights as (w, 0), the kernel's element type
-            w = astype(w, NAMES["complex64"])
+        if x.dtype.kind == "c":  # the weights as (w, 0), the kernel's element type
+            w = astype(w, x.dtype)
         enqueue(_SMALL, [v, reshape(w, batch + (k,))], vw, {"mode": "scale_cols"})
     return _product(vw, _adjoint(u))
 

@@ -12,7 +12,10 @@ from ...errors import DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 
-_BITS = {1: "u32", 2: "u32", 4: "u32", 8: "vec2<u32>"}  # an element as bits, by item size
+# an element as bits, by item size
+_BITS = {1: "u32", 2: "u32", 4: "u32", 8: "vec2<u32>", 16: "vec4<u32>"}
+# one's bits from its first two words: complex128's one has a zero imaginary part
+_ONE = {8: "vec2<u32>(p.one0, p.one1)", 16: "vec4<u32>(p.one0, p.one1, 0u, 0u)"}
 
 
 class Iota(BuiltinKernel):
@@ -107,7 +110,7 @@ class Triangle(BuiltinKernel):
 
     def render(self, key: PipelineKey):
         item = dict(key.constants)["itemsize"]
-        one = "vec2<u32>(p.one0, p.one1)" if item == 8 else "p.one0"
+        one = _ONE.get(item, "p.one0")
         src = shaders.render(shaders.load("elementwise/triangle.wgsl"), {
             "T": _BITS[item], "HAS_X": bool(self.inputs), "PACKED": item < 4,
             "LANES": 4 // item if item < 4 else 1, "BITS": 8 * item,
@@ -121,8 +124,8 @@ class Triangle(BuiltinKernel):
         if n == 0:
             return []
         dt = DTYPES[output.dtype]
-        words = np.zeros(2, np.uint32)
-        words.view(np.uint8)[:dt.itemsize] = np.ones(1, dt.numpy).view(np.uint8)
+        words = np.zeros(2, np.uint32)  # (a 16-byte one's last 8 bytes are 0: see _ONE)
+        words.view(np.uint8)[:min(dt.itemsize, 8)] = np.ones(1, dt.numpy).view(np.uint8)[:8]
         lanes = 4 // dt.itemsize if dt.itemsize < 4 else 1
         rows, cols = output.shape[-2:]
         k = int(params["k"])

@@ -39,7 +39,8 @@ DTYPE_RULES = {
     "float": (FLOATS, "same"),
     "integer": (INTEGERS, "same"),  # bitwise ops
     "float_test": (FLOATS, "bool"),  # a truth value of a float (signbit)
-    "complex": (("c64",), "same"),  # complex64's own rows (vec2<f32>: real, imaginary)
+    # the complex dtypes' own rows (vec2<f32> or vec2<f64>: real, imaginary)
+    "complex": (("c64", "c128"), "same"),
     "compare": (ALL, "bool"),  # a truth value (bool: the bytes 0 and 1)
     "equality": (ALL + ("bool",), "bool"),  # == and !=, of bools too
     "logical": (("bool",), "bool"),  # bool operands only (their lanes are 0 or 1)
@@ -370,13 +371,13 @@ _MATH_ROWS = (
           body=m.left_shift_body, description="a << b (0 once b reaches the width)"),
     OpDef("bitwise_right_shift", 2, "integer", "x >> y", np.right_shift,
           body=m.right_shift_body, description="a >> b (arithmetic for signed integers)"),
-    # complex64 (see mathcomplex.py)
+    # complex64 and complex128 (see mathcomplex.py; named for complex64, whose rows they were)
     *(OpDef(f"{n}_c64", 1, "complex", n, getattr(np, n), body=getattr(mc, f"c{n}_body"),
-            description=f"numpy's {n} of complex64") for n in (
+            description=f"numpy's {n} of complex numbers") for n in (
                 "exp", "log", "log2", "log10", "sqrt", "sinh", "cosh", "tanh", "sin", "cos",
                 "tan", "expm1", "log1p", "sign")),
     *(OpDef(f"{n}_c64", 1, "complex", n, getattr(np, ref), body=getattr(mi, f"c{n}_body"),
-            description=f"numpy's {ref} of complex64") for n, ref in (
+            description=f"numpy's {ref} of complex numbers") for n, ref in (
                 ("asinh", "arcsinh"), ("asin", "arcsin"), ("acosh", "arccosh"),
                 ("acos", "arccos"), ("atanh", "arctanh"), ("atan", "arctan"))),
 )

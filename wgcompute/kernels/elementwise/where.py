@@ -23,8 +23,8 @@ class Where(Elementwise):
     not_in_place = None  # each invocation reads its items' elements, then writes the same items
 
     def __init__(self):
-        # every dtype: the bits of x1 or x2 move (c64 as its vec2<f32>)
-        dtypes = ALL + tuple(d for d in ("bool", "c64") if d in DTYPES)
+        # every dtype: the bits of x1 or x2 move (c64 as its vec2<f32>, c128 its vec2<f64>)
+        dtypes = ALL + tuple(d for d in ("bool", "c64", "c128") if d in DTYPES)
         super().__init__("where", OPS["identity"], dtypes,
                          description="out = x1 where condition is true, else x2 (broadcast)")
         self.inputs = ("condition", "x1", "x2")

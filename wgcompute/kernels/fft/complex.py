@@ -1,6 +1,7 @@
-"""The complex64 kernels: complex_axis (conversions, parts, padding, hermitian extension and
-Bluestein's chirps along one axis, complex_axis.wgsl) and complex_binary (+ - * / with
-numpy's broadcasting, complex_binary.wgsl)."""
+"""The complex kernels (complex64, and complex128 where the adapter has f64): complex_axis
+(conversions, parts, padding, hermitian extension and Bluestein's chirps along one axis,
+complex_axis.wgsl) and complex_binary (+ - * / with numpy's broadcasting,
+complex_binary.wgsl)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 from ..core.layout import broadcast_strides
 from .fft import _nonneg
 
-# mode -> the dtype it writes
-AXIS_MODES = {"pad": "c64", "pad_conj": "c64", "hermitian": "c64", "hermitian_conj": "c64",
-              "chirp_in": "c64", "chirp_out": "c64", "chirp_b": "c64", "conj": "c64",
-              "real": "f32", "imag": "f32", "abs": "f32", "pack": "c64", "r2c_post": "c64",
-              "r2c_post_conj": "c64", "c2r_pre": "c64", "c2r_pre_conj": "c64",
-              "unpack": "f32"}
-REAL_INPUTS = ("f32", "f64", "s32", "u32")  # what "pad" converts to complex
+# mode -> what it writes: "c" the complex dtype, "r" its parts' real dtype
+AXIS_MODES = {"pad": "c", "pad_conj": "c", "hermitian": "c", "hermitian_conj": "c",
+              "chirp_in": "c", "chirp_out": "c", "chirp_b": "c", "conj": "c",
+              "real": "r", "imag": "r", "abs": "r", "pack": "c", "r2c_post": "c",
+              "r2c_post_conj": "c", "c2r_pre": "c", "c2r_pre_conj": "c", "unpack": "r"}
+# the modes that turn by angles (cos and sin): complex64 only (WGSL's are f32 only on Vulkan)
+TURNING = ("chirp_in", "chirp_out", "chirp_b", "r2c_post", "r2c_post_conj", "c2r_pre",
+           "c2r_pre_conj")
+REAL_INPUTS = ("f32", "f64", "s32", "u32")  # what "pad" converts to complex (and complex of
+# the other width)
+COMPLEX = ("c64", "c128")
 _SAME_LENGTH = ("real", "imag", "abs", "conj")
 WG = 256
 
@@ -37,9 +42,9 @@ class ComplexAxis(BuiltinKernel):
 
     name = "complex_axis"
     inputs = ("x",)
-    dtypes = ("c64", "f32")
-    description = ("complex64 along an axis: convert, pad or crop, parts, abs, conj, "
-                   "hermitian extension, Bluestein chirps")
+    dtypes = ("c64", "c128", "f32", "f64")
+    description = ("complex64 and complex128 along an axis: convert, pad or crop, parts, "
+                   "abs, conj, hermitian extension, Bluestein chirps")
     not_in_place = "complex_axis may read other elements than the one it writes"
     params = (Param("mode", "mode", doc="what to compute", check=_mode),
               Param("outer", "layout", 1, "elements before the axis", check=_nonneg),
@@ -58,15 +63,22 @@ class ComplexAxis(BuiltinKernel):
     def check(self, inputs, output, params) -> None:
         (x,) = inputs
         mode = params["mode"]
-        want = AXIS_MODES[mode]
+        cdt = DTYPES[output.dtype if output.dtype in COMPLEX else x.dtype]
+        if cdt.name not in COMPLEX:
+            raise DtypeError(f"complex_axis: x is {x.dtype} and out {output.dtype}; one of "
+                             f"them must be complex (c64 or c128)")
+        want = cdt.name if AXIS_MODES[mode] == "c" else cdt.part.name
         if output.dtype != want:
             raise DtypeError(f"complex_axis: mode {mode!r} writes {want}, out is "
                              f"{output.dtype}")
-        ok = ("f32",) if mode == "pack" else ("c64",) + (
-            REAL_INPUTS if mode in ("pad", "chirp_b") else ())
+        ok = (cdt.part.name,) if mode == "pack" else (cdt.name,) + (
+            REAL_INPUTS + COMPLEX if mode in ("pad", "chirp_b") else ())
         if x.dtype not in ok:
             raise DtypeError(f"complex_axis: mode {mode!r} takes x of {', '.join(ok)}, got "
                              f"{x.dtype}")
+        if mode in TURNING and cdt.name != "c64":
+            raise DtypeError(f"complex_axis: mode {mode!r} takes complex64 only (its cos and "
+                             f"sin are float32), got {cdt.name}")
         o, q = params["outer"], params["inner"]
         n_in, n_out = self._lengths(x, output, params)
         if o * n_in * q != x.size or o * n_out * q != output.size or (
@@ -80,7 +92,10 @@ class ComplexAxis(BuiltinKernel):
                                 f"1..2^30")
 
     def output_spec(self, inputs, params):
-        return inputs[0].shape, AXIS_MODES[params["mode"]]
+        x = DTYPES[inputs[0].dtype]
+        cdt = x if x.kind == "c" else DTYPES["c64"]  # (a real x is made complex64)
+        return inputs[0].shape, cdt.name if AXIS_MODES[params["mode"]] == "c" else \
+            cdt.part.name
 
     def key(self, inputs, output, params) -> PipelineKey:
         return PipelineKey(self.name, (inputs[0].dtype, output.dtype),
@@ -89,8 +104,10 @@ class ComplexAxis(BuiltinKernel):
     def render(self, key: PipelineKey):
         c = dict(key.constants)
         tin, tout = (DTYPES[d].wgsl for d in key.dtypes)
+        part = next(DTYPES[d] for d in key.dtypes[::-1] if d in COMPLEX).part
         src = shaders.render(shaders.load("fft/complex_axis.wgsl"), {
             "MODE": c["mode"], "SIGN": c["sign"], "TIN": tin, "TOUT": tout, "WG": WG,
+            "R": part.wgsl, "RMAX": repr(float(np.finfo(part.numpy).max)),
             "ENABLE": ""}, name="fft/complex_axis.wgsl")
         return src, (("total", "u32"), ("n_out", "u32"), ("n_in", "u32"), ("Q", "u32"),
                      ("chirp", "u32"), ("scale", "f32"))
@@ -120,18 +137,19 @@ def _strides(shape, out_shape) -> tuple[int, ...]:
 
 
 class ComplexBinary(BuiltinKernel):
-    """out = a op b for c64 a and b broadcast to out's shape (numpy's rules)."""
+    """out = a op b for complex a and b of one dtype (c64 or c128) broadcast to out's shape
+    (numpy's rules)."""
 
     name = "complex_binary"
     inputs = ("a", "b")
-    dtypes = ("c64",)
-    description = "complex64 a + - * / b, broadcast"
+    dtypes = COMPLEX
+    description = "complex64 or complex128 a + - * / b, broadcast"
     not_in_place = None  # each invocation reads its own a and b elements, then writes
     params = (Param("op", "op", doc="add, sub, mul or div", check=_op),)
 
     def output_spec(self, inputs, params):
         a, b = inputs
-        return self._shape(a, b), "c64"
+        return self._shape(a, b), a.dtype
 
     def _shape(self, a, b):
         try:
@@ -143,9 +161,10 @@ class ComplexBinary(BuiltinKernel):
 
     def check(self, inputs, output, params) -> None:
         a, b = inputs
-        for name, buf in (("a", a), ("b", b)):
-            if buf.dtype != "c64":
-                raise DtypeError(f"complex_binary: {name} is {buf.dtype}; expected c64")
+        for name, buf in (("a", a), ("b", b), ("out", output)):
+            if buf.dtype not in COMPLEX or buf.dtype != a.dtype:
+                raise DtypeError(f"complex_binary: {name} is {buf.dtype}; expected a's "
+                                 f"complex dtype (c64 or c128) for a, b and out")
         shape = self._shape(a, b)
         if output.shape != shape:
             raise ShapeError(f"complex_binary: out is {output.shape}, expected {shape}")
@@ -156,11 +175,12 @@ class ComplexBinary(BuiltinKernel):
             raise ShapeError(f"complex_binary: out {output.shape} has 2^32 elements or more")
 
     def key(self, inputs, output, params) -> PipelineKey:
-        return PipelineKey(self.name, ("c64",), (("op", params["op"]),))
+        return PipelineKey(self.name, (output.dtype,), (("op", params["op"]),))
 
     def render(self, key: PipelineKey):
         src = shaders.render(shaders.load("fft/complex_binary.wgsl"), {
-            "OP": dict(key.constants)["op"], "WG": WG, "DIMS": _DIMS},
+            "OP": dict(key.constants)["op"], "WG": WG, "DIMS": _DIMS,
+            "R": DTYPES[key.dtypes[0]].part.wgsl},
             name="fft/complex_binary.wgsl")
         fields = [("total", "u32")]
         for k in range(_DIMS):

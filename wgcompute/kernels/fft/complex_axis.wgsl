@@ -11,7 +11,9 @@
 //   chirp_b    conj(w(s)) with s = t for t < n_in, n_out - t for t > n_out - n_in, else 0
 //   pack, r2c_post, c2r_pre, unpack: a real transform of even length 2M as a complex one of
 //              length M (see each below)
-// every result times p.scale. Templates: MODE, TIN (x's element type), TOUT, WG, SIGN,
+// every result times p.scale. Templates: MODE, TIN (x's element type), TOUT, R (the complex
+// parts' type: f32, or f64 for complex128, which has no chirp or real-transform modes:
+// WGSL's cos and sin are f32 only on Vulkan), RMAX (R's largest finite value), WG, SIGN,
 // ENABLE.
 ${ENABLE}
 
@@ -28,32 +30,35 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<${TOUT}>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-const TAU: f32 = 6.283185307179586;
+const TAU: ${R} = 6.283185307179586;
 
-fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+fn cmul(a: vec2<${R}>, b: vec2<${R}>) -> vec2<${R}> {
+    return vec2<${R}>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
-fn conj(a: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(a.x, -a.y);
+fn conj(a: vec2<${R}>) -> vec2<${R}> {
+    return vec2<${R}>(a.x, -a.y);
 }
 
-fn load(i: u32) -> vec2<f32> {
-#if TIN == "vec2<f32>"
+fn load(i: u32) -> vec2<${R}> {
+#if TIN == "vec2<" + R + ">"
     return x[i];
+#elif TIN[:4] == "vec2"
+    return vec2<${R}>(x[i]);  // the other complex dtype's parts, converted
 #else
-    return vec2<f32>(f32(x[i]), 0.0);
+    return vec2<${R}>(${R}(x[i]), 0.0);
 #endif
 }
 
+#if R == "f32"
 // exp(-2πi · f)
-fn turn(f: f32) -> vec2<f32> {
+fn turn(f: ${R}) -> vec2<${R}> {
     var g = f;
     if (g >= 0.5) {
         g = g - 1.0;
     }
     let a = -TAU * g;
-    return vec2<f32>(cos(a), sin(a));
+    return vec2<${R}>(cos(a), sin(a));
 }
 
 // (a · b) mod m for a, b < m < 2^31, by doubling: no product passes 32 bits
@@ -72,15 +77,16 @@ fn mulmod(a: u32, b: u32, m: u32) -> u32 {
 }
 
 // exp(SIGN · iπ t² / n) = exp(SIGN · 2πi · (t² mod 2n) / 2n)
-fn chirp(t: u32, n: u32) -> vec2<f32> {
+fn chirp(t: u32, n: u32) -> vec2<${R}> {
     let m = 2u * n;
-    var f = f32(mulmod(t % m, t % m, m)) / f32(m);
+    var f = ${R}(mulmod(t % m, t % m, m)) / ${R}(m);
     if (f >= 0.5) {
         f = f - 1.0;
     }
     let a = ${SIGN}.0 * TAU * f;
-    return vec2<f32>(cos(a), sin(a));
+    return vec2<${R}>(cos(a), sin(a));
 }
+#endif
 
 @compute @workgroup_size(${WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -92,7 +98,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let q = i % p.Q;
     let t = (i / p.Q) % p.n_out;
     let base = (i / (p.Q * p.n_out)) * p.n_in * p.Q + q;  // element (o, 0, q) of x
-    var v = vec2<f32>(0.0, 0.0);
+    var v = vec2<${R}>(0.0, 0.0);
 #if MODE == "pad" or MODE == "pad_conj"
     if (t < p.n_in) {
         v = load(base + t * p.Q);
@@ -120,10 +126,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #elif MODE == "pack"
     // a real signal of length 2·n_out as n_out complex values (even, odd samples)
     if (2u * t < p.n_in) {
-        v.x = f32(x[base + 2u * t * p.Q]);
+        v.x = ${R}(x[base + 2u * t * p.Q]);
     }
     if (2u * t + 1u < p.n_in) {
-        v.y = f32(x[base + (2u * t + 1u) * p.Q]);
+        v.y = ${R}(x[base + (2u * t + 1u) * p.Q]);
     }
 #elif MODE == "r2c_post" or MODE == "r2c_post_conj"
     // Z = DFT of the packed signal (length M = n_in): X[t] = E + W^t·O for t <= M, with
@@ -133,8 +139,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let b = conj(load(base + ((m - t) % m) * p.Q));
     let e = 0.5 * (a + b);
     let d = 0.5 * (a - b);
-    let o = vec2<f32>(d.y, -d.x);
-    v = e + cmul(turn(f32(t) / f32(2u * m)), o);
+    let o = vec2<${R}>(d.y, -d.x);
+    v = e + cmul(turn(${R}(t) / ${R}(2u * m)), o);
 #if MODE == "r2c_post_conj"
     v = conj(v);
 #endif
@@ -143,8 +149,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // or past n_in are 0; the imaginary parts of bins 0 and M are dropped, as a real
     // signal's are 0), E = X[t] + conj X[M - t], O = (X[t] - conj X[M - t])·W^-t
     let m = p.n_out;
-    var a = vec2<f32>(0.0, 0.0);
-    var b = vec2<f32>(0.0, 0.0);
+    var a = vec2<${R}>(0.0, 0.0);
+    var b = vec2<${R}>(0.0, 0.0);
     if (t < p.n_in) {
         a = load(base + t * p.Q);
     }
@@ -160,12 +166,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         b.y = 0.0;
     }
     b = conj(b);
-    let o = cmul(a - b, conj(turn(f32(t) / f32(2u * m))));
-    v = (a + b) + vec2<f32>(-o.y, o.x);
+    let o = cmul(a - b, conj(turn(${R}(t) / ${R}(2u * m))));
+    v = (a + b) + vec2<${R}>(-o.y, o.x);
 #elif MODE == "unpack"
     // the real signal of length n_out from n_in = n_out / 2 complex (even, odd) pairs
     let z = load(base + (t / 2u) * p.Q);
-    v = vec2<f32>(select(z.y, z.x, t % 2u == 0u), 0.0);
+    v = vec2<${R}>(select(z.y, z.x, t % 2u == 0u), 0.0);
 #elif MODE == "chirp_b"
     if (t < p.chirp) {
         v = conj(chirp(t, p.chirp));
@@ -176,19 +182,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     v = load(i);
 #endif
 #if MODE == "real" or MODE == "unpack"
-    out[i] = v.x * p.scale;
+    out[i] = v.x * ${R}(p.scale);
 #elif MODE == "imag"
-    out[i] = v.y * p.scale;
+    out[i] = v.y * ${R}(p.scale);
 #elif MODE == "abs"
     let m = max(abs(v.x), abs(v.y));
     var r = m;
-    if (m > 0.0 && m <= 3.4028234663852886e38) {
+    if (m > 0.0 && m <= ${RMAX}) {
         r = m * sqrt((v.x / m) * (v.x / m) + (v.y / m) * (v.y / m));
     }
-    out[i] = r * p.scale;
+    out[i] = r * ${R}(p.scale);
 #elif MODE == "conj"
-    out[i] = conj(v) * p.scale;
+    out[i] = conj(v) * ${R}(p.scale);
 #else
-    out[i] = v * p.scale;
+    out[i] = v * ${R}(p.scale);
 #endif
 }

@@ -1,8 +1,9 @@
 // roll: out[j0, j1, ...] = x[offset + ((j0 - s0) mod d0)·e0 + ((j1 - s1) mod d1)·e1 + ...]:
 // a cyclic shift (e the contiguous strides) or a strided copy (s = 0, e a view's strides,
 // negative ones walking backwards), elements moved as whole words (T: u32 for 4-byte
-// dtypes, vec2<u32> for 8-byte ones). Bindings: 0 x (read), 1 out (read_write), 2 params
-// (uniform: total, offset, d*, s* with 0 <= s < d, e*). Templates: T, WG, DIMS.
+// dtypes, vec2<u32> for 8-byte ones, vec4<u32> for 16-byte ones). Bindings: 0 x (read),
+// 1 out (read_write), 2 params (uniform: total, offset, d*, s* with 0 <= s < d, e*).
+// Templates: T, WG, DIMS.
 
 struct Params {
     total: u32,

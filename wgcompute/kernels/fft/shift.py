@@ -1,4 +1,4 @@
-"""roll (a cyclic shift along axes, any 4- or 8-byte dtype, roll.wgsl: fftshift's kernel) and
+"""roll (a cyclic shift along axes, any 4-, 8- or 16-byte dtype, roll.wgsl: fftshift's kernel) and
 fft_freq (the sample frequencies of a transform, fft_freq.wgsl)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from ..core.layout import contiguous_strides
 
 WG = 256
 _DIMS = 6
-ROLL_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64", "c64")
+ROLL_DTYPES = ("f32", "f64", "s32", "s64", "u32", "u64", "c64", "c128")
+_WORDS = {1: "u32", 2: "vec2<u32>", 4: "vec4<u32>"}  # an element's u32 words, moved whole
 
 
 def _shifts(value) -> str | None:
@@ -62,11 +63,12 @@ class Roll(BuiltinKernel):
                              f"{off} reaches elements {lo}..{hi}; x has {x.size}")
 
     def key(self, inputs, output, params) -> PipelineKey:
-        # 8-byte elements move as vec2<u32>: no 64-bit arithmetic (nor shader-int64) needed
+        # 8- and 16-byte elements move as vec2<u32> and vec4<u32>: no 64-bit arithmetic (nor
+        # shader-int64 or shader-f64) needed
         return PipelineKey(self.name, ("u32",), (("words", DTYPES[output.dtype].itemsize // 4),))
 
     def render(self, key: PipelineKey):
-        t = "u32" if dict(key.constants)["words"] == 1 else "vec2<u32>"
+        t = _WORDS[dict(key.constants)["words"]]
         src = shaders.render(shaders.load("fft/roll.wgsl"), {"T": t, "WG": WG, "DIMS": _DIMS},
                              name="fft/roll.wgsl")
         fields = [("total", "u32")]

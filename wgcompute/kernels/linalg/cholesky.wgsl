@@ -66,7 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     if (bad) {
         for (var e = t; e < n * n; e = e + ${WG}u) {
-            out[o + e] = ${T}(p.nanv);
+            out[o + e] = ${T}(${R}(p.nanv));
         }
     }
 #if UPPER

@@ -76,7 +76,8 @@ class LinalgKernel(BuiltinKernel):
 
     def _render(self, template: str, key):
         t = DTYPES[key.dtypes[0]].wgsl
-        r = "f32" if key.dtypes[0] == "c64" else t
+        dt = DTYPES[key.dtypes[0]]
+        r = dt.part.wgsl if dt.kind == "c" else t
         subs = {"T": t, "R": r, "WG": self.workgroup_size,
                 "LOG2WG": self.workgroup_size.bit_length() - 1,
                 "IS_NAN": wgsl_is_nan("v", r), **dict(key.constants)}

@@ -1,6 +1,6 @@
 // What the linalg programs share: one workgroup of ${WG} invocations owns one matrix of the
 // batch; reductions go through workgroup memory. Templates: T (f32, f64, or vec2<f32> for
-// complex64: re, im), R (T's real type), WG (a power of two), LOG2WG, IS_NAN. The arithmetic
+// complex64 and vec2<f64> for complex128: re, im), R (T's real type), WG (a power of two), LOG2WG, IS_NAN. The arithmetic
 // helpers (mul, div, mag, ...) are written once for real and complex T.
 var<workgroup> red: array<${T}, ${WG}>;
 var<workgroup> redi: array<u32, ${WG}>;
@@ -63,19 +63,19 @@ fn ln(x: f32) -> f32 {
 }
 #endif
 
-#if T == "vec2<f32>"
-fn mul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+#if T[:4] == "vec2"
+fn mul(a: vec2<${R}>, b: vec2<${R}>) -> vec2<${R}> {
+    return vec2<${R}>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 // a / b, scaled by |b|'s larger part first (Smith's idea): no overflow of |b|² for large b
-fn div(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+fn div(a: vec2<${R}>, b: vec2<${R}>) -> vec2<${R}> {
     let s = max(abs(b.x), abs(b.y));
     let bs = b / s;
     let as_ = a / s;
-    return vec2<f32>(as_.x * bs.x + as_.y * bs.y, as_.y * bs.x - as_.x * bs.y) / dot(bs, bs);
+    return vec2<${R}>(as_.x * bs.x + as_.y * bs.y, as_.y * bs.x - as_.x * bs.y) / dot(bs, bs);
 }
 // |a|, scaled first so that tiny parts do not underflow when squared (nor huge ones overflow)
-fn mag(a: vec2<f32>) -> f32 {
+fn mag(a: vec2<${R}>) -> ${R} {
     let s = max(abs(a.x), abs(a.y));
     if (s == 0.0) {
         return 0.0;
@@ -83,26 +83,26 @@ fn mag(a: vec2<f32>) -> f32 {
     return s * length(a / s);
 }
 // a / |a| (1 for 0), of modulus 1 however small a is
-fn unit(a: vec2<f32>) -> vec2<f32> {
+fn unit(a: vec2<${R}>) -> vec2<${R}> {
     let s = max(abs(a.x), abs(a.y));
     if (s == 0.0) {
-        return vec2<f32>(1.0, 0.0);
+        return vec2<${R}>(1.0, 0.0);
     }
     return normalize(a / s);
 }
-fn conjugate(a: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(a.x, -a.y);
+fn conjugate(a: vec2<${R}>) -> vec2<${R}> {
+    return vec2<${R}>(a.x, -a.y);
 }
-fn is_zero(a: vec2<f32>) -> bool {
+fn is_zero(a: vec2<${R}>) -> bool {
     return a.x == 0.0 && a.y == 0.0;
 }
-fn from_real(r: f32) -> vec2<f32> {
-    return vec2<f32>(r, 0.0);
+fn from_real(r: ${R}) -> vec2<${R}> {
+    return vec2<${R}>(r, 0.0);
 }
-fn real_of(a: vec2<f32>) -> f32 {
+fn real_of(a: vec2<${R}>) -> ${R} {
     return a.x;
 }
-fn imag_of(a: vec2<f32>) -> f32 {
+fn imag_of(a: vec2<${R}>) -> ${R} {
     return a.y;
 }
 #elif T in ("f32", "f64")

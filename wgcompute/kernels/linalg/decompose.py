@@ -25,7 +25,7 @@ class QR(LinalgKernel):
 
     name = "linalg_qr"
     inputs = ("a",)
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "ws"
     template = "linalg/qr.wgsl"
     params = (Param("mode", "str", "reduced", "reduced or complete"),)
@@ -73,10 +73,11 @@ def eigh_workspace(batch: int, n: int) -> int:
     return batch * (n + 3 * n * n + 3 * ((n + n % 2) // 2) + 1)
 
 
-_EPS = {"f32": 1.1920929e-07, "f64": 2.220446049250313e-16, "c64": 1.1920929e-07}
+_EPS = {"f32": 1.1920929e-07, "f64": 2.220446049250313e-16, "c64": 1.1920929e-07,
+        "c128": 2.220446049250313e-16}
 # Jacobi sweeps at most (they stop once converged), a slice of their rounds per dispatch
-SWEEPS = {"f32": 20, "f64": 30, "c64": 20}
-SWEEPS_SVD = {"f32": 30, "f64": 40, "c64": 30}
+SWEEPS = {"f32": 20, "f64": 30, "c64": 20, "c128": 30}
+SWEEPS_SVD = {"f32": 30, "f64": 40, "c64": 30, "c128": 40}
 
 
 class Eigh(LinalgKernel):
@@ -85,7 +86,7 @@ class Eigh(LinalgKernel):
 
     name = "linalg_eigh"
     inputs = ("a",)
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "ws"
     template = "linalg/eigh.wgsl"
     fields = (("n", "u32"), ("np", "u32"), ("batch", "u32"), ("nanv", "f32"), ("phase", "u32"),
@@ -133,7 +134,7 @@ class SVD(LinalgKernel):
 
     name = "linalg_svd"
     inputs = ("a",)
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "ws"
     template = "linalg/svd.wgsl"
     params = (Param("full", "bool", False, "U with m columns (full_matrices)"),)

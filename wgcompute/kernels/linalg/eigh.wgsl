@@ -150,10 +150,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     storageBarrier();
     if (flag == 1u) {
         for (var e = t; e < nn; e = e + ${WG}u) {
-            ws[vo + e] = ${T}(p.nanv);
+            ws[vo + e] = ${T}(${R}(p.nanv));
         }
         for (var e = t; e < n; e = e + ${WG}u) {
-            ws[wo + e] = ${T}(p.nanv);
+            ws[wo + e] = ${T}(${R}(p.nanv));
         }
     }
 }

@@ -19,7 +19,7 @@ class RowNorm(LinalgKernel):
 
     name = "linalg_norm"
     inputs = ("x",)
-    dtypes = ("f32", "f64", "s32", "u32", "s64", "c64")
+    dtypes = ("f32", "f64", "s32", "u32", "s64", "c64", "c128")
     template = "linalg/norm.wgsl"
     params = (Param("ord", "str", "2", "2, 1, inf, -inf, 0, p or sum"),
               Param("p", "f32", 2.0, "the power of ord 'p'"))
@@ -68,7 +68,7 @@ class Small(BuiltinKernel):
 
     name = "linalg_small"
     inputs = ("a", "b")
-    dtypes = ("f32", "f64", "s32", "u32", "s64", "c64")
+    dtypes = ("f32", "f64", "s32", "u32", "s64", "c64", "c128")
     workgroup_size = 64
     params = (Param("mode", "str", "cross", ", ".join(SMALL_MODES)),)
     description = "cross products, identities, ranks and pseudo-inverse scalings"
@@ -89,8 +89,9 @@ class Small(BuiltinKernel):
         mode = params["mode"]
         if mode not in SMALL_MODES:
             raise ArgumentError(f"{self.name}: mode {mode!r}; expected one of {SMALL_MODES}")
-        if output.dtype == "c64" and mode not in ("eye", "scale_cols"):
-            raise DtypeError(f"{self.name}: mode {mode!r} takes real arrays, got c64")
+        if DTYPES[output.dtype].kind == "c" and mode not in ("eye", "scale_cols"):
+            raise DtypeError(f"{self.name}: mode {mode!r} takes real arrays, got "
+                             f"{output.dtype}")
         if output.ndim < (1 if mode == "rank" else 2) or (mode == "rank" and a.ndim != 2):
             raise ShapeError(f"{self.name}: out is {output.shape}; too few dimensions for "
                              f"mode {mode!r}")
@@ -110,7 +111,7 @@ class Small(BuiltinKernel):
 
     def render(self, key):
         t = DTYPES[key.dtypes[0]].wgsl
-        one = "vec2<f32>(1.0, 0.0)" if key.dtypes[0] == "c64" else f"{t}(1)"
+        one = f"{t}(1.0, 0.0)" if DTYPES[key.dtypes[0]].kind == "c" else f"{t}(1)"
         src = shaders.render(shaders.load("linalg/small.wgsl"), {
             "T": t, "WG": self.workgroup_size, "ONE": one, "ZERO": f"{t}(0)",
             **dict(key.constants)}, name="linalg/small.wgsl")
@@ -132,7 +133,7 @@ class Take(BuiltinKernel):
 
     name = "linalg_take"
     inputs = ("a",)
-    dtypes = ("f32", "f64", "s32", "u32", "s64", "c64")
+    dtypes = ("f32", "f64", "s32", "u32", "s64", "c64", "c128")
     workgroup_size = 64
     params = (Param("offset", "u32", 0, "the first element of a to copy"),)
     description = "a contiguous run of elements, copied out of a workspace"

@@ -12,7 +12,8 @@ LU_MODES = ("solve", "inv", "det", "slogdet")
 SHARED_N = 64  # matrices up to this size factor in workgroup memory, in one launch
 # Which program factors those: "rows" (lu_rows.wgsl: the pivot found with subgroup operations,
 # rows never move; f32 and complex64 on adapters with subgroups) or "scan" (lu_small.wgsl:
-# every invocation scans the pivot column through a permutation; f64 always takes it).
+# every invocation scans the pivot column through a permutation; f64 and complex128 always
+# take it).
 SMALL_LU = "rows"
 _ROWS_EXTRA = 4 * (6 * WG + SHARED_N + 3)  # lu_rows.wgsl's slots, order and counters (bytes)
 
@@ -28,7 +29,7 @@ class LUFactor(LinalgKernel):
 
     name = "linalg_lu_factor"
     inputs = ("a", "b")
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "ws"
     template = "linalg/lu.wgsl"
     params = (Param("mode", "str", "solve", "solve, inv or det"),)
@@ -61,7 +62,8 @@ class LUFactor(LinalgKernel):
 
     def _rows(self, inputs, device) -> bool:
         """Whether small matrices take lu_rows.wgsl (SMALL_LU)."""
-        return SMALL_LU == "rows" and inputs[0].dtype != "f64" and device.has("subgroup")
+        return SMALL_LU == "rows" and inputs[0].dtype in ("f32", "c64") and \
+            device.has("subgroup")
 
     def _shared(self, inputs, params, device) -> int:
         """Elements of workgroup memory the matrix and X take when they fit there (n ≤ 64),
@@ -114,7 +116,7 @@ class Cholesky(LinalgKernel):
 
     name = "linalg_cholesky"
     inputs = ("a",)
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     template = "linalg/cholesky.wgsl"
     params = (Param("upper", "bool", False, "write U = Lᵀ instead of L"),)
     fields = (("n", "u32"), ("batch", "u32"), ("nanv", "f32"), ("phase", "u32"), ("j0", "u32"),

@@ -183,7 +183,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     if (carried.y != ${R}(0)) {
         for (var e = t; e < n * k; e = e + ${WG}u) {
-            ws[wx + e] = ${T}(p.nanv);
+            ws[wx + e] = ${T}(${R}(p.nanv));
         }
     }
 #endif

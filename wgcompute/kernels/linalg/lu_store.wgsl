@@ -48,6 +48,6 @@
     for (var e = t; e < n * k; e = e + ${WG}u) {
         let pr = perm[e / k];
         let x = mul(sm[xo + pr * k + e % k], div(from_real(${R}(1)), sm[pr * ld + e / k]));
-        ws[wx + e] = select(x, ${T}(p.nanv), singular);
+        ws[wx + e] = select(x, ${T}(${R}(p.nanv)), singular);
     }
 #endif

@@ -1,7 +1,8 @@
 // linalg_matmul_int: out = a · b for integer, complex and (outer products) float arrays
 // (numpy's matmul shapes, batch dimensions broadcast through element strides), one output
-// element per invocation, integer arithmetic wrapping as numpy's does; complex (vec2<f32>:
-// re, im) multiplied as complex, with CONJ a's conjugate. Templates: T, WG, COMPLEX, CONJ, INDEX (the WGSL that sets i_a and
+// element per invocation, integer arithmetic wrapping as numpy's does; complex (vec2<f32>
+// or vec2<f64>: re, im) multiplied as complex, with CONJ a's conjugate. Templates: T, WG,
+// COMPLEX, CONJ, INDEX (the WGSL that sets i_a and
 // i_b, each operand's first element of batch bi), FIELDS (the uniform's fields).
 struct Params {
 ${FIELDS}
@@ -33,9 +34,9 @@ ${INDEX}
         let y = b[i_b + l * p.n + j];
 #if COMPLEX
     #if CONJ
-        let xy = vec2<f32>(x.x * y.x + x.y * y.y, x.x * y.y - x.y * y.x);
+        let xy = ${T}(x.x * y.x + x.y * y.y, x.x * y.y - x.y * y.x);
     #else
-        let xy = vec2<f32>(x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x);
+        let xy = ${T}(x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x);
     #endif
 #else
         let xy = x * y;

@@ -14,14 +14,14 @@ from ..matmul.matmul import matmul_shape
 
 
 class MatmulInt(BuiltinKernel):
-    """out = a · b for s32, u32 and s64 arrays with numpy's matmul rules (wrapping), c64
-    (``conj``: conj(a) · b), and f32 / f64 (for outer products: a sum of one product is
+    """out = a · b for s32, u32 and s64 arrays with numpy's matmul rules (wrapping), c64 and
+    c128 (``conj``: conj(a) · b), and f32 / f64 (for outer products: a sum of one product is
     exactly the product, where the tiled matmul adds it to +0.0)."""
 
     name = "linalg_matmul_int"
     inputs = ("a", "b")
-    dtypes = ("s32", "u32", "s64", "c64", "f32", "f64")
-    params = (Param("conj", "bool", False, "c64 only: conjugate a"),)
+    dtypes = ("s32", "u32", "s64", "c64", "c128", "f32", "f64")
+    params = (Param("conj", "bool", False, "complex only: conjugate a"),)
     workgroup_size = 64
     description = "out = a · b for integers (numpy's matmul shapes), one element per invocation"
     not_in_place = "each output element reads a whole row of a and column of b"
@@ -32,8 +32,9 @@ class MatmulInt(BuiltinKernel):
             if x.dtype != output.dtype:
                 raise DtypeError(f"{self.name}: {nm} is {x.dtype}, out is {output.dtype}; "
                                  f"dtypes must match")
-        if params["conj"] and output.dtype != "c64":
-            raise DtypeError(f"{self.name}: conj takes complex64 arrays, got {output.dtype}")
+        if params["conj"] and DTYPES[output.dtype].kind != "c":
+            raise DtypeError(f"{self.name}: conj takes complex arrays (c64, c128), got "
+                             f"{output.dtype}")
         want = matmul_shape(a.shape, b.shape).out
         if output.shape != want:
             raise ShapeError(f"{self.name}: out is {output.shape}, expected {want}")
@@ -55,7 +56,7 @@ class MatmulInt(BuiltinKernel):
                   *uniform_fields(ndim, ("a", "b")))
         src = shaders.render(shaders.load("linalg/matmul_int.wgsl"), {
             "T": DTYPES[key.dtypes[0]].wgsl, "WG": self.workgroup_size,
-            "COMPLEX": key.dtypes[0] == "c64", "CONJ": consts["conj"],
+            "COMPLEX": DTYPES[key.dtypes[0]].kind == "c", "CONJ": consts["conj"],
             "FIELDS": "\n".join(f"    {n}: {t}," for n, t in fields),
             "INDEX": index_wgsl(ndim, ("a", "b"), "bi")}, name="linalg/matmul_int.wgsl")
         return src, fields

@@ -50,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 #else
     let j = g % p.n;
     let mat = g / (p.r * p.n);
-    #if T == "vec2<f32>"
+    #if T[:4] == "vec2"
     out[g] = a[g] * b[mat * p.n + j].x;  // complex a, real factors kept as (w, 0)
     #else
     out[g] = a[g] * b[mat * p.n + j];

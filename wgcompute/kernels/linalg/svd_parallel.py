@@ -75,7 +75,7 @@ class SVDParallel(LinalgKernel):
     name = "linalg_svd_parallel"
     share_bind_groups = True  # no set_params: its alike launches share a bind group
     inputs = ("a",)
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "ws"
     workgroup_size = 256  # the largest; constants() sets the one used (group_size)
     template = "linalg/svd_parallel.wgsl"
@@ -165,7 +165,7 @@ class QRR(LinalgKernel):
     name = "linalg_qr_r"
     share_bind_groups = True  # no set_params: its alike launches share a bind group
     inputs = ("a",)
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "wq"
     workgroup_size = 256  # the largest; constants() sets the one used (group_size)
     template = "linalg/qr_parallel.wgsl"
@@ -217,7 +217,7 @@ class QRApply(LinalgKernel):
     name = "linalg_qr_apply"
     share_bind_groups = True  # no set_params: its alike launches share a bind group
     inputs = ("wq", "wr")
-    dtypes = ("f32", "f64", "c64")
+    dtypes = ("f32", "f64", "c64", "c128")
     output = "ws"
     workgroup_size = 256
     template = "linalg/qr_apply.wgsl"

@@ -2,7 +2,7 @@
 with or without the identity written first (include_initial: rows of n + 1).
 
 Dtypes: f32, f64, f16 (accumulated in f32), s32, u32, s64, u64 (wrapping, as the GPU's integer
-arithmetic does) and c64; the output has the input's dtype (callers convert first: the array
+arithmetic does), c64 and c128; the output has the input's dtype (callers convert first: the array
 namespace sums u8 and bool as wider integers). How: rows of one tile (WG·ITEMS elements) or
 many rows of a few tiles scan in one pass, a workgroup per row (many rows of at most 16
 elements: an invocation per row); long rows in three steps of one compute
@@ -19,7 +19,7 @@ from ...errors import DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Kernel, Launch, Param, PipelineKey, check_flag, fold_grid
 
-SCAN_DTYPES = ("f32", "f64", "f16", "s32", "u32", "s64", "u64", "c64")
+SCAN_DTYPES = ("f32", "f64", "f16", "s32", "u32", "s64", "u64", "c64", "c128")
 OPS = ("sum", "prod")
 WG = 256
 _ACC = {"f16": "f32"}  # the accumulator's dtype where it is not the element's
@@ -32,7 +32,8 @@ def acc_dtype(dt: str) -> str:
 def items(acc: str) -> int:
     """Elements per invocation: the tile (and its padding) fits 16 KiB of workgroup memory
     with the invocations' totals, WebGPU's guaranteed minimum."""
-    return 8 if DTYPES[acc].itemsize <= 4 else 4
+    size = DTYPES[acc].itemsize
+    return 8 if size <= 4 else 4 if size <= 8 else 2
 
 
 def tile(dt: str) -> int:
@@ -42,16 +43,16 @@ def tile(dt: str) -> int:
 def _ident(op: str, acc: str) -> str:
     w = DTYPES[acc].wgsl
     one = "1" if op == "prod" else "0"
-    if acc == "c64":
-        return f"vec2<f32>({one}.0, 0.0)"
+    if DTYPES[acc].kind == "c":
+        return f"{w}({one}.0, 0.0)"
     return f"{w}({one})"
 
 
 def _combine(op: str, acc: str) -> str:
     if op == "sum":
         return "a + b"
-    if acc == "c64":
-        return "vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x)"
+    if DTYPES[acc].kind == "c":
+        return f"{DTYPES[acc].wgsl}(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x)"
     return "a * b"
 
 

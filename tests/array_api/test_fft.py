@@ -1,8 +1,11 @@
-"""The fft extension against numpy.fft: complex64 transforms of power-of-two lengths (Stockham
-passes, several of them past a workgroup's memory) and other lengths (Bluestein), along any
-axis, cropped or padded, in the three norms; the real and Hermitian transforms, the
-n-dimensional ones, frequencies and shifts; and what is refused. Errors are measured against
-the largest magnitude of numpy's result: within 1e-4 (f32 arithmetic)."""
+"""The fft extension against numpy.fft: complex64 and complex128 transforms of power-of-two
+lengths (Stockham passes, several of them past a workgroup's memory) and other lengths
+(Bluestein), along any axis, cropped or padded, in the three norms; the real and Hermitian
+transforms, the n-dimensional ones, frequencies and shifts; and what is refused. Errors are
+measured against the largest magnitude of numpy's result (complex128, from complex128 data):
+within 1e-4 for complex64 (f32 arithmetic), within c128_bound(n) for complex128."""
+
+import math
 
 import numpy as np
 import pytest
@@ -21,16 +24,24 @@ from wgcompute.kernels.fft.fft import (
 pytestmark = pytest.mark.computes("dt", "name", "src", "dt1", "dt2")
 
 RTOL = 1e-4
+DTS = ["c64", "c128"]  # complex128 where the adapter has shader-f64 (else skipped, saying why)
 rng = np.random.default_rng(7)
 
 
-def cplx(shape):
+def c128_bound(n: int) -> float:
+    """complex128's bound for a transform whose longest axis (or Bluestein's length, < 4n) is
+    n: 2e-15 · log2(4n), float64's rounding (1.1e-16) times a few per pass. Measured on
+    lavapipe: 1.4e-16 to 9e-16 up to 2^20 points and Bluestein's 4099 (16384 long)."""
+    return 2e-15 * math.log2(4 * max(n, 2))
+
+
+def cplx(shape, dt="c64"):
     z = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
-    return np.asarray(z).astype(np.complex64)
+    return np.asarray(z).astype(np.complex128 if dt == "c128" else np.complex64)
 
 
-def real(shape):
-    return rng.standard_normal(shape).astype(np.float32)
+def real(shape, dt="c64"):
+    return rng.standard_normal(shape).astype(np.float64 if dt == "c128" else np.float32)
 
 
 def close(got, ref, dtype):
@@ -39,7 +50,13 @@ def close(got, ref, dtype):
     assert g.dtype == dtype and g.shape == ref.shape, (g.dtype, g.shape, ref.shape)
     scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-30)
     err = float(np.abs(g - ref).max()) / scale if ref.size else 0.0
-    assert err < RTOL, err
+    wide = np.dtype(dtype) in (np.complex128, np.float64)
+    assert err < (c128_bound(max(ref.shape, default=1)) if wide else RTOL), err
+
+
+def out_dtypes(dt):
+    """The complex and real dtypes of dt's transforms' results."""
+    return (np.complex128, np.float64) if dt == "c128" else (np.complex64, np.float32)
 
 
 @pytest.mark.parametrize("shape,axis", [
@@ -48,20 +65,22 @@ def close(got, ref, dtype):
     ((7, 3), 0), ((3, 64, 5), 1), ((4, 6, 5), -3), ((0, 8), 1), ((2, 3, 20), 2),
     ((2, 2048, 3), 1), ((4096, 4), 0)])
 @pytest.mark.parametrize("inverse", [False, True])
-def test_fft_and_ifft_match_numpy(shape, axis, inverse):
-    a = cplx(shape)
+@pytest.mark.parametrize("dt", DTS)
+def test_fft_and_ifft_match_numpy(shape, axis, inverse, dt):
+    a = cplx(shape, dt)
     f, ref = (xp.fft.ifft, np.fft.ifft) if inverse else (xp.fft.fft, np.fft.fft)
-    close(f(wgc.from_numpy(a), axis=axis), ref(a, axis=axis), np.complex64)
+    close(f(wgc.from_numpy(a), axis=axis), ref(a, axis=axis), a.dtype)
 
 
 @pytest.mark.parametrize("n", [1, 6, 16, 40])
 @pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
-def test_fft_crops_pads_and_normalizes(n, norm):
-    a = cplx((3, 16))
+@pytest.mark.parametrize("dt", DTS)
+def test_fft_crops_pads_and_normalizes(n, norm, dt):
+    a = cplx((3, 16), dt)
     x = wgc.from_numpy(a)
-    close(xp.fft.fft(x, n=n, norm=norm), np.fft.fft(a, n=n, norm=norm), np.complex64)
+    close(xp.fft.fft(x, n=n, norm=norm), np.fft.fft(a, n=n, norm=norm), a.dtype)
     close(xp.fft.ifft(x, n=n, axis=0, norm=norm), np.fft.ifft(a, n=n, axis=0, norm=norm),
-          np.complex64)
+          a.dtype)
 
 
 def test_numpy_ints_as_lengths():
@@ -81,24 +100,31 @@ def test_ifft_inverts_fft():
 @pytest.mark.parametrize("shape,axis", [((3,), 0), ((6,), 0), ((9, 4), 0), ((7, 100), 1),
                                         ((1000,), 0), ((4, 360), 1), ((3, 1536), 1),
                                         ((729,), 0), ((2, 3000), 1), ((100, 3, 5), 0)])
-def test_mixed_radix_lengths_take_one_pass(shape, axis):
-    """Products of 2s, 3s and 5s that fit a workgroup: one pass of radix-2/3/4/5 steps."""
+@pytest.mark.parametrize("dt", DTS)
+def test_mixed_radix_lengths_take_one_pass(shape, axis, dt):
+    """Products of 2s, 3s and 5s that fit a workgroup: one pass of radix-2/3/4/5 steps
+    (complex128's values are twice as large: 3000 of them take Bluestein's algorithm)."""
     dev = wgc.current_device()
-    assert single_pass_params(shape, axis, -1, 1.0, workgroup_elements(dev),
-                              storage_elements(dev)) is not None
-    a = cplx(shape)
-    close(xp.fft.fft(wgc.from_numpy(a), axis=axis), np.fft.fft(a, axis=axis), np.complex64)
+    size = 16 if dt == "c128" else 8
+    one = single_pass_params(shape, axis, -1, 1.0, workgroup_elements(dev, size),
+                             storage_elements(dev, size))
+    assert (one is None) == (dt == "c128" and shape[axis] == 3000)
+    a = cplx(shape, dt)
+    close(xp.fft.fft(wgc.from_numpy(a), axis=axis), np.fft.fft(a, axis=axis), a.dtype)
     close(xp.fft.ifft(wgc.from_numpy(a), axis=axis, norm="ortho"),
-          np.fft.ifft(a, axis=axis, norm="ortho"), np.complex64)
+          np.fft.ifft(a, axis=axis, norm="ortho"), a.dtype)
 
 
 @pytest.mark.parametrize("n", [7, 11, 1009, 3 * 4096, 14])
-def test_other_lengths_take_bluestein(n):
+@pytest.mark.parametrize("dt", DTS)
+def test_other_lengths_take_bluestein(n, dt):
     dev = wgc.current_device()
     assert single_pass_params((n,), 0, -1, 1.0, workgroup_elements(dev),
                               storage_elements(dev)) is None
-    a = cplx((2, n))
-    close(xp.fft.fft(wgc.from_numpy(a)), np.fft.fft(a), np.complex64)
+    a = cplx((2, n), dt)
+    close(xp.fft.fft(wgc.from_numpy(a)), np.fft.fft(a), a.dtype)
+    close(xp.fft.ifft(wgc.from_numpy(a), norm="forward"), np.fft.ifft(a, norm="forward"),
+          a.dtype)
 
 
 def test_plans():
@@ -125,15 +151,17 @@ def test_multi_pass_plans_match_numpy(capacity, n):
                                           ((3, 20), 1, 64), ((3, 20), 1, 16),
                                           ((5, 4, 3), 1, 8), ((2, 4096), 1, None)])
 @pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
-def test_real_and_hermitian_transforms(shape, axis, n, norm):
-    a, b = real(shape), cplx(shape)
+@pytest.mark.parametrize("dt", DTS)
+def test_real_and_hermitian_transforms(shape, axis, n, norm, dt):
+    a, b = real(shape, dt), cplx(shape, dt)
     xa, xb = wgc.from_numpy(a), wgc.from_numpy(b)
     kw = {"n": n, "axis": axis, "norm": norm}
-    close(xp.fft.rfft(xa, **kw), np.fft.rfft(a, **kw), np.complex64)
-    close(xp.fft.ihfft(xa, **kw), np.fft.ihfft(a, **kw), np.complex64)
+    c, r = out_dtypes(dt)
+    close(xp.fft.rfft(xa, **kw), np.fft.rfft(a, **kw), c)
+    close(xp.fft.ihfft(xa, **kw), np.fft.ihfft(a, **kw), c)
     if shape[axis] > 1 or n is not None:
-        close(xp.fft.irfft(xb, **kw), np.fft.irfft(b, **kw), np.float32)
-        close(xp.fft.hfft(xb, **kw), np.fft.hfft(b, **kw), np.float32)
+        close(xp.fft.irfft(xb, **kw), np.fft.irfft(b, **kw), r)
+        close(xp.fft.hfft(xb, **kw), np.fft.hfft(b, **kw), r)
 
 
 def test_irfft_inverts_rfft_odd_length():
@@ -143,16 +171,17 @@ def test_irfft_inverts_rfft_odd_length():
 
 @pytest.mark.parametrize("s,axes", [(None, None), (None, (0, 2)), ((3, 8), (0, 2)),
                                     ((5, -1), (-1, 0)), (None, (1,))])
-def test_n_dimensional_transforms(s, axes):
-    a, r = cplx((4, 6, 5)), real((4, 6, 5))
+@pytest.mark.parametrize("dt", DTS)
+def test_n_dimensional_transforms(s, axes, dt):
+    a, r = cplx((4, 6, 5), dt), real((4, 6, 5), dt)
     xa, xr = wgc.from_numpy(a), wgc.from_numpy(r)
     np_s = None if s is None else [a.shape[ax] if v == -1 else v for v, ax in zip(s, axes)]
     kw, np_kw = {"s": s, "axes": axes}, {"s": np_s, "axes": axes}
-    close(xp.fft.fftn(xa, **kw), np.fft.fftn(a, **np_kw), np.complex64)
-    close(xp.fft.ifftn(xa, **kw, norm="ortho"), np.fft.ifftn(a, **np_kw, norm="ortho"),
-          np.complex64)
-    close(xp.fft.rfftn(xr, **kw), np.fft.rfftn(r, **np_kw), np.complex64)
-    close(xp.fft.irfftn(xa, **kw), np.fft.irfftn(a, **np_kw), np.float32)
+    c, f = out_dtypes(dt)
+    close(xp.fft.fftn(xa, **kw), np.fft.fftn(a, **np_kw), c)
+    close(xp.fft.ifftn(xa, **kw, norm="ortho"), np.fft.ifftn(a, **np_kw, norm="ortho"), c)
+    close(xp.fft.rfftn(xr, **kw), np.fft.rfftn(r, **np_kw), c)
+    close(xp.fft.irfftn(xa, **kw), np.fft.irfftn(a, **np_kw), f)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 8, 1001])
@@ -214,15 +243,16 @@ def test_refusals_name_the_argument():
         xp.fft.fft(wgc.from_numpy(cplx((3, 0))))
 
 
-def test_views_as_input():
+@pytest.mark.parametrize("dt", DTS)
+def test_views_as_input(dt):
     """Views starting inside another buffer's memory (not at a bindable offset) transform."""
-    a = cplx((5, 48))
+    a = cplx((5, 48), dt)
     x = wgc.from_numpy(a)
-    close(xp.fft.fft(x[1]), np.fft.fft(a[1]), np.complex64)
-    close(xp.fft.fft(x[1:4], axis=0), np.fft.fft(a[1:4], axis=0), np.complex64)
-    close(xp.fft.ifft(x[:, ::3]), np.fft.ifft(a[:, ::3]), np.complex64)
-    r = real((3, 64))
-    close(xp.fft.rfft(wgc.from_numpy(r)[2]), np.fft.rfft(r[2]), np.complex64)
+    close(xp.fft.fft(x[1]), np.fft.fft(a[1]), a.dtype)
+    close(xp.fft.fft(x[1:4], axis=0), np.fft.fft(a[1:4], axis=0), a.dtype)
+    close(xp.fft.ifft(x[:, ::3]), np.fft.ifft(a[:, ::3]), a.dtype)
+    r = real((3, 64), dt)
+    close(xp.fft.rfft(wgc.from_numpy(r)[2]), np.fft.rfft(r[2]), a.dtype)
 
 
 def test_kernel_refusals():
@@ -309,3 +339,97 @@ def test_multi_pass_plans_with_large_radices(monkeypatch, most, capacity, n):
                              {"axis": 1, "capacity": capacity, "sign": sign,
                               "scale": 1.0 if sign < 0 else 1.0 / n})
         close(out, ref(a.astype(np.complex128), axis=1).astype(np.complex64), np.complex64)
+
+
+def _all_functions(a, r, norm):
+    """(name, got, want) of the extension's ten transforms of complex a and real r (2-D: the
+    n-dimensional ones over both axes, the others along the last)."""
+    xa, xr = wgc.from_numpy(a), wgc.from_numpy(r)
+    n = a.shape[-1]
+    for name in ("fft", "ifft", "hfft"):
+        kw = {"norm": norm} if name != "hfft" else {"norm": norm, "n": n}
+        yield name, getattr(xp.fft, name)(xa, **kw), getattr(np.fft, name)(a, **kw)
+    yield "irfft", xp.fft.irfft(xa, n=n, norm=norm), np.fft.irfft(a, n=n, norm=norm)
+    for name in ("rfft", "ihfft"):
+        yield name, getattr(xp.fft, name)(xr, norm=norm), getattr(np.fft, name)(r, norm=norm)
+    for name, x, ref in (("fftn", xa, a), ("ifftn", xa, a), ("rfftn", xr, r)):
+        yield name, getattr(xp.fft, name)(x, norm=norm), getattr(np.fft, name)(ref, norm=norm)
+    kw = {"s": a.shape, "axes": (0, 1), "norm": norm}
+    yield "irfftn", xp.fft.irfftn(xa, **kw), np.fft.irfftn(a, **kw)
+
+
+@pytest.mark.parametrize("n", [1 << k for k in range(1, 17)] +
+                         [6, 360, 1000, 1536, 3000, 997, 4099])
+@pytest.mark.parametrize("dt", ["c128"])
+def test_complex128_accuracy_of_every_function(n, dt):
+    """complex128 over powers of two to 2^16, products of 2s, 3s and 5s (one pass, or
+    Bluestein's past a workgroup: 3000), primes (Bluestein's), every norm, every function,
+    within c128_bound of numpy's complex128 transform."""
+    rows = 3 if n <= 4096 else 2
+    a, r = cplx((rows, n), dt), real((rows, n), dt)
+    for norm in ("backward", "ortho", "forward"):
+        for name, got, want in _all_functions(a, r, norm):
+            assert got.dtype in ("c128", "f64"), name
+            g = got.to_numpy()
+            err = float(np.abs(g - want).max()) / float(np.abs(want).max())
+            assert g.shape == want.shape and err < c128_bound(n), (name, norm, err)
+
+
+@pytest.mark.parametrize("dt", ["c128"])
+def test_complex128_repeated_transform_uploads_nothing(dt):
+    """complex128's twiddles and chirps are made once per length and kept on the device: a
+    repeated transform (a power of two, a mixed radix, Bluestein's) creates no buffer."""
+    dev = wgc.current_device()
+    for n in (1024, 360, 997):
+        x = wgc.from_numpy(cplx((2, n), dt))
+        want = np.fft.ifft(x.to_numpy(), norm="ortho")
+        xp.fft.ifft(x, norm="ortho")
+        before = dev.stats["buffers_created"]
+        close(xp.fft.ifft(x, norm="ortho"), want, np.complex128)
+        assert dev.stats["buffers_created"] == before, n
+
+
+@pytest.mark.parametrize("dt", ["c128"])
+def test_complex128_table_cache_is_bounded(monkeypatch, dt):
+    from wgcompute.kernels.fft import tables
+
+    monkeypatch.setattr(tables, "CACHE_BYTES", 300_000)
+    dev = wgc.current_device()
+    dev.extras.pop("fft_tables", None)  # (what earlier tests kept, under the usual bound)
+    for n in (4099, 2048, 997, 4099, 1 << 16):
+        a = cplx((n,), dt)
+        close(xp.fft.fft(wgc.from_numpy(a)), np.fft.fft(a), np.complex128)
+        cache = dev.extras["fft_tables"]
+        assert len(cache) == 1 or sum(b.nbytes for b in cache.values()) <= 300_000
+
+
+@pytest.mark.parametrize("dt", ["c128"])
+def test_complex128_pass_refuses_a_wrong_table(dt):
+    from wgcompute.kernels.fft.fft import FFT_PASS_C128
+
+    x = wgc.from_numpy(cplx((64,), dt))
+    w = wgc.from_numpy(cplx((9,), dt))
+    with pytest.raises(wgc.ShapeError, match="w has 9 elements; the twiddle table of n 64 "
+                                             "has 16"):
+        wgc.run_kernel(FFT_PASS_C128, [x, w], None, {"outer": 1, "n": 64, "inner": 1,
+                                                     "radix": 64})
+
+
+@pytest.mark.parametrize("dt", ["c128"])
+def test_complex128_real_transform_steps_refuse_what_they_cannot_do(dt):
+    """complex_axis_c128 takes the real transforms' steps only, with the table of 2M."""
+    from wgcompute.kernels.fft.complex import COMPLEX_AXIS_C128
+    from wgcompute.kernels.fft.tables import twiddles
+
+    signal = real((16,), dt)  # its DFT from that of its even and odd samples as one
+    z = wgc.from_numpy(np.fft.fft(signal[0::2] + 1j * signal[1::2]))  # complex signal
+    good, bad = wgc.from_numpy(twiddles(16)), wgc.from_numpy(twiddles(8))
+    out = wgc.run_kernel(COMPLEX_AXIS_C128, [z, good], wgc.empty((9,), "c128"),
+                         {"mode": "r2c_post"})
+    close(out, np.fft.rfft(signal), np.complex128)
+    with pytest.raises(wgc.ShapeError, match="w has 6 elements; the twiddle table of 2M = "
+                                             "16 has 8"):
+        wgc.run_kernel(COMPLEX_AXIS_C128, [z, bad], wgc.empty((9,), "c128"),
+                       {"mode": "r2c_post"})
+    with pytest.raises(wgc.ArgumentError, match="mode 'chirp_in'; expected r2c_post"):
+        wgc.run_kernel(COMPLEX_AXIS_C128, [z, good], None, {"mode": "chirp_in"})

@@ -1,11 +1,11 @@
-"""The standard's ``fft`` extension on the GPU: complex64 transforms (float32 data for the
-real ones) by Stockham passes in workgroup memory (powers of two; products of 2s, 3s and 5s
-up to a workgroup's size), Bluestein's algorithm for other lengths, sample frequencies and
-shifts. Each call is one submit. Accuracy (f32 arithmetic): the error of a result is within
-1e-4 of its largest magnitude (measured 1e-7 to 7e-6 up to 2^24 points). complex128 (float64
-data for the real ones; where the adapter has shader-f64) is transformed as the product with
-the n × n DFT matrix, its twiddles computed in float64 on the host (WGSL's sines and cosines
-are float32 only on Vulkan): lengths up to DFT_MAX along an axis."""
+"""The standard's ``fft`` extension on the GPU: complex64 and complex128 transforms (float32
+and float64 data for the real ones; complex128 where the adapter has shader-f64) by Stockham
+passes in workgroup memory (powers of two; products of 2s, 3s and 5s up to a workgroup's
+size), Bluestein's algorithm for other lengths, sample frequencies and shifts. Each call is
+one submit. complex64 computes its twiddles in the shader (f32 arithmetic: the error of a
+result is within 1e-4 of its largest magnitude, measured 1e-7 to 7e-6 up to 2^24 points);
+complex128 reads them, and Bluestein's chirps, from tables made in float64 on the host
+(WGSL's sines and cosines are float32 only on Vulkan) and kept on the device (tables.py)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._lazy import enqueue
-from ..array import reshape
-from ..buffer import Buffer, buffer
+from ..buffer import Buffer
 from ..commands import bound, run_blocking
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
-from ..kernels.fft.complex import COMPLEX_AXIS, COMPLEX_BINARY
+from ..kernels.fft.complex import COMPLEX_AXIS, COMPLEX_AXIS_C128, COMPLEX_BINARY
 from ..kernels.fft.fft import (
     FFT_PASS,
+    FFT_PASS_C128,
     axis_layout,
     pass_params,
     single_pass_params,
@@ -31,9 +31,9 @@ from ..kernels.fft.fft import (
     workgroup_elements,
 )
 from ..kernels.fft.shift import FFT_FREQ, ROLL, check_roll_dtype
+from ..kernels.fft.tables import table
 from ._dtypes import as_dtype, standard_name
 from ._helpers import array, new, normalize_axis
-from ._linear import matmul
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft",
            "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
@@ -41,7 +41,6 @@ __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "
 _C64, _C128 = DTYPES["c64"], DTYPES["c128"]
 _F32, _F64 = DTYPES["f32"], DTYPES["f64"]
 _NORMS = ("backward", "ortho", "forward")
-DFT_MAX = 2048  # complex128: the longest axis transformed (its DFT matrix is n² elements)
 
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -61,14 +60,10 @@ def _real_input(x, where: str) -> Buffer:
     return x
 
 
-def _work(x: Buffer):
-    """The recorder of x's transform: a _Work for complex64 and float32, None for complex128
-    and float64 (their products with DFT matrices queue as other array functions do)."""
-    return None if x.dtype in ("c128", "f64") else _Work(x.device)
-
-
-def _finish(w, out: Buffer) -> Buffer:
-    return out if w is None else w.finish(out)
+def _complex_of(x: Buffer):
+    """The complex dtype x's transform computes in: complex64 for float32 and complex64 data,
+    complex128 for float64 and complex128."""
+    return _C128 if x.dtype in ("c128", "f64") else _C64
 
 
 def _check_norm(norm) -> None:
@@ -116,8 +111,11 @@ class _Work:
         self.calls: list = []
         self.buffers: dict[int, Buffer] = {}
         self.temps: list[Buffer] = []
-        self.capacity = workgroup_elements(device)
-        self.storage = storage_elements(device)
+
+    def sizes(self, dt) -> tuple[int, int]:
+        """fft_pass's values per workgroup and the most that fit its memory, for dt."""
+        return (workgroup_elements(self.device, dt.itemsize),
+                storage_elements(self.device, dt.itemsize))
 
     def new(self, shape, dt, label: str, temp: bool = True) -> Buffer:
         b = new(shape, dt, self.device, label)
@@ -148,39 +146,50 @@ class _Work:
 
 def _along(w: _Work, x: Buffer, axis: int, n_out: int, mode: str, dt=_C64,
            **params) -> Buffer:
-    """complex_axis over ``axis`` of x into a new array whose axis has ``n_out`` elements."""
-    o, _, q = axis_layout(x.shape, axis)
+    """complex_axis over ``axis`` of x into a new array whose axis has ``n_out`` elements
+    (complex128's real-transform steps read exp(-2πi·t/2M) from the twiddle table of 2M)."""
+    o, m, q = axis_layout(x.shape, axis)
     shape = x.shape[:axis] + (n_out,) + x.shape[axis + 1:]
-    return w.run(COMPLEX_AXIS, [x], w.new(shape, dt, f"fft-{mode}"),
+    kernel, inputs = COMPLEX_AXIS, [x]
+    if x.dtype == "c128" and mode.startswith(("r2c_post", "c2r_pre")):
+        half = m if mode.startswith("r2c") else n_out
+        kernel, inputs = COMPLEX_AXIS_C128, [x, table(w.device, "twiddles", 2 * half)]
+    return w.run(kernel, inputs, w.new(shape, dt, f"fft-{mode}"),
                  {"mode": mode, "outer": o, "inner": q, **params})
 
 
 def _resized(w: _Work, x: Buffer, axis: int, n: int, conj: bool = False) -> Buffer:
-    """x (complex64, or float32 made complex) with ``axis`` cropped or zero-padded to n."""
-    if x.shape[axis] == n and x.dtype == "c64" and not conj:
+    """x (complex, or real made complex of its width) with ``axis`` cropped or zero-padded to
+    n."""
+    dt = _complex_of(x)
+    if x.shape[axis] == n and x.dtype == dt and not conj:
         return x
-    return _along(w, x, axis, n, "pad_conj" if conj else "pad")
+    return _along(w, x, axis, n, "pad_conj" if conj else "pad", dt)
 
 
 def _transform(w: _Work, x: Buffer, axis: int, sign: int, scale: float) -> Buffer:
-    """The unnormalised DFT (sign -1) or inverse DFT (sign 1) of complex64 x along axis, times
+    """The unnormalised DFT (sign -1) or inverse DFT (sign 1) of complex x along axis, times
     scale: Stockham passes for a power of two, one Stockham pass of radix-2/3/4/5 steps for a
-    product of 2s, 3s and 5s that fits a workgroup, Bluestein's chirp convolution otherwise."""
-    n = x.shape[axis]
+    product of 2s, 3s and 5s that fits a workgroup, Bluestein's chirp convolution otherwise.
+    complex128 reads its twiddles from the table of n (one per length, kept on the device)."""
+    n, dt = x.shape[axis], DTYPES[x.dtype]
     if x.size == 0:
-        return w.new(x.shape, _C64, "fft")
+        return w.new(x.shape, dt, "fft")
+    capacity, storage = w.sizes(dt)
     if n & (n - 1):  # 2s, 3s and 5s in one pass where they fit, else Bluestein's
-        plan = single_pass_params(x.shape, axis, sign, scale, w.capacity, w.storage)
+        plan = single_pass_params(x.shape, axis, sign, scale, capacity, storage)
         if plan is None:
             return _bluestein(w, x, axis, sign, scale)
     else:
-        plan = pass_params(x.shape, axis, sign, scale, w.capacity, w.storage)
-    out = w.new(x.shape, _C64, "fft")
-    tmp = w.new(x.shape, _C64, "fft-tmp") if len(plan) > 1 else None
+        plan = pass_params(x.shape, axis, sign, scale, capacity, storage)
+    kernel, extra = (FFT_PASS, []) if dt == _C64 else \
+        (FFT_PASS_C128, [table(w.device, "twiddles", n)])
+    out = w.new(x.shape, dt, "fft")
+    tmp = w.new(x.shape, dt, "fft-tmp") if len(plan) > 1 else None
     src = x
     for i, p in enumerate(plan):  # ping-pong so that the last pass writes out
         dst = out if (len(plan) - 1 - i) % 2 == 0 else tmp
-        src = w.run(FFT_PASS, [src], dst, p)
+        src = w.run(kernel, [src, *extra], dst, p)
     return out
 
 
@@ -189,6 +198,8 @@ def _bluestein(w: _Work, x: Buffer, axis: int, sign: int, scale: float) -> Buffe
     computed by power-of-two FFTs of length m >= 2n - 1."""
     n = x.shape[axis]
     m = 1 << (2 * n - 2).bit_length()
+    if x.dtype == "c128":
+        return _bluestein_tables(w, x, axis, sign, scale, m)
     a = _along(w, x, axis, m, "chirp_in", chirp=n, sign=sign)
     shape = tuple(m if d == axis else 1 for d in range(x.ndim))  # broadcast along the rest
     b = w.run(COMPLEX_AXIS, [x], w.new(shape, _C64, "fft-chirp"),
@@ -200,38 +211,34 @@ def _bluestein(w: _Work, x: Buffer, axis: int, sign: int, scale: float) -> Buffe
     return _along(w, conv, axis, n, "chirp_out", chirp=n, sign=sign, scale=scale)
 
 
-# -- complex128: products with the DFT matrix -------------------------------------------------
-def _wide_along(x: Buffer, axis: int, n_out: int, mode: str, dt=_C128) -> Buffer:
-    """complex_axis over ``axis`` of x (complex128 or float64; no mode that turns by angles)."""
-    o, _, q = axis_layout(x.shape, axis)
-    out = new(x.shape[:axis] + (n_out,) + x.shape[axis + 1:], dt, x.device, f"fft-{mode}")
-    if out.size == 0:
-        return out
-    return enqueue(COMPLEX_AXIS, [x], out, {"mode": mode, "outer": o, "inner": q})
-
-
-def _dft(x: Buffer, axis: int, sign: int, scale: float) -> Buffer:
-    """The DFT (sign -1) or inverse DFT (sign 1) of complex128 x along axis, times scale: the
-    product with the n × n matrix of exp(sign·2πi·(k·t mod n)/n), made on the host in
-    float64 (WGSL has float32 sines and cosines only on Vulkan)."""
+def _bluestein_tables(w: _Work, x: Buffer, axis: int, sign: int, scale: float,
+                      m: int) -> Buffer:
+    """Bluestein's convolution of complex128 x with its chirps read from float64 tables (the
+    chirp w padded to m, and the kernel's spectrum times scale / m): products broadcast
+    along the axis, the same power-of-two transforms as complex64's."""
     n = x.shape[axis]
-    if n > DFT_MAX:
-        raise ShapeError(f"fft: a complex128 transform of {n} points along axis {axis}; at "
-                         f"most {DFT_MAX} (complex128 is transformed as the product with the "
-                         f"n × n DFT matrix): transform complex64 data for longer axes")
-    if x.size == 0:
-        return new(x.shape, _C128, x.device, "fft")
-    k = np.outer(np.arange(n), np.arange(n)) % n
-    d = buffer(np.exp(sign * 2j * np.pi * k / n) * scale, dtype=_C128, device=x.device)
-    o, _, q = axis_layout(x.shape, axis)
-    return reshape(matmul(d, reshape(x, (o, n, q))), x.shape)
+    shape = tuple(m if d == axis else 1 for d in range(x.ndim))
+    chirp = _table_view(table(w.device, "chirp", n, m, sign), shape)
+    spectrum = _table_view(table(w.device, "chirp_spectrum", n, m, sign, float(scale)),
+                             shape)
+    padded = _along(w, x, axis, m, "pad", _C128)
+    a = w.run(COMPLEX_BINARY, [padded, chirp], w.new(padded.shape, _C128, "fft-chirp"),
+              {"op": "mul"})
+    fa = _transform(w, a, axis, -1, 1.0)
+    prod = w.run(COMPLEX_BINARY, [fa, spectrum], w.new(fa.shape, _C128, "fft-mul"),
+                 {"op": "mul"})
+    conv = _transform(w, prod, axis, 1, 1.0)
+    full = w.run(COMPLEX_BINARY, [conv, chirp], w.new(conv.shape, _C128, "fft-chirp"),
+                 {"op": "mul"})
+    return _along(w, full, axis, n, "pad", _C128)
+
+
+def _table_view(t: Buffer, shape) -> Buffer:
+    """A 1-D table viewed with ``shape`` (its length along one axis, 1 along the others)."""
+    return t if t.shape == tuple(shape) else t.reshape(shape)
 
 
 def _c2c(w: _Work, x: Buffer, axis: int, n: int, norm: str, inverse: bool) -> Buffer:
-    if w is None:
-        if x.shape[axis] != n:
-            x = _wide_along(x, axis, n, "pad")
-        return _dft(x, axis, 1 if inverse else -1, _scale(norm, n, inverse))
     return _transform(w, _resized(w, x, axis, n), axis, 1 if inverse else -1,
                       _scale(norm, n, inverse))
 
@@ -240,34 +247,28 @@ def _r2c(w: _Work, x: Buffer, axis: int, n: int, norm: str, conj: bool = False) 
     """The first n // 2 + 1 bins of the DFT of real x (conjugated: ihfft's). An even length
     is one complex transform of half the length: the even and odd samples as one complex
     signal, taken apart after."""
-    if w is None:  # complex128: the whole transform, then its first bins
-        full = _dft(_wide_along(x, axis, n, "pad"), axis, -1, _scale(norm, n, False))
-        return _wide_along(full, axis, n // 2 + 1, "pad_conj" if conj else "pad")
     if n % 2 == 0:
-        z = _along(w, x, axis, n // 2, "pack")
+        z = _along(w, x, axis, n // 2, "pack", _complex_of(x))
         big = _transform(w, z, axis, -1, 1.0)
         return _along(w, big, axis, n // 2 + 1, "r2c_post_conj" if conj else "r2c_post",
-                      scale=_scale(norm, n, False))
+                      big.dtype, scale=_scale(norm, n, False))
     full = _transform(w, _resized(w, x, axis, n), axis, -1, _scale(norm, n, False))
     if n // 2 + 1 == n and not conj:
         return full
-    return _along(w, full, axis, n // 2 + 1, "pad_conj" if conj else "pad")
+    return _along(w, full, axis, n // 2 + 1, "pad_conj" if conj else "pad", _complex_of(x))
 
 
 def _c2r(w: _Work, x: Buffer, axis: int, n: int, norm: str, conj: bool = False) -> Buffer:
     """The real inverse DFT of length n whose first half (Hermitian symmetry) is x's. An even
     length is one complex inverse transform of half the length (see _r2c)."""
-    if w is None:  # complex128: the whole spectrum, its inverse, the real part
-        full = _wide_along(x, axis, n, "hermitian_conj" if conj else "hermitian")
-        z = _dft(full, axis, 1, _scale(norm, n, True))
-        return _wide_along(z, axis, n, "real", _F64)
+    dt = DTYPES[x.dtype]
     if n % 2 == 0:
-        z = _along(w, x, axis, n // 2, "c2r_pre_conj" if conj else "c2r_pre")
+        z = _along(w, x, axis, n // 2, "c2r_pre_conj" if conj else "c2r_pre", dt)
         half = _transform(w, z, axis, 1, _scale(norm, n, True))
-        return _along(w, half, axis, n, "unpack", _F32)
-    full = _along(w, x, axis, n, "hermitian_conj" if conj else "hermitian")
+        return _along(w, half, axis, n, "unpack", dt.part)
+    full = _along(w, x, axis, n, "hermitian_conj" if conj else "hermitian", dt)
     z = _transform(w, full, axis, 1, _scale(norm, n, True))
-    return _along(w, z, axis, n, "real", _F32)
+    return _along(w, z, axis, n, "real", dt.part)
 
 
 def _swap(norm: str) -> str:
@@ -281,7 +282,7 @@ def _one(kind: str, where: str, x, n, axis, norm) -> Buffer:
     x = _real_input(x, where) if kind in ("r2c", "ihfft") else _complex_input(x, where)
     _check_norm(norm)
     ax = _axis(x, axis, where)
-    w = _work(x)
+    w = _Work(x.device)
     if kind in ("c2c", "ic2c"):
         out = _c2c(w, x, ax, _size(x, ax, n), norm, kind == "ic2c")
     elif kind in ("r2c", "ihfft"):
@@ -290,7 +291,7 @@ def _one(kind: str, where: str, x, n, axis, norm) -> Buffer:
     else:
         out = _c2r(w, x, ax, _c2r_length(x, ax, n), norm if kind == "c2r" else _swap(norm),
                    conj=kind == "hfft")
-    return _finish(w, out)
+    return w.finish(out)
 
 
 def fft(x, /, *, n=None, axis=-1, norm="backward"):
@@ -356,14 +357,13 @@ def _axes_and_sizes(x: Buffer, s, axes, where: str) -> tuple[list[int], list[int
 def _c2c_n(x: Buffer, s, axes, norm: str, inverse: bool, where: str) -> Buffer:
     _check_norm(norm)
     axes, sizes = _axes_and_sizes(x, s, axes, where)
-    w = _work(x)
+    w = _Work(x.device)
     if not axes:  # no axes: a copy
-        return _finish(w, _along(w, x, 0, x.shape[0], "pad") if w else
-                       _wide_along(x, 0, x.shape[0], "pad"))
+        return w.finish(_along(w, x, 0, x.shape[0], "pad", DTYPES[x.dtype]))
     y = x
     for a, n in zip(axes, sizes):
         y = _c2c(w, y, a, n, norm, inverse)
-    return _finish(w, y)
+    return w.finish(y)
 
 
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
@@ -383,11 +383,11 @@ def rfftn(x, /, *, s=None, axes=None, norm="backward"):
     axes, sizes = _axes_and_sizes(x, s, axes, "rfftn")
     if not axes:
         raise ArgumentError("axes: rfftn needs at least one axis")
-    w = _work(x)
+    w = _Work(x.device)
     y = _r2c(w, x, axes[-1], sizes[-1], norm)
     for a, n in zip(axes[:-1], sizes[:-1]):
         y = _c2c(w, y, a, n, norm, False)
-    return _finish(w, y)
+    return w.finish(y)
 
 
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
@@ -398,11 +398,11 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
     if not axes:
         raise ArgumentError("axes: irfftn needs at least one axis")
     last = _c2r_length(x, axes[-1], None if s is None else sizes[-1])
-    w = _work(x)
+    w = _Work(x.device)
     y = x
     for a, n in zip(axes[:-1], sizes[:-1]):
         y = _c2c(w, y, a, n, norm, True)
-    return _finish(w, _c2r(w, y, axes[-1], last, norm))
+    return w.finish(_c2r(w, y, axes[-1], last, norm))
 
 
 # -- frequencies and shifts --------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The complex kernels (complex64, and complex128 where the adapter has f64): complex_axis
 (conversions, parts, padding, hermitian extension and Bluestein's chirps along one axis,
-complex_axis.wgsl) and complex_binary (+ - * / with numpy's broadcasting,
-complex_binary.wgsl)."""
+complex_axis.wgsl; complex_axis_c128 the real transforms' steps of complex128, its twiddles
+from a table) and complex_binary (+ - * / with numpy's broadcasting, complex_binary.wgsl)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ...errors import ArgumentError, DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 from ..core.layout import broadcast_strides
-from .fft import _nonneg
+from .fft import _nonneg, table_bits, table_length
 
 # mode -> what it writes: "c" the complex dtype, "r" its parts' real dtype
 AXIS_MODES = {"pad": "c", "pad_conj": "c", "hermitian": "c", "hermitian_conj": "c",
@@ -46,6 +46,7 @@ class ComplexAxis(BuiltinKernel):
     description = ("complex64 and complex128 along an axis: convert, pad or crop, parts, "
                    "abs, conj, hermitian extension, Bluestein chirps")
     not_in_place = "complex_axis may read other elements than the one it writes"
+    table = False  # angles turned in the shader (float32)
     params = (Param("mode", "mode", doc="what to compute", check=_mode),
               Param("outer", "layout", 1, "elements before the axis", check=_nonneg),
               Param("inner", "layout", 1, "elements after the axis", check=_nonneg),
@@ -61,7 +62,7 @@ class ComplexAxis(BuiltinKernel):
         return x.size // (o * q), output.size // (o * q)
 
     def check(self, inputs, output, params) -> None:
-        (x,) = inputs
+        x = inputs[0]
         mode = params["mode"]
         cdt = DTYPES[output.dtype if output.dtype in COMPLEX else x.dtype]
         if cdt.name not in COMPLEX:
@@ -76,7 +77,7 @@ class ComplexAxis(BuiltinKernel):
         if x.dtype not in ok:
             raise DtypeError(f"complex_axis: mode {mode!r} takes x of {', '.join(ok)}, got "
                              f"{x.dtype}")
-        if mode in TURNING and cdt.name != "c64":
+        if mode in TURNING and cdt.name != "c64" and not self.table:
             raise DtypeError(f"complex_axis: mode {mode!r} takes complex64 only (its cos and "
                              f"sin are float32), got {cdt.name}")
         o, q = params["outer"], params["inner"]
@@ -108,20 +109,54 @@ class ComplexAxis(BuiltinKernel):
         src = shaders.render(shaders.load("fft/complex_axis.wgsl"), {
             "MODE": c["mode"], "SIGN": c["sign"], "TIN": tin, "TOUT": tout, "WG": WG,
             "R": part.wgsl, "RMAX": repr(float(np.finfo(part.numpy).max)),
-            "ENABLE": ""}, name="fft/complex_axis.wgsl")
+            "ENABLE": "", "TABLE": self.table}, name="fft/complex_axis.wgsl")
+        last = (("scale", "f64"), ("tw_bits", "u32")) if self.table else (("scale", "f32"),)
         return src, (("total", "u32"), ("n_out", "u32"), ("n_in", "u32"), ("Q", "u32"),
-                     ("chirp", "u32"), ("scale", "f32"))
+                     ("chirp", "u32")) + last
 
     def launches(self, inputs, output, params, device):
         n_in, n_out = self._lengths(inputs[0], output, params)
         if output.size == 0:
             return []
-        return [Launch(fold_grid(-(-output.size // WG), device, self.name), {
-            "total": output.size, "n_out": n_out, "n_in": max(n_in, 1),
-            "Q": params["inner"], "chirp": params["chirp"], "scale": params["scale"]})]
+        values = {"total": output.size, "n_out": n_out, "n_in": max(n_in, 1),
+                  "Q": params["inner"], "chirp": params["chirp"], "scale": params["scale"]}
+        if self.table:
+            values["tw_bits"] = table_bits(2 * _half(params["mode"], n_in, n_out))
+        return [Launch(fold_grid(-(-output.size // WG), device, self.name), values)]
+
+
+def _half(mode: str, n_in: int, n_out: int) -> int:
+    """M of a real transform of length 2M's step (r2c_post reads M bins, c2r_pre writes M)."""
+    return n_in if mode.startswith("r2c") else n_out
+
+
+class ComplexAxisTable(ComplexAxis):
+    """complex_axis's real-transform steps (r2c_post, c2r_pre and their conjugates) over
+    complex128: exp(-2πi·t/2M) read from w, the twiddle table of 2M (tables.twiddles)."""
+
+    name = "complex_axis_c128"
+    inputs = ("x", "w")
+    dtypes = ("c128",)
+    table = True
+    description = "complex128's real-transform steps along an axis (twiddles from a table)"
+    params = ComplexAxis.params[:-1] + (Param("scale", "f64", 1.0, "factor of the results"),)
+
+    def check(self, inputs, output, params) -> None:
+        mode = params["mode"]
+        if not mode.startswith(("r2c_post", "c2r_pre")):
+            raise ArgumentError(f"{self.name}: mode {mode!r}; expected r2c_post, "
+                                f"r2c_post_conj, c2r_pre or c2r_pre_conj")
+        super().check(inputs, output, params)
+        if inputs[0].dtype != "c128":
+            raise DtypeError(f"{self.name}: x is {inputs[0].dtype}; expected c128")
+        m = _half(mode, *self._lengths(inputs[0], output, params))
+        if inputs[1].size != table_length(2 * m):
+            raise ShapeError(f"{self.name}: w has {inputs[1].size} elements; the twiddle "
+                             f"table of 2M = {2 * m} has {table_length(2 * m)}")
 
 
 COMPLEX_AXIS = ComplexAxis()
+COMPLEX_AXIS_C128 = ComplexAxisTable()
 _DIMS = 6
 OPS = ("add", "sub", "mul", "div")
 

@@ -12,9 +12,10 @@
 //   pack, r2c_post, c2r_pre, unpack: a real transform of even length 2M as a complex one of
 //              length M (see each below)
 // every result times p.scale. Templates: MODE, TIN (x's element type), TOUT, R (the complex
-// parts' type: f32, or f64 for complex128, which has no chirp or real-transform modes:
-// WGSL's cos and sin are f32 only on Vulkan), RMAX (R's largest finite value), WG, SIGN,
-// ENABLE.
+// parts' type: f32, or f64 for complex128, which has no chirp modes and turns by angles only
+// with TABLE: WGSL's cos and sin are f32 only on Vulkan), RMAX (R's largest finite value),
+// WG, SIGN, ENABLE, TABLE (r2c_post and c2r_pre of complex128: exp(-2πi·t/2M) read from wt,
+// the twiddle table of 2M made in float64 on the host; bindings 0 x, 1 wt, 2 out, 3 params).
 ${ENABLE}
 
 struct Params {
@@ -23,12 +24,23 @@ struct Params {
     n_in: u32,
     Q: u32,
     chirp: u32,  // the length whose chirp w is
+#if TABLE
+    scale: f64,
+    tw_bits: u32,  // log2(B): wt is W^j for j < B, then W^(B·j)
+}
+
+@group(0) @binding(0) var<storage, read> x: array<${TIN}>;
+@group(0) @binding(1) var<storage, read> wt: array<vec2<f64>>;
+@group(0) @binding(2) var<storage, read_write> out: array<${TOUT}>;
+@group(0) @binding(3) var<uniform> p: Params;
+#else
     scale: f32,
 }
 
 @group(0) @binding(0) var<storage, read> x: array<${TIN}>;
 @group(0) @binding(1) var<storage, read_write> out: array<${TOUT}>;
 @group(0) @binding(2) var<uniform> p: Params;
+#endif
 
 const TAU: ${R} = 6.283185307179586;
 
@@ -50,6 +62,14 @@ fn load(i: u32) -> vec2<${R}> {
 #endif
 }
 
+#if TABLE
+// exp(-2πi · t / 2M) for t < 2M: wt[t mod B] · wt[B + t / B]
+fn turn_at(t: u32) -> vec2<f64> {
+    let b = 1u << p.tw_bits;
+    return cmul(wt[t & (b - 1u)], wt[b + (t >> p.tw_bits)]);
+}
+
+#endif
 #if R == "f32"
 // exp(-2πi · f)
 fn turn(f: ${R}) -> vec2<${R}> {
@@ -140,7 +160,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let e = 0.5 * (a + b);
     let d = 0.5 * (a - b);
     let o = vec2<${R}>(d.y, -d.x);
+#if TABLE
+    v = e + cmul(turn_at(t), o);
+#else
     v = e + cmul(turn(${R}(t) / ${R}(2u * m)), o);
+#endif
 #if MODE == "r2c_post_conj"
     v = conj(v);
 #endif
@@ -166,7 +190,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         b.y = 0.0;
     }
     b = conj(b);
+#if TABLE
+    let o = cmul(a - b, conj(turn_at(t)));
+#else
     let o = cmul(a - b, conj(turn(${R}(t) / ${R}(2u * m))));
+#endif
     v = (a + b) + vec2<${R}>(-o.y, o.x);
 #elif MODE == "unpack"
     // the real signal of length n_out from n_in = n_out / 2 complex (even, odd) pairs

@@ -1,6 +1,7 @@
 """The FFT kernels: fft_pass (one Stockham autosort pass, its radix-R sub-transform in workgroup
-memory, stockham.wgsl), fft (a power-of-two transform along one axis as those passes) and
-their plan."""
+memory, stockham.wgsl; complex64, and complex128 as fft_pass_c128 with its twiddles read from a
+table made on the host, tables.py), fft (a power-of-two transform along one axis as those
+passes) and their plan."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 
 C64 = ("c64",)
 _MIN_COLUMNS = 4  # columns a workgroup moves together: 32 contiguous bytes at least
-_MAX_ELEMENTS = 4096  # complex values a workgroup holds (32 KiB)
+_MAX_BYTES = 32768  # what a workgroup's values take at most (4096 complex64, 2048 complex128)
 # The largest radix of a power-of-two pass's steps in workgroup memory (4, 8 or 16): a radix-16
 # step is a 16-point DFT in registers, so a radix-256 pass makes 2 trips through workgroup
 # memory (5 barriers) instead of radix-4's 4 (9 barriers). Measured on an H200 (2^24 c64, wall
@@ -108,16 +109,16 @@ def axis_layout(shape, axis: int) -> tuple[int, int, int]:
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
 
 
-def workgroup_elements(device) -> int:
-    """Complex values one workgroup of fft_pass holds: a power of two that fits the adapter's
-    workgroup memory (4096 where it has 32 KiB)."""
-    limit = device.limit("max-compute-workgroup-storage-size") // 8
-    return min(_MAX_ELEMENTS, 1 << (limit.bit_length() - 1))
+def workgroup_elements(device, itemsize: int = 8) -> int:
+    """Complex values (of ``itemsize`` bytes) one workgroup of fft_pass holds: a power of two
+    that fits the adapter's workgroup memory (4096 complex64 where it has 32 KiB)."""
+    limit = device.limit("max-compute-workgroup-storage-size") // itemsize
+    return min(_MAX_BYTES // itemsize, 1 << (limit.bit_length() - 1))
 
 
-def storage_elements(device) -> int:
-    """Complex values that fit the adapter's workgroup memory."""
-    return device.limit("max-compute-workgroup-storage-size") // 8
+def storage_elements(device, itemsize: int = 8) -> int:
+    """Complex values (of ``itemsize`` bytes) that fit the adapter's workgroup memory."""
+    return device.limit("max-compute-workgroup-storage-size") // itemsize
 
 
 def plan_radices(n: int, capacity: int, contiguous: bool = True) -> list[int]:
@@ -149,6 +150,7 @@ class FftPass(BuiltinKernel):
     inputs = ("x",)
     output = "y"
     dtypes = C64
+    table = False  # twiddles computed in the shader (float32 sines and cosines)
     description = "one radix-R Stockham pass of a batched power-of-two FFT (c64)"
     not_in_place = "an FFT pass writes elements other than the ones it reads"
     params = (Param("outer", "layout", doc="elements before the axis", check=_nonneg),
@@ -164,10 +166,15 @@ class FftPass(BuiltinKernel):
               Param("scale", "f32", 1.0, "factor of the results"))
 
     def check(self, inputs, output, params) -> None:
-        (x,) = inputs
+        x = inputs[0]
         o, n, q, r = params["outer"], params["n"], params["inner"], params["radix"]
-        if x.dtype != "c64":
-            raise DtypeError(f"fft_pass: x is {x.dtype}; expected c64")
+        if x.dtype != self.dtypes[0] or output.dtype != x.dtype:
+            raise DtypeError(f"{self.name}: x is {x.dtype} and y {output.dtype}; expected "
+                             f"{self.dtypes[0]}")
+        if self.table and inputs[1].size != table_length(n):
+            raise ShapeError(f"{self.name}: w has {inputs[1].size} elements; the twiddle table "
+                             f"of n {n} has {table_length(n)}")
+        size = 16 if self.table else 8
         if x.size >= 2**32:
             raise ShapeError(f"fft_pass: x {x.shape} has 2^32 elements or more")
         if x.size != o * n * q or output.size != x.size:
@@ -179,14 +186,14 @@ class FftPass(BuiltinKernel):
         if threads(r, params["columns"]) is None:
             raise ArgumentError(f"fft_pass: radix {r} with {params['columns']} columns fits "
                                 f"no workgroup size")
-        if r > n or params["done"] * r > n or r * params["columns"] > _MAX_ELEMENTS or \
-                r * padded_stride(r, params["columns"], n, params["inner"], params["done"]) * 8 \
-                > x.device.limit("max-compute-workgroup-storage-size"):
-            raise ArgumentError(f"fft_pass: radix {r} after {params['done']} with "
+        if r > n or params["done"] * r > n or r * params["columns"] * size > _MAX_BYTES or \
+                r * padded_stride(r, params["columns"], n, params["inner"], params["done"]) * \
+                size > x.device.limit("max-compute-workgroup-storage-size"):
+            raise ArgumentError(f"{self.name}: radix {r} after {params['done']} with "
                                 f"{params['columns']} columns does not fit n {n}")
 
     def output_spec(self, inputs, params):
-        return inputs[0].shape, "c64"
+        return inputs[0].shape, self.dtypes[0]
 
     def _constants(self, params):
         r, c, n, q = params["radix"], params["columns"], params["n"], params["inner"]
@@ -201,15 +208,18 @@ class FftPass(BuiltinKernel):
                 ("STORE_FIXED", not contiguous_write and wg % c == 0))
 
     def key(self, inputs, output, params) -> PipelineKey:
-        return PipelineKey(self.name, ("c64",), self._constants(params))
+        return PipelineKey(self.name, self.dtypes, self._constants(params))
 
     def render(self, key: PipelineKey):
         c = dict(key.constants)
         c["PER"] = c["R"] * c["C"] // c["WG"]
         c["TW"] = _TW16
+        c["F"], c["TABLE"] = ("f64", True) if self.table else ("f32", False)
         src = shaders.render(shaders.load("fft/stockham.wgsl"), c, name="fft/stockham.wgsl")
+        last = (("scale", "f64"), ("tw_bits", "u32")) if self.table else \
+            (("scale", "f32"), ("inv_pr", "f32"))
         return src, (("cols", "u32"), ("N", "u32"), ("Q", "u32"), ("nr_bits", "u32"),
-                     ("p_bits", "u32"), ("scale", "f32"), ("inv_pr", "f32"))
+                     ("p_bits", "u32")) + last
 
     def launches(self, inputs, output, params, device):
         o, n, q, r = params["outer"], params["n"], params["inner"], params["radix"]
@@ -220,10 +230,34 @@ class FftPass(BuiltinKernel):
         return [Launch(fold_grid(groups, device, self.name),
                        {"cols": cols, "N": n, "Q": q, "nr_bits": (n // r).bit_length() - 1,
                         "p_bits": params["done"].bit_length() - 1, "scale": params["scale"],
-                        "inv_pr": 1.0 / (params["done"] * r)})]
+                        "inv_pr": 1.0 / (params["done"] * r), "tw_bits": table_bits(n)})]
+
+
+class FftPassTable(FftPass):
+    """fft_pass over complex128: its twiddles W^j = exp(∓2πi·j/n) read from w, the table of n
+    (tables.twiddles, made in float64 on the host: WGSL's sines are float32 on Vulkan)."""
+
+    name = "fft_pass_c128"
+    inputs = ("x", "w")
+    dtypes = ("c128",)
+    table = True
+    description = "one radix-R Stockham pass of a batched FFT (c128, twiddles from a table)"
+    params = FftPass.params[:-1] + (Param("scale", "f64", 1.0, "factor of the results"),)
+
+
+def table_bits(n: int) -> int:
+    """log2 of B, the first part's length of the twiddle table of n: about sqrt(n)."""
+    return ((max(n, 2) - 1).bit_length() + 1) // 2
+
+
+def table_length(n: int) -> int:
+    """The twiddle table of n: W^j for j < B, then W^(B·j) for j < ceil(n / B)."""
+    b = 1 << table_bits(n)
+    return b + -(-n // b)
 
 
 FFT_PASS = FftPass()
+FFT_PASS_C128 = FftPassTable()
 
 
 class Fft(BuiltinKernel):

@@ -1,5 +1,7 @@
-// fft_pass: one Stockham autosort pass of radix R over complex64 (vec2<f32>) data, batched.
-// Bindings: 0 x (read), 1 y (read_write), 2 params (uniform).
+// fft_pass: one Stockham autosort pass of radix R over complex64 (vec2<f32>) or complex128
+// (vec2<f64>) data, batched.
+// Bindings: 0 x (read), 1 y (read_write), 2 params (uniform); with TABLE: 0 x, 1 wt (read),
+// 2 y, 3 params.
 // The data is O × N × Q (the transformed axis of length N between O outer and Q inner
 // elements). A pass of radix R after passes whose radices multiply to P reads, for each
 // column (o, i, q) with i < N/R, the R elements t = i + r·N/R, multiplies element r by
@@ -15,7 +17,9 @@
 // there), SC (workgroup memory's row stride: C + 1 where r varies fastest, so that those
 // threads hit different banks), Q1 (Q is 1), COLUMN_FIXED (C divides WG and r does not
 // vary fastest: a thread loads one column), STORE_FIXED (the same for the store), TW
-// ((cos, sin) of 2πm/16 for m < 16: radix-8 and -16 steps' twiddles).
+// ((cos, sin) of 2πm/16 for m < 16: radix-8 and -16 steps' twiddles), F (the parts' type),
+// TABLE (the twiddles W^j = exp(SIGN·2πi·j/N) read from wt, made in float64 on the host:
+// complex128, as WGSL's sines and cosines are float32 only on Vulkan; else computed here).
 
 struct Params {
     cols: u32,     // O · (N / R) · Q columns
@@ -23,26 +27,48 @@ struct Params {
     Q: u32,
     nr_bits: u32,  // log2(N / R)
     p_bits: u32,   // log2(P), P the product of the earlier passes' radices
-    scale: f32,
+    scale: ${F},
+#if TABLE
+    tw_bits: u32,  // log2(B): wt is W^j for j < B, then W^(B·j) for j < N / B (rounded up)
+#else
     inv_pr: f32,   // 1 / (P · R), exact (a power of two)
+#endif
 }
 
-@group(0) @binding(0) var<storage, read> x: array<vec2<f32>>;
+@group(0) @binding(0) var<storage, read> x: array<vec2<${F}>>;
+#if TABLE
+@group(0) @binding(1) var<storage, read> wt: array<vec2<f64>>;
+@group(0) @binding(2) var<storage, read_write> y: array<vec2<f64>>;
+@group(0) @binding(3) var<uniform> p: Params;
+#else
 @group(0) @binding(1) var<storage, read_write> y: array<vec2<f32>>;
 @group(0) @binding(2) var<uniform> p: Params;
+#endif
 
 const R: u32 = ${R}u;
 const C: u32 = ${C}u;
 const SC: u32 = ${SC}u;
 const WG: u32 = ${WG}u;
+#if not TABLE
 const TAU: f32 = 6.283185307179586;
+#endif
 
-var<workgroup> s: array<vec2<f32>, ${R * SC}u>;
+var<workgroup> s: array<vec2<${F}>, ${R * SC}u>;
 
-fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+fn cmul(a: vec2<${F}>, b: vec2<${F}>) -> vec2<${F}> {
+    return vec2<${F}>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
 
+#if TABLE
+// W^j for j < N: wt[j mod B] · wt[B + j / B] (exact for j < B: wt[B] is 1), conjugated for
+// the inverse (wt holds the forward sign's)
+fn tw(j: u32) -> vec2<f64> {
+    let b = 1u << p.tw_bits;
+    let z = cmul(wt[j & (b - 1u)], wt[b + (j >> p.tw_bits)]);
+    return vec2<f64>(z.x, ${-SIGN}.0 * z.y);
+}
+
+#else
 // exp(SIGN · 2πi · f) for a fraction f = m / L in [0, 1) (exact: L is a power of two),
 // taken into [-1/2, 1/2) turns, where sin and cos are most accurate.
 fn turn(f0: f32) -> vec2<f32> {
@@ -53,10 +79,11 @@ fn turn(f0: f32) -> vec2<f32> {
     let a = ${SIGN}.0 * TAU * f;
     return vec2<f32>(cos(a), sin(a));
 }
+#endif
 
 // multiplies by SIGN · i
-fn rot(z: vec2<f32>) -> vec2<f32> {
-    return ${SIGN}.0 * vec2<f32>(-z.y, z.x);
+fn rot(z: vec2<${F}>) -> vec2<${F}> {
+    return ${SIGN}.0 * vec2<${F}>(-z.y, z.x);
 }
 
 struct Column {
@@ -85,15 +112,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let g0 = (wid.y * nwg.x + wid.x) * C;
     // load, with the twiddles of the earlier passes (unrolled: every load in flight at once)
-    var v: array<vec2<f32>, ${PER}>;
+    var v: array<vec2<${F}>, ${PER}>;
 #if COLUMN_FIXED
     // each thread keeps one column c (C divides WG) and takes r = r0 + k·WG/C: its earlier
     // passes' twiddles W^(r·kp) are W^(r0·kp) times (W^(kp·WG/C))^k, two sines and cosines
     let c = lid % C;
     let col = column(g0 + c);
+#if not TABLE
     let kp = col.i & ((1u << p.p_bits) - 1u);
     var w = turn(f32((lid / C) * kp) * p.inv_pr);
     let w_step = turn(f32(${WG // C}u * kp) * p.inv_pr);
+#endif
 #endif
 #for k in range(PER)
     {
@@ -110,12 +139,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if not COLUMN_FIXED
         let col = column(g0 + c);
 #endif
-        var val = vec2<f32>(0.0, 0.0);
+        var val = vec2<${F}>(0.0, 0.0);
         if (col.ok) {
             val = x[col.base + (col.i + (r << p.nr_bits)) * p.Q];
         }
         if (p.p_bits > 0u) {  // r · (i mod P) < R · P <= N: no overflow
-#if COLUMN_FIXED
+#if TABLE
+            let kq = col.i & ((1u << p.p_bits) - 1u);
+            val = cmul(val, tw((r * kq) << (p.nr_bits - p.p_bits)));
+#elif COLUMN_FIXED
             val = cmul(val, w);
             w = cmul(w, w_step);
 #else
@@ -138,7 +170,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #for m in range(step[0])
         v[${k * step[0] + m}] = s[(u + ${m * (R // step[0])}u) * SC + c];
 #endfor
-#if step[1] > 1
+#if step[1] > 1 and TABLE
+        // W_L^(kk·m) = W^(kk·m·N/L), L = ${step[0] * step[1]} (N / L = N / R · ${R // (step[0] * step[1])})
+#for m in range(1, step[0])
+        v[${k * step[0] + m}] = cmul(v[${k * step[0] + m}], tw(((u % ${step[1]}u) * ${m * (R // (step[0] * step[1]))}u) << p.nr_bits));
+#endfor
+#elif step[1] > 1
         // W^kk from one sine and cosine, its powers by products
         let w1 = turn(f32(u % ${step[1]}u) * ${1.0 / (step[0] * step[1])});
         var wm = w1;
@@ -178,7 +215,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if n2 == 0
             v[${k * step[0] + k1 * step[0] // 4 + n2}] = ${("t1 + t3", "t0 - t2", "t1 - t3")[k1 - 1]};
 #else
-            v[${k * step[0] + k1 * step[0] // 4 + n2}] = cmul(${("t1 + t3", "t0 - t2", "t1 - t3")[k1 - 1]}, vec2<f32>(${lit(TW[n2 * k1 * 16 // step[0]][0])}, ${SIGN}.0 * ${lit(TW[n2 * k1 * 16 // step[0]][1])}));
+            v[${k * step[0] + k1 * step[0] // 4 + n2}] = cmul(${("t1 + t3", "t0 - t2", "t1 - t3")[k1 - 1]}, vec2<${F}>(${lit(TW[n2 * k1 * 16 // step[0]][0])}, ${SIGN}.0 * ${lit(TW[n2 * k1 * 16 // step[0]][1])}));
 #endif
 #endfor
         }

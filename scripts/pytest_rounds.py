@@ -9,8 +9,9 @@ thousands of pipelines and grows past 3 GB; a round of a quarter of the files st
 
 Files are dealt to the rounds largest first, so that each round gets a similar mix. The files
 whose tests start processes that open devices of their own (worker processes, Dask clusters,
-interpreters per case) run in a last round of their own: beside compile-heavy files their
-children pushed a round past 4.5 GB. A file of thousands of cases (SPLIT) is run in shards,
+interpreters per case) run in a round of their own: beside compile-heavy files their
+children pushed a round past 4.5 GB. The files whose tests each hold over a gigabyte (BIG)
+run last, one at a time. A file of thousands of cases (SPLIT) is run in shards,
 one per round (tests/conftest.py keeps every n-th of its tests). Every round runs even after
 one failed; the exit status is the first failing round's. Arguments after ``--`` that name
 test files or folders restrict the run to them.
@@ -36,6 +37,10 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 # files whose tests start processes with devices of their own: a round of their own, last
 SOLO = ("test_multi_process.py", "test_dask.py", "test_edges_cli_dask.py", "test_sklearn.py",
         "test_infer_cli.py")
+# files whose tests hold over 1 GB at once (buffers past the binding limit, whole models; on
+# lavapipe a GPU buffer is host memory): a round of their own with one worker, so that no two
+# of them, and nothing else, run beside each other (alone: 2.43, 2.17 and 1.16 GB of PSS)
+BIG = ("test_kernels_core.py", "test_ml_models.py", "test_broadcast.py")
 # files of thousands of generated cases: one shard in each of the rounds
 SPLIT = ("test_onnx_backend.py",)
 SHARDS_ENV = "WGCOMPUTE_TEST_SHARDS"  # read by tests/conftest.py
@@ -61,16 +66,29 @@ def deal(files: list[Path], rounds: int) -> list[list[Path]]:
 
 def plan(files: list[Path], rounds: int) -> list[tuple[list[Path], str]]:
     """(files, shards) per round: the usual files dealt, each SPLIT file in every one of
-    those rounds as a shard, then the SOLO files in a round of their own."""
+    those rounds as a shard, then the SOLO files in a round of their own, then the BIG ones
+    in another (run with one worker: see one_worker)."""
     solo = [f for f in files if f.name in SOLO]
+    big = [f for f in files if f.name in BIG]
     split = [f for f in files if f.name in SPLIT]
-    rest = [f for f in files if f not in solo and f not in split]
+    rest = [f for f in files if f not in solo and f not in split and f not in big]
     hands = deal(rest, rounds) if rest else ([[]] if split else [])
     n = len(hands)
     out = [(sorted(h + split), ",".join(f"{f.name}={i}/{n}" for f in split))
            for i, h in enumerate(hands, 1)]
     if solo:
         out.append((sorted(solo), ""))
+    if big:
+        out.append((sorted(big), ""))
+    return out
+
+
+def one_worker(args: list[str]) -> list[str]:
+    """The pytest command with pytest-xdist's worker count (``-n N``) set to 1."""
+    out = list(args)
+    for i, a in enumerate(out[:-1]):
+        if a == "-n":
+            out[i + 1] = "1"
     return out
 
 
@@ -128,7 +146,8 @@ def main(argv: list[str]) -> int:
         print(f"=== round {i} of {len(rounds)}: {len(hand)} test files{note}", flush=True)
         env = dict(os.environ, **{SHARDS_ENV: shards}) if shards else None
         began = time.monotonic()
-        rc, peak = run_round(args + [str(f) for f in hand], env)
+        command = one_worker(args) if hand and all(f.name in BIG for f in hand) else args
+        rc, peak = run_round(command + [str(f) for f in hand], env)
         print(f"=== round {i} of {len(rounds)}: {time.monotonic() - began:.0f} s, peak memory "
               f"{peak / 2**30:.2f} GB (PSS, every process of the round)", flush=True)
         peaks.append(peak)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import wgcompute as wgc
+import wgcompute.array_api as xp
 from wgcompute import _lazy, autotune
 from wgcompute.errors import ArgumentError
 from wgcompute.kernels import get
@@ -204,3 +205,150 @@ def test_params_pack_as_the_struct_layout_field_by_field():
         assert pack_uniform(fields, {n: values[t] for n, t in fields}) == want, fields
     with pytest.raises(ArgumentError, match="'n'"):
         pack_uniform((("m", "u32"), ("n", "u32")), {"m": 1, "n": -1})
+
+
+@pytest.fixture
+def fused():
+    from wgcompute import _fusion_auto
+
+    was = _fusion_auto.enabled()
+    _fusion_auto.set_enabled(True)
+    yield
+    _fusion_auto.set_enabled(was)
+
+
+def test_a_held_transpose_that_a_matmul_reads_in_place_is_never_bound(fused, rng):
+    """A chain x = x @ w, x = x.T: the products read each transpose's source in place, so
+    the copies are never dispatched and bind nothing (their memory differs on every run,
+    so each binding would be new)."""
+    dev = wgc.current_device()
+    xn = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    wn = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    x, w = xp.asarray(xn), xp.asarray(wn)
+
+    def chain():
+        y = x
+        for _ in range(20):
+            y = xp.matmul(y, w)  # (the held copy dies here: its memory is pooled again)
+            y = xp.matrix_transpose(y)
+        return y
+
+    for _ in range(2):
+        chain()
+        wgc.synchronize()
+    made = dev.stats["bind_groups_created"]
+    y = chain()
+    wgc.synchronize()
+    # (at most: the last copy, whose result is alive, and a product or two on new memory)
+    assert dev.stats["bind_groups_created"] - made <= 4
+    want = xn.astype(np.float64)
+    for _ in range(20):
+        want = (want @ wn).T
+    np.testing.assert_allclose(y.to_numpy(), want, rtol=1e-3, atol=1e-4)
+
+
+def test_a_held_copy_checks_its_arguments_at_the_call(fused, rng):
+    """A copy that is held (not bound until it is queued) still refuses bad arguments when it
+    is asked for, naming them, as a bound one does."""
+    src = wgc.from_numpy(rng.standard_normal((4, 6)).astype(np.float32))
+    with pytest.raises(wgc.ShapeError, match=r"strided_copy: out \(6, 4\).*reaches elements"):
+        _lazy.enqueue("strided_copy", [src], wgc.empty((6, 4)),
+                      {"strides": (1, 7), "offset": 0})
+    with pytest.raises(ArgumentError, match="strides"):
+        _lazy.enqueue("strided_copy", [src], wgc.empty((6, 4)), {"strides": "x", "offset": 0})
+    for shape in [(4, 7), (4, 7)]:  # a new signature (checked in full), then a known one
+        gone = wgc.from_numpy(rng.standard_normal(shape).astype(np.float32))
+        gone.free()
+        with pytest.raises(wgc.BufferFreedError, match="transpose: input 'a'.*was freed"):
+            _lazy.enqueue("transpose", [gone], wgc.empty(shape[::-1]))
+        _lazy.enqueue("transpose", [wgc.empty(shape)], wgc.empty(shape[::-1]))
+    # a composed copy (a copy of a held copy's result) too
+    t = _lazy.enqueue("strided_copy", [src], wgc.empty((6, 4)), {"strides": (1, 6), "offset": 0})
+    with pytest.raises(wgc.ShapeError, match="transpose: out is"):
+        _lazy.enqueue("transpose", [t], wgc.empty((5, 6)))
+    tt = _lazy.enqueue("transpose", [t], wgc.empty((4, 6)))
+    np.testing.assert_array_equal(tt.to_numpy(), src.to_numpy())
+    np.testing.assert_array_equal(t.to_numpy(), src.to_numpy().T)
+
+
+def test_a_matmul_binding_parses_its_tile_config_once_per_name(monkeypatch):
+    """New bindings of a tuned product make no new TileConfig (its name parsed once)."""
+    from wgcompute.kernels.matmul.configs import TileConfig
+
+    a = wgc.from_numpy(np.ones((48, 40), np.float32))
+    b = wgc.from_numpy(np.ones((40, 24), np.float32))
+    _lazy.enqueue("matmul", [a, b], wgc.empty((48, 24)))
+    wgc.synchronize()
+    made = []
+    real = TileConfig.__post_init__
+    monkeypatch.setattr(TileConfig, "__post_init__", lambda self: made.append(1) or real(self))
+    outs = [_lazy.enqueue("matmul", [a, b], wgc.empty((48, 24))) for _ in range(5)]
+    monkeypatch.undo()
+    assert not made
+    for out in outs:
+        np.testing.assert_allclose(out.to_numpy(), np.full((48, 24), 40.0), rtol=1e-6)
+
+
+def test_fused_kernels_on_new_buffers_share_a_params_buffer(fused, rng):
+    """Automatically fused elementwise kernels bound to new buffers (their params the same
+    bytes) share the device's read-only params buffer, as queued single kernels do."""
+    dev = wgc.current_device()
+    xn = rng.standard_normal((40, 24)).astype(np.float32)
+    wn = rng.standard_normal((40, 24)).astype(np.float32)
+    x, w = xp.asarray(xn), xp.asarray(wn)
+    kept = [(x + w) * 2.0 - w]  # the first binding of this program makes one
+    wgc.synchronize()
+    made = dev.stats["uniform_buffers_created"]
+    for _ in range(5):  # the results kept alive: new memory, new bindings, the same params
+        kept.append((x + w) * 2.0 - w)
+        wgc.synchronize()
+    assert dev.stats["uniform_buffers_created"] == made
+    want = (xn + wn) * np.float32(2.0) - wn
+    for y in kept:
+        np.testing.assert_array_equal(y.to_numpy(), want)
+
+
+def _labels(dev) -> list[str]:
+    return [op.label for op in dev.lazy.ops] if dev.lazy is not None else []
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_a_held_permutation_scaled_then_multiplied_is_never_copied(fused, rng, dt):
+    """Attention's scores: q's heads permuted, scaled, times k's permuted view. The scale
+    reads q through the permutation's strides (no copy) and the product reads k's view in
+    place; the results equal numpy's."""
+    if dt == np.float64 and not wgc.current_device().has("shader-f64"):
+        pytest.skip("the adapter has no shader-f64")
+    qn = rng.standard_normal((6, 4, 8)).astype(dt)  # (sequence, heads, head size)
+    kn = rng.standard_normal((6, 4, 8)).astype(dt)
+    q, k = xp.asarray(qn), xp.asarray(kn)
+    dev = wgc.current_device()
+    wgc.synchronize()
+    scaled = xp.permute_dims(q, (1, 0, 2)) * 0.125
+    s = scaled @ xp.permute_dims(k, (1, 2, 0))
+    labels = _labels(dev)
+    assert not [x for x in labels if "copy" in x or "transpose" in x], labels
+    assert labels[-1] == "matmul", labels
+    want_scaled = np.transpose(qn, (1, 0, 2)) * np.asarray(0.125, dt)
+    np.testing.assert_array_equal(scaled.to_numpy(), want_scaled)
+    want = want_scaled.astype(np.float64) @ np.transpose(kn, (1, 2, 0)).astype(np.float64)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(s.to_numpy(), want, rtol=tol, atol=tol)
+
+
+def test_a_held_permutation_read_by_elementwise_ops_and_later_as_itself(fused, rng):
+    """The permuted buffer itself read after an elementwise op read it through its view:
+    the copy is made then, from the source as it was (a write to the source queues the held
+    work first)."""
+    an = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    bn = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    a, b = xp.asarray(an), xp.asarray(bn)
+    p = xp.permute_dims(a, (1, 0, 2))
+    c = p + b
+    d = xp.exp(p) * 2.0
+    a += 1.0  # the source written: what reads it is queued first
+    np.testing.assert_array_equal(c.to_numpy(), np.transpose(an, (1, 0, 2)) + bn)
+    np.testing.assert_allclose(d.to_numpy(), np.exp(np.transpose(an, (1, 0, 2))) * 2.0,
+                               rtol=1e-6)
+    np.testing.assert_array_equal(p.to_numpy(), np.transpose(an, (1, 0, 2)))
+    np.testing.assert_array_equal(a.to_numpy(), an + 1.0)

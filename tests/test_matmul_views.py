@@ -287,3 +287,16 @@ def test_interpreted_attention_reads_its_heads_in_place(fused, monkeypatch):
     copies = [x for x in queued if x in ("region_copy", "strided_copy")]
     assert queued.count("matmul") == 8 * enc.LAYERS
     assert len(copies) < 3 * enc.LAYERS  # (each layer's Q, K, V, K^T: 4 copies without)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 3, 1), (2, 1, 4)])
+def test_held_slices_of_unstack_read_by_elementwise_ops(fused, shape, rng):
+    """unstack's pieces are held copies; elementwise ops read them through their views, a
+    one-element piece too (its view then has no dimensions left, only its offset)."""
+    xn = rng.standard_normal(shape).astype(np.float32)
+    x = xp.asarray(xn)
+    for i, piece in enumerate(xp.unstack(x, axis=1)):
+        want = np.isnan(xn[:, i, :]) == np.isnan(xn[:, i, :] * 2)
+        got = xp.isnan(piece) == xp.isnan(x[:, i, :] * 2.0)
+        np.testing.assert_array_equal(got.to_numpy(), want)
+        np.testing.assert_array_equal((piece * 3.0).to_numpy(), xn[:, i, :] * np.float32(3))

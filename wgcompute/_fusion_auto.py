@@ -13,18 +13,17 @@ import weakref
 
 from . import _lazy
 from .buffer import Buffer
-from .commands import bound
+from .commands import bind, bound
 from .dtypes import DTYPES
 from .errors import BufferFreedError, DtypeError, WgComputeError
 from .kernels import registry
-from .kernels.core.layout import contiguous_strides
+from .kernels.core.bind import _checked as _bind_checks
 from .kernels.elementwise.arrayops import ArrayOp
 from .kernels.elementwise.builtin import BUILTIN_OPS
 from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
-from .kernels.matmul.matmul import shape_of, swap_last
-from .kernels.matmul.shapes import reads_in_place
+from .kernels.matmul.shapes import compose_views, copy_view, read_in_place, reads_in_place
 
 # Nodes a held DAG takes before it is queued as a kernel: a chain of 100 `x = (x + b) op s`
 # (300 nodes and leaves) stays one kernel; the shader's size (and compile time) stays bounded.
@@ -97,9 +96,10 @@ class Held:
         # reentrant: queueing the DAG may fill the batch, whose flush calls on_flush
         self.lock = threading.RLock()
         self.limit = device.limit("max-storage-buffers-per-shader-stage")
-        # held transposes: id(result) -> (weakref to result, source, its bound Dispatch,
-        # label, call site, view: (shape, strides, offset) of the source that the copy
-        # reads); the source is held (a strong reference and a hold on its memory)
+        # held transposes: id(result) -> (weakref to result, source, (kernel, params) of
+        # the copy, checked but bound only once queued, label, call site, view: (shape,
+        # strides, offset) of the source that the copy reads); the source is held (a strong
+        # reference and a hold on its memory)
         self.transposes: dict[int, tuple] = {}
         self.reset()
 
@@ -107,7 +107,8 @@ class Held:
         self.nodes: list[Node] = []
         self.memo: dict[tuple, int] = {}  # a node's fields -> its number
         self.leaves: list[Buffer] = []
-        self.leaf_of: dict[int, int] = {}  # id(root buffer) -> node, for leaves
+        self.views: list = []  # per leaf: None, or the (strides, offset) it is read through
+        self.leaf_of: dict = {}  # id(buffer) (and its view, if any) -> node, for leaves
         self.values: dict[int, tuple] = {}  # id(Buffer) -> (weakref, node) of held values
         self.scalars: list = []
         self.shape = None
@@ -139,10 +140,22 @@ class Held:
         k = self.leaf_of.get(id(b))
         if k is not None and self.leaves[self.nodes[k].args[0]] is b:
             return k
+        return self._leaf(b, id(b), None)
+
+    def viewed(self, src: Buffer, view) -> int:
+        """The leaf reading ``src`` through ``view``: a held copy's source, read in place."""
+        key = (id(src), view)
+        k = self.leaf_of.get(key)
+        if k is not None and self.leaves[self.nodes[k].args[0]] is src:
+            return k
+        return self._leaf(src, key, (view[1], view[2]))
+
+    def _leaf(self, b: Buffer, key, view) -> int:
         b._pin("fusion", ": buffer")  # (released once the fused kernel is queued)
         self.leaves.append(b)
+        self.views.append(view)
         k = self.add(Node("in", str(b.dtype), (len(self.leaves) - 1,)))
-        self.leaf_of[id(b)] = k
+        self.leaf_of[key] = k
         return k
 
     def conflicts(self, inputs, output) -> bool:
@@ -212,24 +225,24 @@ def on_enqueue(k, inputs, output, params, label):
         return None
     held = _held(batch)
     with held.lock:
+        viewed = None
         if held.transposes:
-            taken = _after_transposes(batch, held, k, inputs, output, params, label, routed)
+            viewed = _viewable(held, inputs, output) if row is not None else None
+            taken = _after_transposes(batch, held, k, inputs, output, params, label, routed,
+                                      viewed)
             if taken is not None:
                 return taken
-        fits = row is not None and _fits(held, k, inputs, output, params)
-        if row is not None and held.nodes and not fits:
-            _queue(batch, held)
         if row is None:
-            if held.conflicts(inputs, output):
-                _queue(batch, held)
-                if routed:  # a stream's block: submitted before it
-                    batch.flush()
-            if not routed and _hold_transpose(batch, held, k, inputs, output, params, label):
-                return output
-            return None
+            return _not_fusable(batch, held, k, inputs, output, params, label, routed)
+        fits = _fits(held, k, inputs, output, params)
+        if held.nodes and not fits:
+            _queue(batch, held)
         if not fits:
+            for i in viewed or ():  # read as they are after all: their copies first
+                if id(inputs[i]) in held.transposes:
+                    _queue_transpose(batch, held, id(inputs[i]))
             return None
-        _take(held, row, k, inputs, output, params, label)
+        _take(held, row, k, inputs, output, params, label, viewed)
         if not batch.held:
             batch.held.append(held)  # a submit on this device now flushes (queues it) first
         if len(held.nodes) + 4 > MAX_NODES:
@@ -237,41 +250,43 @@ def on_enqueue(k, inputs, output, params, label):
     return output
 
 
+def _not_fusable(batch, held: Held, k, inputs, output, params, label, routed):
+    """An op the DAG cannot take: the held DAG is queued first where the op needs it; a copy
+    is held where it can be (returns its output); else None (the op is queued as usual)."""
+    if held.conflicts(inputs, output):
+        _queue(batch, held)
+        if routed:  # a stream's block: submitted before it
+            batch.flush()
+    if not routed and _hold_transpose(batch, held, k, inputs, output, params, label):
+        return output
+    return None
+
+
+def _viewable(held: Held, inputs, output) -> dict | None:
+    """{input number: held entry} of an elementwise op's inputs that are held copies' results
+    of its shape, which the fused kernel reads through the copies' views of their sources
+    (no copy: attention's scaled heads), where all binds whole (no split launches); or None."""
+    limit = output._dev.limit("max-storage-buffer-binding-size") if output is not None else 0
+    return {i: e for i, b in enumerate(inputs) if (e := held.transposes.get(id(b))) is not None
+            and e[0]() is b and b._shape == output._shape and not e[1]._freed
+            and e[1]._bindable() and e[1]._bound_bytes() * 2 <= limit
+            and output.size * 16 <= limit} or None
+
+
 _TRANSPOSES = ("transpose", "strided_copy", "region_copy")
 _STRIDED_COPY = registry.get("strided_copy")
 
 
 def _view_of(k, src: Buffer, output, params) -> tuple | None:
-    """The view (shape, strides, offset) of ``src`` that the op copies into a fresh,
-    contiguous ``output`` (the 2-D transpose kernel, a strided copy, a region copy filling
-    all of ``output``), where a matmul could read it in place (one of its last two strides
-    is 1); else None."""
+    """copy_view of the op copying ``src`` into a fresh ``output``; else None."""
     if output is None or output._base is not None or output.ndim < 2 or _root(src) is output:
         return None
-    if k.name == "transpose":
-        if params or src.ndim != 2:
-            return None
-        view = (output.shape, swap_last(contiguous_strides(src.shape)), 0)
-    elif not params or type(params) is not dict:
-        return None
-    elif k.name == "strided_copy" and len(params) == 2 and "strides" in params:
-        view = (output.shape, params["strides"], params.get("offset"))
-    elif (k.name == "region_copy" and len(params) == 5 and params.get("out_offset") == 0
-          and tuple(params.get("shape", ())) == output.shape
-          and tuple(params.get("out_strides", ())) == contiguous_strides(output.shape)):
-        view = (output.shape, params.get("a_strides"), params.get("a_offset"))
-    else:
-        return None
-    try:
-        view = (view[0], tuple(int(v) for v in view[1]), int(view[2]))
-    except (TypeError, ValueError):
-        return None  # (the copy's own checks refuse it)
-    return view if reads_in_place(*view) else None
+    return copy_view(k.name, src.shape, output.shape, params)
 
 
 def _hold_transpose(batch, held: Held, k, inputs, output, params, label) -> bool:
     """Hold a strided copy (a transpose) of a matmul dtype that a matmul could read in place
-    (bound now: its checks raise at the call) instead of queueing it; True if held."""
+    (checked now: its errors raise at the call) instead of queueing it; True if held."""
     if len(inputs) != 1 or output is None:
         return False
     src = inputs[0]
@@ -279,10 +294,37 @@ def _hold_transpose(batch, held: Held, k, inputs, output, params, label) -> bool
             src._dev is not output._dev:
         return False
     view = _view_of(k, src, output, params)
-    if view is None:
+    if view is None or not _checks(k, inputs, output, params):
         return False
-    _hold(batch, held, src, output, bound(k, inputs, output, params), label or k.name, view)
+    _hold(batch, held, src, output, (k, params), label or k.name, view)
     return True
+
+
+def _checks(k, inputs, output, params) -> bool:
+    """bind's checks of a copy held unbound (bound once queued: never, where a matmul reads its
+    source in place), raising at the call as binding does (in full once per signature, then
+    that both buffers live); False (bind it now) where a buffer may be too large to bind."""
+    src = inputs[0]
+    try:
+        key = (id(k), src._shape, src._dt.name, src._offset, output._shape, output._dt.name,
+               tuple(params.items()) if params else ())
+        seen = key in _CHECKED and src._dev is output._dev
+    except TypeError:  # unhashable params: checked in full every time
+        key, seen = None, False
+    if seen:
+        src._check(f"{k.name}: input {k.inputs[0]!r}")
+        output._check(f"{k.name}: output")
+    else:
+        _bind_checks(k, inputs, output, params)
+        if key is not None:
+            if len(_CHECKED) > 4096:
+                _CHECKED.clear()
+            _CHECKED[key] = True
+    limit = output._dev.limit("max-storage-buffer-binding-size")
+    return src._bound_bytes() <= limit and output._bound_bytes() <= limit
+
+
+_CHECKED: dict = {}  # the held copies' signatures bind's checks passed
 
 
 def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:
@@ -296,7 +338,7 @@ def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:
 
 def _hold_composed(batch, held: Held, k, inputs, output, params, label) -> bool:
     """A strided copy of a held copy's result (attention's K^T of its heads' permutation):
-    held as one copy of the first one's source through both (a strided_copy, bound now),
+    held as one copy of the first one's source through both (a strided_copy, checked now),
     the first left held for whoever else reads it; True if held so."""
     if len(inputs) != 1 or output is None:
         return False
@@ -305,44 +347,25 @@ def _hold_composed(batch, held: Held, k, inputs, output, params, label) -> bool:
             output.dtype != inputs[0].dtype:
         return False
     second = _view_of(k, inputs[0], output, params)
-    view = _compose(e[5], second) if second is not None else None
+    view = compose_views(e[5], second) if second is not None else None
     if view is None or not reads_in_place(*view):
         return False
-    d = bound(_STRIDED_COPY, [e[1]], output, {"strides": view[1], "offset": view[2]})
-    _hold(batch, held, e[1], output, d, label or k.name, view)
+    p = {"strides": view[1], "offset": view[2]}
+    if not _checks(_STRIDED_COPY, [e[1]], output, p):
+        return False
+    _hold(batch, held, e[1], output, (_STRIDED_COPY, p), label or k.name, view)
     return True
 
 
-def _compose(first, second) -> tuple | None:
-    """The view of a source that reading ``second`` (shape, strides, offset) of the contiguous
-    result of ``first`` amounts to, where each of second's dimensions walks one dimension of
-    first's result (a permutation, from offset 0); else None."""
-    (sh1, st1, off1), (sh2, st2, off2) = first, second
-    if off2:
-        return None
-    c1 = contiguous_strides(sh1)
-    used, strides = set(), []
-    for n, s in zip(sh2, st2):
-        if n == 1:
-            strides.append(0)
-            continue
-        e = next((e for e in range(len(sh1))
-                  if c1[e] == s and sh1[e] == n and e not in used), None)
-        if e is None:
-            return None
-        used.add(e)
-        strides.append(st1[e])
-    return sh2, tuple(strides), off1
-
-
-def _after_transposes(batch, held: Held, k, inputs, output, params, label, routed):
+def _after_transposes(batch, held: Held, k, inputs, output, params, label, routed, viewed):
     """An op while copies are held: a copy of a held copy's result is held as one copy; a
     matmul of held results reads their sources in place (queued here; returns its output);
-    the held copies anything else needs are queued first (returns None)."""
+    the held copies anything else needs are queued first (returns None), but for those an
+    elementwise op reads through their views (``viewed``, from _viewable)."""
     if not routed and k.name in _TRANSPOSES and _hold_composed(batch, held, k, inputs, output,
                                                                params, label):
         return output
-    swapped = _before_transposes(batch, held, k, inputs, output, params, routed)
+    swapped = _before_transposes(batch, held, k, inputs, output, params, routed, viewed)
     if swapped is None:
         return None
     if held.conflicts(swapped[0], output):  # (a matmul of held copies: their sources)
@@ -350,7 +373,8 @@ def _after_transposes(batch, held: Held, k, inputs, output, params, label, route
     return _lazy.bind_and_queue(k, swapped[0], output, swapped[1], label)
 
 
-def _before_transposes(batch, held: Held, k, inputs, output, params, routed: bool):
+def _before_transposes(batch, held: Held, k, inputs, output, params, routed: bool,
+                       viewed=None):
     """Queue the held transposes this op needs first (it reads their result or writes what
     they read or write); forget those whose result died. A matmul reading a held result as
     a or b reads its source through the copy's strides instead: returns (inputs, params) for
@@ -366,9 +390,11 @@ def _before_transposes(batch, held: Held, k, inputs, output, params, routed: boo
                     f"_t{nm}" in params or f"_l{nm}" in params))
                     and out_root is not _root(e[1]) and out_root is not inputs[i]):
                 swap[i] = e
-        folded = _read_in_place(inputs, params, swap) if swap else None
+        folded = read_in_place(inputs, params, {i: (e[1], e[5]) for i, e in swap.items()}
+                               ) if swap else None
         if folded is None:
             swap = {}
+    skip = swap or viewed or {}
     for key, e in list(trs.items()):
         if trs.get(key) is not e:  # queued by a flush that queueing an earlier one caused
             continue
@@ -379,7 +405,7 @@ def _before_transposes(batch, held: Held, k, inputs, output, params, routed: boo
             continue
         r, sr = _root(res), _root(e[1])
         if out_root is r or out_root is sr or any(
-                _root(b) is r for i, b in enumerate(inputs) if i not in swap):
+                _root(b) is r for i, b in enumerate(inputs) if i not in skip):
             _queue_transpose(batch, held, key)
             queued = True
     if queued and routed:  # a stream's block: submitted before it
@@ -389,48 +415,40 @@ def _before_transposes(batch, held: Held, k, inputs, output, params, routed: boo
     return folded if swap else None
 
 
-def _read_in_place(inputs, params, swap) -> tuple | None:
-    """(inputs, params) of a matmul reading the held copies' sources (``swap``: operand
-    number -> held entry) in place: a swap of the last two axes of the whole source as
-    "_ta" / "_tb" (the 2-D transposed kernels), any other view as "_la" / "_lb"; None where
-    the product cannot run so (the copies are then queued first)."""
-    new = list(inputs)
-    flags = dict(params or {})
-    for i, e in swap.items():
-        src, view, nm = e[1], e[5], "ab"[i]
-        new[i] = src
-        if (src.ndim >= 2 and view[0] == swap_last(src.shape) and view[2] == 0
-                and view[1] == swap_last(contiguous_strides(src.shape))):
-            flags[f"_t{nm}"] = True
-        else:
-            flags[f"_l{nm}"] = view
-    try:
-        sh = shape_of(new, flags)  # (cached) e.g. too many alternating batch dimensions
-    except WgComputeError:
-        return None
-    if sh.nbatch > 1 and not shape_of(inputs, params or {}).batch:
-        # the copies' results make one 2-D product (a's batch folded into its rows, as a
-        # linear layer's input); read through the view, it would be many small products of
-        # a's rows (ViT's sequence-first input: 197 products of 32 rows ran 3x slower on an
-        # H200 than the copy and one product)
-        return None
-    return new, flags
-
-
 def _queue_transpose(batch, held: Held, key: int) -> None:
     """Queue a held transpose (its result is alive) and let go of its source's hold."""
-    ref, src, d, label, site, _ = held.transposes.pop(key)
+    ref, src, (k, params), label, site, _ = held.transposes.pop(key)
     res = ref()
     if res is None or res._freed:  # nobody can read it: never written
         src._release()
         return
-    if src._freed:  # freed since it was asked for: our hold goes with the queued work
+    if src._freed or _root(src)._freed:  # freed since: our hold goes with the queued work
+        try:
+            d = _bind_freed(k, src, res, params)
+        except BaseException:
+            src._release()
+            raise
         _enqueue(batch, label, d, [res], site, _Keep(d, [src]))
         return
     try:
-        _enqueue(batch, label, d, [src, res], site)
+        _enqueue(batch, label, bound(k, [src], res, params), [src, res], site)
     finally:
         src._release()
+
+
+def _bind_freed(k, src: Buffer, res: Buffer, params):
+    """A held copy bound to a source freed since it was asked for: its memory is still the
+    hold's (its freed marks lifted under the memory's lock while it binds)."""
+    root = _root(src)
+    with root._lock:
+        marked = [b for b in {id(src): src, id(root): root}.values() if b._freed]
+        for b in marked:
+            b._freed = False
+        try:
+            return bind(k, [src], res, params, fixed=True)
+        finally:
+            for b in marked:
+                b._freed = True
 
 
 def _unmark(batch, held: Held) -> None:
@@ -439,13 +457,14 @@ def _unmark(batch, held: Held) -> None:
         batch.held.remove(held)
 
 
-def _take(held: Held, row, k, inputs, output, params, label) -> None:
+def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> None:
     name, scalar, reflected = row
     dt = inputs[0]._dt.name
     if not held.nodes:
         held.shape = output.shape
         held.site = _lazy.call_site()
-    args = [held.operand(b) for b in inputs]
+    args = [held.operand(b) if not viewed or i not in viewed else
+            held.viewed(viewed[i][1], viewed[i][5]) for i, b in enumerate(inputs)]
     if scalar is not None:
         held.scalars.append(scalar)
         s = held.add(Node("scalar", dt, (len(held.scalars) - 1,)))
@@ -466,13 +485,14 @@ def _queue(batch, held: Held) -> None:
             outs.append((b, k))
     leaves, calls, count, nodes, scalars = (held.leaves, held.calls, held.ops, held.nodes,
                                             held.scalars)
+    views = held.views
     site = held.site
     held.reset()  # first: queueing may fill the batch, whose flush finds nothing held
     try:
         for tries in range(3, -1, -1):
             try:
                 leaves = _queue_values(batch, held.device, outs, leaves, calls, count, nodes,
-                                       scalars, site)
+                                       scalars, site, views)
                 break
             except BufferFreedError:
                 # a value (or leaf) freed since it was looked at: its last reference died in
@@ -492,13 +512,14 @@ def _queue(batch, held: Held) -> None:
             b._release()
 
 
-def _queue_values(batch, device, outs, leaves, calls, count, nodes, scalars, site) -> list:
+def _queue_values(batch, device, outs, leaves, calls, count, nodes, scalars, site,
+                  views) -> list:
     """Queue the kernel writing ``outs`` ((Buffer, node) pairs) of a held DAG; returns the
     leaves whose holds are still ours to let go (a freed leaf's hold goes with the work)."""
     device.check()  # (a loss found here, not while a pipeline compiles)
     freed = any(b._freed for b in leaves)  # (held: bound where the work was asked for)
-    if len(outs) == 1 and not freed and all(nodes[a].op in LEAVES
-                                            for a in nodes[outs[0][1]].args):
+    if len(outs) == 1 and not freed and not any(views) and all(
+            nodes[a].op in LEAVES for a in nodes[outs[0][1]].args):
         # one op's value: its own kernel (no fused program to compile)
         out, node = outs[0]
         k, params, label = calls[node]
@@ -509,8 +530,10 @@ def _queue_values(batch, device, outs, leaves, calls, count, nodes, scalars, sit
     if outs:
         dag, ins, slots = sub_dag(nodes, [k for _, k in outs])
         buffers = [leaves[i] for i in ins]
+        read = tuple(views[i] for i in ins)  # (through a held copy's view, or as they are)
         d = fused_dispatch(fused_kernel(dag), buffers, [b for b, _ in outs],
-                           [scalars[s] for s in slots], device, held=freed)
+                           [scalars[s] for s in slots], device, held=freed,
+                           views=read if any(read) else None)
         if freed:  # a freed buffer takes no new hold: ours goes with the queued work
             mine = [b for b in leaves if b._freed]
             keep = _Keep(d, mine)

@@ -277,14 +277,20 @@ def _bind_compiled(kernel: Kernel, inputs, output: Buffer | None, resolved: dict
     storage = list(inputs) + ([output] if output is not None else [])
     _check_binding_sizes(kernel, storage, launches, device)
     if compiled.uniform_fields and launches:
-        data = d._uniform_bytes()
-        d.uniform = _shared_uniform(device, data) if fixed else None
-        if d.uniform is None:
-            d.uniform = _new_uniform(kernel, device, data)
-            if fixed:
-                _keep_uniform(device, data, d.uniform)
+        d.uniform = params_buffer(kernel, device, d._uniform_bytes(), fixed)
     _create_bind_groups(d, storage)
     return d
+
+
+def params_buffer(kernel: Kernel, device: Device, data: bytes, fixed: bool):
+    """A binding's params buffer holding ``data``: a fixed binding's is the one the device
+    shares between bindings with these bytes (made once), any other's its own."""
+    buf = _shared_uniform(device, data) if fixed else None
+    if buf is None:
+        buf = _new_uniform(kernel, device, data)
+        if fixed:
+            _keep_uniform(device, data, buf)
+    return buf
 
 
 # Params buffers shared by fixed bindings, per device, by their bytes: a queued operator binds

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import wgpu
-
 from ...dtypes import DTYPES
+from ...errors import ShapeError
 from ...runtime import Device
 from ..core import shaders
 from ..core.base import (
@@ -31,8 +30,11 @@ from ..core.base import (
     fold_grid,
     pack_uniform,
 )
-from ..core.bind import _check_binding_sizes, _create_bind_groups
+from ..core.bind import _check_binding_sizes, _create_bind_groups, params_buffer
 from ..core.layout import (
+    MAX_DIMS,
+    broadcast_strides,
+    coalesce,
     index_wgsl,
     lane_index_wgsl,
     step_values,
@@ -183,13 +185,26 @@ class FusedKernel(BuiltinKernel):
         return self.inputs + self.outs
 
     # -- layout --------------------------------------------------------------------------------
-    def plan(self, inputs, shape):
-        """(full flags per input, coalesced sizes, {name: (strides, 0)} of the strided
-        inputs) for outputs of ``shape``; an input of the output's size is read flat."""
-        return broadcast_plan(KERNEL, self.inputs, inputs, tuple(shape), flat=True)
+    def plan(self, inputs, shape, views=None):
+        """(full flags per input, coalesced sizes, {name: (strides, offset)} of the strided
+        inputs) for outputs of ``shape``; an input of the output's size is read flat.
+        ``views``: per input None, or the (strides, element offset) it is read through (a
+        view of it of the outputs' shape: a permutation's, read in place)."""
+        if not views:
+            return broadcast_plan(KERNEL, self.inputs, inputs, tuple(shape), flat=True)
+        size = math.prod(shape)
+        full = tuple(v is None and b.size == size for b, v in zip(inputs, views))
+        strided = [(n, v[0] if v is not None else broadcast_strides(b.shape, shape),
+                    v[1] if v is not None else 0)
+                   for n, b, v, f in zip(self.inputs, inputs, views, full) if not f]
+        sizes, steps = coalesce(tuple(shape), tuple(st for _, st, _ in strided))
+        if len(sizes) > MAX_DIMS:
+            raise ShapeError(f"{KERNEL}: its inputs' views of {tuple(shape)} alternate over "
+                             f"{len(sizes)} dimensions; at most {MAX_DIMS} are supported")
+        return full, sizes, {n: (st, off) for (n, _, off), st in zip(strided, steps)}
 
-    def fused_key(self, inputs, shape, device: Device) -> PipelineKey:
-        full, sizes, _ = self.plan(inputs, shape)
+    def fused_key(self, inputs, shape, device: Device, views=None) -> PipelineKey:
+        full, sizes, _ = self.plan(inputs, shape, views)
         keep64 = "f64" in self.dtypes and device.has("shader-int64")
         return PipelineKey(KERNEL, self.dtypes, (("dag", self.dag), ("ndim", len(sizes)),
                                                   ("full", full), ("keep64", keep64)))
@@ -293,18 +308,19 @@ class FusedKernel(BuiltinKernel):
         return decls, stores
 
     # -- launches ------------------------------------------------------------------------------
-    def fused_launches(self, inputs, outputs, scalars, device: Device) -> list[Launch]:
+    def fused_launches(self, inputs, outputs, scalars, device: Device,
+                       views=None) -> list[Launch]:
         """The dispatches over the outputs' elements, split where a binding would pass the
         adapter's limit (as the broadcasting kernels are: split_launches)."""
         shape = outputs[0].shape
         total = math.prod(shape)
         if total == 0:
             return []
-        full, sizes, strided = self.plan(inputs, shape)
+        full, sizes, strided = self.plan(inputs, shape, views)
         per_item = 4 if self.words else 1  # (elements)
         items = [DTYPES[b.dtype].itemsize for b in outputs]
         item_bytes = max(items + [DTYPES[b.dtype].itemsize for b, f in zip(inputs, full) if f])
-        dims = uniform_values(sizes, strided) if sizes else {}
+        dims = uniform_values(sizes, strided)  # (a view of a one-element output: its offset)
         dims.update(step_values(sizes, self.workgroup_size * per_item))  # (stepped decode)
         named = {f"s{i}": v for i, v in enumerate(scalars)}
         out = []
@@ -334,34 +350,33 @@ def fused_kernel(dag: Dag) -> FusedKernel:
 
 
 def fused_dispatch(kernel: FusedKernel, inputs, outputs, scalars, device: Device,
-                   held: bool = False) -> Dispatch:
+                   held: bool = False, views=None) -> Dispatch:
     """``kernel`` bound to its input and output buffers (checked by the caller: bindable, on
     ``device``, of the Dag's dtypes, the outputs new and of one shape) and scalar values,
     cached per device by buffer keys and values as commands.bound caches one-output runs.
     ``held``: the inputs were held for this work since it was asked for (a free() since
-    then deferred their memory's release): bound even if freed, and not cached."""
+    then deferred their memory's release): bound even if freed, and not cached. ``views``:
+    per input None or the (strides, offset) it is read through (``FusedKernel.plan``; the
+    caller checked that each reads within its input, which binds whole: not past the
+    adapter's binding size)."""
     # (values by repr: 0.0 and -0.0 are equal as keys but not as scalars)
     key = (KERNEL, id(kernel), tuple(b._key for b in inputs), tuple(b._key for b in outputs),
-           tuple(map(repr, scalars)))
+           tuple(map(repr, scalars)), views)
     cache = device.binds
     d = None if held else cache.get(key)
     if d is not None and d.kernel is kernel:
         return d
-    pkey = kernel.fused_key(inputs, outputs[0].shape, device)
+    pkey = kernel.fused_key(inputs, outputs[0].shape, device, views)
     compiled = kernel.compiled(pkey, device)
-    launches = kernel.fused_launches(inputs, outputs, scalars, device)
+    launches = kernel.fused_launches(inputs, outputs, scalars, device, views)
+    # fixed: nothing sets a fused binding's params again, so its params buffer is the one the
+    # device shares between bindings with the same bytes
     d = Dispatch(kernel, [Meta.of(b) for b in inputs], Meta.of(outputs[0]), {}, compiled,
-                 launches, device=device)
+                 launches, device=device, fixed=True)
     storage = list(inputs) + list(outputs)
     _check_binding_sizes(kernel, storage, launches, device)
     if launches:
-        try:
-            d.uniform = device.gpu_device.create_buffer_with_data(
-                label=f"{KERNEL}-params", data=d._uniform_bytes(),
-                usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        except Exception as e:
-            raise device.wrap(e, f"{KERNEL}: creating its params buffer") from e
-        device.stats["uniform_buffers_created"] += 1
+        d.uniform = params_buffer(kernel, device, d._uniform_bytes(), True)
         if held:
             _held_bind_groups(d, storage)
         else:

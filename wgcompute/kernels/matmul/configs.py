@@ -3,6 +3,7 @@ autotune cache) and the candidate tables the tuner times, per problem class."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ...errors import ArgumentError
@@ -78,7 +79,14 @@ class TileConfig:
 
     @classmethod
     def parse(cls, name: str) -> TileConfig:
-        """The config named ``name`` (options in any order; unknown ones are refused)."""
+        """The config named ``name`` (options in any order; unknown ones are refused); each
+        name parsed once (a binding asks for its config by name several times)."""
+        if type(name) is str:
+            return _parsed(cls, name)
+        return cls._parse(name)
+
+    @classmethod
+    def _parse(cls, name: str) -> TileConfig:
         try:
             blocks, thread, *rest = name.split("_")
             bm, bn, bk = (int(v) for v in blocks.split("x"))
@@ -218,6 +226,11 @@ _BUCKET_SET = ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "32x32x16_4x4_s2"
                "32x32x16_4x4_s4", "32x32x16_4x4_s8", "32x64x16_4x4_s2", "32x64x16_4x4_s4",
                "32x64x16_4x4_s8", "64x64x16_4x4_s4", "64x128x16_4x8", "64x128x8_8x8_u",
                "128x64x16_8x8_u_s4")
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(cls, name: str) -> TileConfig:  # (a refused name raises: never cached)
+    return cls._parse(name)
 
 
 def _pow2(x: int) -> int:

@@ -361,7 +361,9 @@ class Matmul(BuiltinKernel):
         m, k, n = sh.m, sh.k, sh.n
         if output.size == 0:
             return []
-        cfg = TileConfig.parse(dict(self.key(inputs, output, params).constants)["config"])
+        # (the config the key names: chosen as key chooses it, without making a key again)
+        cfg = params.get("_config") or self.config_for(m, n, k, output.dtype, output.device,
+                                                       params.get("precision", "f32"))
         limit = device.limit("max-compute-workgroups-per-dimension")
         gx, gy = math.ceil(n / cfg.bn), math.ceil(m / cfg.bm)
         if gx > limit or gy > limit:

@@ -7,7 +7,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ...errors import ArgumentError, ShapeError
+from ...errors import ArgumentError, ShapeError, WgComputeError
 from ..core.layout import (
     MAX_DIMS,
     broadcast_shapes,
@@ -113,6 +113,83 @@ def reads_in_place(shape, strides, offset) -> bool:
     two dimensions."""
     return (len(shape) >= 2 and len(strides) == len(shape) and offset >= 0
             and all(s >= 0 for s in strides) and _matrix_layout(shape, strides) is not None)
+
+
+def copy_view(name: str, src_shape, out_shape, params) -> tuple | None:
+    """The view (shape, strides, offset) of a source of ``src_shape`` that the copy op
+    ``name`` makes into a contiguous output of ``out_shape`` (the 2-D transpose kernel, a
+    strided copy, a region copy filling all of the output), where a matmul could read it in
+    place (one of its last two strides is 1); else None."""
+    if name == "transpose":
+        if params or len(src_shape) != 2:
+            return None
+        view = (out_shape, swap_last(contiguous_strides(src_shape)), 0)
+    elif not params or type(params) is not dict:
+        return None
+    elif name == "strided_copy" and len(params) == 2 and "strides" in params:
+        view = (out_shape, params["strides"], params.get("offset"))
+    elif (name == "region_copy" and len(params) == 5 and params.get("out_offset") == 0
+          and tuple(params.get("shape", ())) == out_shape
+          and tuple(params.get("out_strides", ())) == contiguous_strides(out_shape)):
+        view = (out_shape, params.get("a_strides"), params.get("a_offset"))
+    else:
+        return None
+    try:
+        view = (view[0], tuple(int(v) for v in view[1]), int(view[2]))
+    except (TypeError, ValueError):
+        return None  # (the copy's own checks refuse it)
+    return view if reads_in_place(*view) else None
+
+
+def compose_views(first, second) -> tuple | None:
+    """The view of a source that reading ``second`` (shape, strides, offset) of the contiguous
+    result of ``first`` amounts to, where each of second's dimensions walks one dimension of
+    first's result (a permutation, from offset 0); else None."""
+    (sh1, st1, off1), (sh2, st2, off2) = first, second
+    if off2:
+        return None
+    c1 = contiguous_strides(sh1)
+    used, strides = set(), []
+    for n, s in zip(sh2, st2):
+        if n == 1:
+            strides.append(0)
+            continue
+        e = next((e for e in range(len(sh1))
+                  if c1[e] == s and sh1[e] == n and e not in used), None)
+        if e is None:
+            return None
+        used.add(e)
+        strides.append(st1[e])
+    return sh2, tuple(strides), off1
+
+
+def read_in_place(inputs, params, swap) -> tuple | None:
+    """(inputs, params) of a matmul reading copies' sources in place instead of the copies
+    (``swap``: operand number -> (source, the view of it the copy makes)): a swap of the
+    last two axes of the whole source as "_ta" / "_tb" (the 2-D transposed kernels), any
+    other view as "_la" / "_lb"; None where the product cannot run so (the copies are then
+    queued first)."""
+    new = list(inputs)
+    flags = dict(params or {})
+    for i, (src, view) in swap.items():
+        nm = "ab"[i]
+        new[i] = src
+        if (src.ndim >= 2 and view[0] == swap_last(src.shape) and view[2] == 0
+                and view[1] == swap_last(contiguous_strides(src.shape))):
+            flags[f"_t{nm}"] = True
+        else:
+            flags[f"_l{nm}"] = view
+    try:
+        sh = shape_of(new, flags)  # (cached) e.g. too many alternating batch dimensions
+    except WgComputeError:
+        return None
+    if sh.nbatch > 1 and not shape_of(inputs, params or {}).batch:
+        # the copies' results make one 2-D product (a's batch folded into its rows, as a
+        # linear layer's input); read through the view, it would be many small products of
+        # a's rows (ViT's sequence-first input: 197 products of 32 rows ran 3x slower on an
+        # H200 than the copy and one product)
+        return None
+    return new, flags
 
 
 def check_view_extent(nm: str, x, view) -> None:

@@ -46,11 +46,12 @@ demo:
 # The run ends with the 15 slowest tests and the skips grouped by reason (tests/conftest.py).
 # The files are run in TEST_ROUNDS pytest runs in a row, each with fresh workers: lavapipe
 # keeps the memory of every pipeline a process compiled, so one process for the whole suite
-# grows past 3 GB; 8 rounds keep each near 2, and the files whose tests each hold over a
+# grows past 3 GB, and a worker's memory grows with every file it runs; 10 rounds keep each
+# under about 3 GB (summed PSS, 2 workers), and the files whose tests each hold over a
 # gigabyte run last, one at a time. Each round prints its peak memory (summed PSS);
 # scripts/pytest_rounds.py says more.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
-TEST_ROUNDS ?= 8
+TEST_ROUNDS ?= 10
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 PYTEST_ROUNDS := $(BIN)/python scripts/pytest_rounds.py --rounds $(TEST_ROUNDS) -- $(PYTEST)
 

@@ -48,7 +48,7 @@ demo:
 # keeps the memory of every pipeline a process compiled, so one process for the whole suite
 # grows past 3 GB, and a worker's memory grows with every file it runs; 10 rounds keep each
 # under about 3 GB (summed PSS, 2 workers), and the files whose tests each hold over a
-# gigabyte run last, one at a time. Each round prints its peak memory (summed PSS);
+# gigabyte run last, each in a round of its own. Each round prints its peak memory (summed PSS);
 # scripts/pytest_rounds.py says more.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 TEST_ROUNDS ?= 10

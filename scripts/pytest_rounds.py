@@ -11,7 +11,7 @@ Files are dealt to the rounds largest first, so that each round gets a similar m
 whose tests start processes that open devices of their own (worker processes, Dask clusters,
 interpreters per case) run in a round of their own: beside compile-heavy files their
 children pushed a round past 4.5 GB. The files whose tests each hold over a gigabyte (BIG)
-run last, one at a time. A file of thousands of cases (SPLIT) is run in shards,
+run last, each in a process of its own. A file of thousands of cases (SPLIT) is run in shards,
 one per round (tests/conftest.py keeps every n-th of its tests). Every round runs even after
 one failed; the exit status is the first failing round's. Arguments after ``--`` that name
 test files or folders restrict the run to them.
@@ -38,9 +38,10 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 SOLO = ("test_multi_process.py", "test_dask.py", "test_edges_cli_dask.py", "test_sklearn.py",
         "test_infer_cli.py")
 # files whose tests hold over 1 GB at once (buffers past the binding limit, whole models; on
-# lavapipe a GPU buffer is host memory): a round of their own with one worker, so that no two
-# of them, and nothing else, run beside each other (alone: 2.43, 2.17, 1.16, 1.15 and 1.22 GB
-# of PSS; the last, the array namespace's fft tests, with complex128 transforms of 2^20 points)
+# lavapipe a GPU buffer is host memory): a round each, with one worker, so that no two of
+# them, and nothing else, run beside each other or in one process (alone: 2.43, 2.17, 1.16,
+# 1.15 and 1.22 GB of PSS; the last, the array namespace's fft tests, with complex128
+# transforms of 2^20 points)
 BIG = ("test_kernels_core.py", "test_ml_models.py", "test_broadcast.py",
        "test_reliability_core.py", "test_fft.py")
 # files of thousands of generated cases: one shard in each of the rounds
@@ -68,8 +69,8 @@ def deal(files: list[Path], rounds: int) -> list[list[Path]]:
 
 def plan(files: list[Path], rounds: int) -> list[tuple[list[Path], str]]:
     """(files, shards) per round: the usual files dealt, each SPLIT file in every one of
-    those rounds as a shard, then the SOLO files in a round of their own, then the BIG ones
-    in another (run with one worker: see one_worker)."""
+    those rounds as a shard, then the SOLO files in a round of their own, then each BIG file
+    in a round of its own (run with one worker: see one_worker)."""
     solo = [f for f in files if f.name in SOLO]
     big = [f for f in files if f.name in BIG]
     split = [f for f in files if f.name in SPLIT]
@@ -80,8 +81,9 @@ def plan(files: list[Path], rounds: int) -> list[tuple[list[Path], str]]:
            for i, h in enumerate(hands, 1)]
     if solo:
         out.append((sorted(solo), ""))
-    if big:
-        out.append((sorted(big), ""))
+    # one round (one process) each: a worker keeps the pipelines of every file it ran, so
+    # four of them in one worker added up to 3.3 GB
+    out += [([f], "") for f in sorted(big)]
     return out
 
 

@@ -13,7 +13,7 @@ rounds = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rounds)
 
 
-def test_every_file_runs_once_and_the_big_ones_last_alone():
+def test_every_file_runs_once_and_the_big_ones_last_each_alone():
     files = rounds.test_files([])
     plan = rounds.plan(files, 8)
     seen = [f for hand, _ in plan for f in hand]
@@ -21,8 +21,11 @@ def test_every_file_runs_once_and_the_big_ones_last_alone():
     # every file once, each SPLIT file once per dealt round (a shard each)
     assert sorted(f for f in seen if f not in split) == sorted(f for f in files
                                                                 if f not in split)
-    *dealt, solo, big = plan
-    assert {f.name for f in big[0]} == {f.name for f in files if f.name in rounds.BIG}
+    n_big = sum(f.name in rounds.BIG for f in files)
+    dealt, solo, big = plan[:-n_big - 1], plan[-n_big - 1], plan[-n_big:]
+    # each big file alone in a round (a process of its own), after everything else
+    assert [len(hand) for hand, _ in big] == [1] * n_big
+    assert {hand[0].name for hand, _ in big} == set(rounds.BIG)
     assert {f.name for f in solo[0]} == {f.name for f in files if f.name in rounds.SOLO}
     for hand, shards in dealt:
         assert not {f.name for f in hand} & (set(rounds.BIG) | set(rounds.SOLO))

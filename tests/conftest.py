@@ -75,6 +75,66 @@ def has_feature(name: str) -> bool:
     return name in wgc.device_info()["features"]
 
 
+@pytest.fixture
+def tuning_cache(tmp_path, monkeypatch):
+    """A fresh, empty tuning cache (its file, and every open device's choices forgotten)."""
+    from wgcompute import autotune
+
+    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
+    autotune.autotune_reset()
+    yield tmp_path
+    autotune.autotune_reset()
+
+
+@pytest.fixture
+def submits(monkeypatch):
+    """Every submission to the current device's queue, counted."""
+    submitter = wgc.current_device().submitter
+    seen = []
+    real = type(submitter).submit
+
+    def counting(self, *args, **kwargs):
+        seen.append(args)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(submitter), "submit", counting)
+    return seen
+
+
+# -- helpers of the matmul tests that read operands in place ------------------------------------
+MATMUL_TOL = {"f32": 2e-5, "f64": 1e-12, "f16": 2e-2}  # max |error| / max(1, max |want|)
+
+
+def float_dtype(name: str) -> np.dtype:
+    """numpy's dtype of "f32", "f64" or "f16"; skips where the adapter lacks the type."""
+    if name == "f16" and not has_feature("shader-f16"):
+        pytest.skip("the adapter lacks shader-f16")
+    if name == "f64" and not has_feature("shader-f64"):
+        pytest.skip("the adapter lacks shader-f64")
+    return np.dtype({"f32": np.float32, "f64": np.float64, "f16": np.float16}[name])
+
+
+def assert_product_close(got, want, dtype: str) -> None:
+    """A product's result against numpy's in f64, to MATMUL_TOL relative to its largest."""
+    scale = max(1.0, float(np.abs(want).max()))
+    assert got.shape == want.shape
+    assert np.abs(got.astype(np.float64) - want).max() <= MATMUL_TOL[dtype] * scale
+
+
+def queued_labels(dev) -> list[str]:
+    """The labels of the operations queued on ``dev`` and not yet submitted."""
+    return [op.label for op in dev.lazy.ops] if dev.lazy is not None else []
+
+
+@pytest.fixture
+def autofused():
+    """Skips where automatic fusion is off."""
+    from wgcompute import _fusion_auto
+
+    if not _fusion_auto.enabled():
+        pytest.skip("automatic fusion is off (WGCOMPUTE_FUSE=0)")
+
+
 # -- what the adapter under test can do -------------------------------------------------------
 # Each capability is found on the default device, by asking it or by measuring, once per run,
 # and only when a test needs it. None: available; else why not (the skip reason).

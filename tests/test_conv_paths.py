@@ -142,14 +142,7 @@ def test_untuned_choice_by_shape():
         assert cfg.threads <= conv_configs.SKINNY_THREADS and cfg.s <= max(1, k // 8)
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
-    yield tmp_path
-    autotune.autotune_reset()
-
-
-def test_autotune_times_a_layer_and_keeps_its_choice(cache, monkeypatch, rng):
+def test_autotune_times_a_layer_and_keeps_its_choice(tuning_cache, monkeypatch, rng):
     """Forced on (lavapipe skips tuning by default): a 7×7 layer's candidates (tiled and
     skinny) are timed on the layer itself, the winner is remembered under the layer's shape
     and used, correctly."""
@@ -159,7 +152,7 @@ def test_autotune_times_a_layer_and_keeps_its_choice(cache, monkeypatch, rng):
     out = wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (x, w, b)], None,
                          {"activation": "relu"})
     close(out.to_numpy(), np.maximum(want, 0))
-    stored = json.loads((cache / "autotune.json").read_text())
+    stored = json.loads((tuning_cache / "autotune.json").read_text())
     key = ConvProblem("f32", 40, 49, 96, 49, (1, 1, 1, 1, 1, 1)).key
     chosen = stored[autotune.adapter_key(wgc.current_device())][key]
     problem = ConvProblem("f32", 40, 49, 96, 49, (1, 1, 1, 1, 1, 1))

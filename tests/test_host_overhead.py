@@ -21,15 +21,6 @@ from wgcompute.kernels import get
 from wgcompute.kernels.core.bind import bind
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A fresh, empty tuning cache (file and every open device's choices)."""
-    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
-    autotune.autotune_reset()
-    yield tmp_path
-    autotune.autotune_reset()
-
-
 def _write(path, data) -> None:
     path.write_text(json.dumps(data))
 
@@ -38,9 +29,9 @@ def _after_recheck() -> None:
     time.sleep(autotune._RECHECK_S * 2)
 
 
-def test_a_lookup_miss_parses_the_cache_file_once(cache, monkeypatch):
+def test_a_lookup_miss_parses_the_cache_file_once(tuning_cache, monkeypatch):
     dev = wgc.current_device()
-    _write(cache / "autotune.json", {"another adapter": {"p": "x"}})
+    _write(tuning_cache / "autotune.json", {"another adapter": {"p": "x"}})
     parsed = []
     real = json.load
     monkeypatch.setattr(autotune.json, "load", lambda f: parsed.append(1) or real(f))
@@ -49,7 +40,7 @@ def test_a_lookup_miss_parses_the_cache_file_once(cache, monkeypatch):
     assert len(parsed) == 1
 
 
-def test_a_cache_file_written_by_another_process_after_a_miss_is_seen(cache):
+def test_a_cache_file_written_by_another_process_after_a_miss_is_seen(tuning_cache):
     dev = wgc.current_device()
     key = autotune.adapter_key(dev)
     assert autotune.lookup(dev, "problem p") is None  # a miss: the (missing) file was read
@@ -59,18 +50,18 @@ def test_a_cache_file_written_by_another_process_after_a_miss_is_seen(cache):
             "with os.fdopen(fd, 'w') as f:\n"
             "    json.dump({key: {'problem p': '64x64x16_4x4'}}, f)\n"
             "os.replace(tmp, os.path.join(folder, 'autotune.json'))\n")
-    subprocess.run([sys.executable, "-c", code, str(cache), key], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code, str(tuning_cache), key], check=True, timeout=60)
     _after_recheck()
     assert autotune.lookup(dev, "problem p") == "64x64x16_4x4"
     assert autotune.stored(dev) == {"problem p": "64x64x16_4x4"}
 
 
-def test_a_rewrite_of_the_same_size_in_the_same_clock_tick_is_seen(cache):
+def test_a_rewrite_of_the_same_size_in_the_same_clock_tick_is_seen(tuning_cache):
     """mtime, size and inode can all stay the same when a file is rewritten in place within
     the filesystem clock's tick: such a fresh parse is checked again."""
     dev = wgc.current_device()
     key = autotune.adapter_key(dev)
-    path = cache / "autotune.json"
+    path = tuning_cache / "autotune.json"
     _write(path, {key: {"p": "aaaa"}})
     assert autotune.lookup(dev, "p") == "aaaa"
     dev.autotune.clear()  # the device keeps what it found: look at the file again
@@ -80,7 +71,7 @@ def test_a_rewrite_of_the_same_size_in_the_same_clock_tick_is_seen(cache):
     assert autotune.lookup(dev, "p") == "bbbb"
 
 
-def test_remember_and_reset_are_seen_at_once(cache):
+def test_remember_and_reset_are_seen_at_once(tuning_cache):
     dev = wgc.current_device()
     assert autotune.lookup(dev, "p") is None
     autotune.remember(dev, "p", "32x32x16_4x4")
@@ -91,7 +82,7 @@ def test_remember_and_reset_are_seen_at_once(cache):
     assert not os.path.exists(autotune.cache_path())
 
 
-def test_a_matmul_problem_is_made_once_and_its_choice_looked_up_each_time(cache):
+def test_a_matmul_problem_is_made_once_and_its_choice_looked_up_each_time(tuning_cache):
     dev = wgc.current_device()
     mm = get("matmul")
     first = mm.tune_problem(256, 256, 256, "f32", dev)
@@ -163,23 +154,13 @@ def test_the_python_calls_of_a_queued_matmul_stay_few():
     assert new <= MAX_CALLS_NEW_BINDING, new
 
 
-def test_synchronize_submits_the_queued_ops_with_its_fence_in_one_submission(monkeypatch):
-    dev = wgc.current_device()
+def test_synchronize_submits_the_queued_ops_with_its_fence_in_one_submission(submits):
     a = wgc.from_numpy(np.arange(256, dtype=np.float32))
     wgc.synchronize()
-    submitter = dev.submitter
-    seen = []
-    real = type(submitter).submit
-
-    def counting(self, *args, **kwargs):
-        seen.append(args)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(submitter), "submit", counting)
     c = _lazy.enqueue("add", [a, a])
+    submits.clear()
     wgc.synchronize()
-    assert len(seen) == 1
-    monkeypatch.undo()
+    assert len(submits) == 1
     np.testing.assert_array_equal(c.to_numpy(), 2 * np.arange(256, dtype=np.float32))
 
 

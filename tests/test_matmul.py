@@ -392,15 +392,7 @@ def test_between_the_classes_defaults_fill_a_big_gpu_and_are_tuned_on_their_shap
         check(rng, m, n, k, "f32")
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
-    autotune.autotune_reset()  # choices earlier tests made (tuning is on by default on GPUs)
-    yield tmp_path
-    autotune.autotune_reset()
-
-
-def test_autotune_measures_real_matmuls_on_this_adapter(cache, monkeypatch, rng):
+def test_autotune_measures_real_matmuls_on_this_adapter(tuning_cache, monkeypatch, rng):
     """Forced on (lavapipe skips tuning by default): times the "small" class's tuning set on
     its 256³ problem, keeps the winner, and the matmul uses it correctly; f16
     "mixed" is its own problem, tuned among the mixed candidates."""
@@ -408,24 +400,24 @@ def test_autotune_measures_real_matmuls_on_this_adapter(cache, monkeypatch, rng)
     check(rng, 100, 100, 100, "f32")  # the first matmul of the class tunes it, then runs
     cfg = Matmul().config_for(100, 100, 100, "f32", get_device())
     assert cfg in CANDIDATES
-    stored = json.loads((cache / "autotune.json").read_text())
+    stored = json.loads((tuning_cache / "autotune.json").read_text())
     key = autotune.adapter_key(get_device())
     assert stored[key][f"matmul f32 small r{_TUNE_REVISION}"] == cfg.name
     if "shader-f16" in wgc.device_info()["features"]:
         check(rng, 100, 100, 100, "f16", precision="mixed")
         cfg = Matmul().config_for(100, 100, 100, "f16", get_device(), "mixed")
         assert cfg in MIXED_CANDIDATES
-        stored = json.loads((cache / "autotune.json").read_text())
+        stored = json.loads((tuning_cache / "autotune.json").read_text())
         assert (stored[key][f"matmul f16 mixed small r{_TUNE_REVISION}"]
                 == cfg.name)
 
 
-def test_autotune_default_without_tuning(cache, monkeypatch):
+def test_autotune_default_without_tuning(tuning_cache, monkeypatch):
     monkeypatch.setenv("WGCOMPUTE_AUTOTUNE", "0")
     assert Matmul().config_for(4096, 4096, 4096, "f32", get_device()).name == "128x128x8_8x8"
     assert (Matmul().config_for(4096, 4096, 4096, "f16", get_device(), "mixed").name
             == _MIXED_DEFAULTS["large"])
-    assert not (cache / "autotune.json").exists()
+    assert not (tuning_cache / "autotune.json").exists()
 
 
 def test_sweep_times_each_config_and_goes_on_past_a_failing_one(tmp_path, monkeypatch):

@@ -5,38 +5,12 @@ adapter the suite runs on."""
 
 import numpy as np
 import pytest
-from conftest import has_feature
+from conftest import assert_product_close, float_dtype, queued_labels
 
 import wgcompute as wgc
-from wgcompute import _fusion_auto, _lazy
+from wgcompute import _lazy
 from wgcompute import array_api as xp
 from wgcompute.errors import ShapeError
-
-TOL = {"f32": 2e-5, "f64": 1e-12, "f16": 2e-2}
-
-
-def _case(dtype):
-    if dtype == "f16" and not has_feature("shader-f16"):
-        pytest.skip("the adapter lacks shader-f16")
-    if dtype == "f64" and not has_feature("shader-f64"):
-        pytest.skip("the adapter lacks shader-f64")
-    return np.dtype({"f32": np.float32, "f64": np.float64, "f16": np.float16}[dtype])
-
-
-def _close(got, want, dtype):
-    scale = max(1.0, float(np.abs(want).max()))
-    assert got.shape == want.shape
-    assert np.abs(got.astype(np.float64) - want).max() <= TOL[dtype] * scale
-
-
-@pytest.fixture
-def fused():
-    if not _fusion_auto.enabled():
-        pytest.skip("automatic fusion is off (WGCOMPUTE_FUSE=0)")
-
-
-def _labels(dev) -> list[str]:
-    return [op.label for op in dev.lazy.ops] if dev.lazy is not None else []
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64", "f16"])
@@ -55,14 +29,14 @@ def _labels(dev) -> list[str]:
     ((128, 96), (64, 128), True, True),
 ])
 def test_matmul_reads_transposed_operands(a_shape, b_shape, ta, tb, dtype, rng):
-    dt = _case(dtype)
+    dt = float_dtype(dtype)
     a = rng.standard_normal(a_shape).astype(dt)
     b = rng.standard_normal(b_shape).astype(dt)
     want = np.matmul(np.swapaxes(a, -1, -2) if ta else a,
                      np.swapaxes(b, -1, -2) if tb else b, dtype=np.float64)
     params = {**({"_ta": True} if ta else {}), **({"_tb": True} if tb else {})}
     got = _lazy.enqueue("matmul", [wgc.buffer(a), wgc.buffer(b)], None, params).to_numpy()
-    _close(got, want, dtype)
+    assert_product_close(got, want, dtype)
 
 
 @pytest.mark.parametrize("config", ["32x64x16_4x4_s8", "128x128x16_8x8_u_sb",
@@ -73,7 +47,7 @@ def test_transposed_operands_under_each_kind_of_tile(config, dtype, rng):
     register tiles of 8x8, with both operands transposed, odd and vec4 sizes."""
     from wgcompute.kernels.matmul.configs import TileConfig
 
-    dt = _case(dtype)
+    dt = float_dtype(dtype)
     for m, k, n in ((70, 260, 36), (64, 256, 32)):
         a = rng.standard_normal((k, m)).astype(dt)
         b = rng.standard_normal((n, k)).astype(dt)
@@ -81,11 +55,11 @@ def test_transposed_operands_under_each_kind_of_tile(config, dtype, rng):
         if not params["_config"].fits(wgc.current_device(), 4):
             pytest.skip(f"{config} does not fit this adapter")
         got = _lazy.enqueue("matmul", [wgc.buffer(a), wgc.buffer(b)], None, params)
-        _close(got.to_numpy(), np.matmul(a.T, b.T, dtype=np.float64), dtype)
+        assert_product_close(got.to_numpy(), np.matmul(a.T, b.T, dtype=np.float64), dtype)
 
 
 def test_mixed_precision_reads_transposed_operands(rng):
-    dt = _case("f16")
+    dt = float_dtype("f16")
     a = rng.standard_normal((48, 64)).astype(dt)
     b = rng.standard_normal((40, 48)).astype(dt)
     got = _lazy.enqueue("matmul", [wgc.buffer(a), wgc.buffer(b)], None,
@@ -101,7 +75,7 @@ def test_matmul_refuses_a_transposed_vector():
                                  wgc.buffer(np.ones((4, 2), np.float32))], None, {"_ta": True})
 
 
-def test_chain_of_products_and_transposes_queues_no_copies(fused, rng):
+def test_chain_of_products_and_transposes_queues_no_copies(autofused, rng):
     xn = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
     wn = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
     x, w = wgc.buffer(xn), wgc.buffer(wn)
@@ -112,15 +86,15 @@ def test_chain_of_products_and_transposes_queues_no_copies(fused, rng):
         y = y @ w
         y = y.T
     # one kernel per product; only the last transpose, whose result is alive, is copied
-    assert _labels(dev) == ["matmul"] * 10
+    assert queued_labels(dev) == ["matmul"] * 10
     want = xn.astype(np.float64)
     for _ in range(10):
         want = (want @ wn).T
-    _close(y.to_numpy(), want, "f32")
-    assert not _labels(dev)
+    assert_product_close(y.to_numpy(), want, "f32")
+    assert not queued_labels(dev)
 
 
-def test_batched_matrix_transpose_is_read_in_place(fused, rng):
+def test_batched_matrix_transpose_is_read_in_place(autofused, rng):
     an = rng.standard_normal((3, 6, 5)).astype(np.float32)
     bn = rng.standard_normal((3, 4, 5)).astype(np.float32)
     a, b = wgc.buffer(an), wgc.buffer(bn)
@@ -128,12 +102,12 @@ def test_batched_matrix_transpose_is_read_in_place(fused, rng):
     dev.synchronize()
     c = a @ b.mT
     d = xp.matmul(b, xp.matrix_transpose(a))
-    assert _labels(dev) == ["matmul", "matmul"]
-    _close(c.to_numpy(), an.astype(np.float64) @ np.swapaxes(bn, -1, -2), "f32")
-    _close(d.to_numpy(), bn.astype(np.float64) @ np.swapaxes(an, -1, -2), "f32")
+    assert queued_labels(dev) == ["matmul", "matmul"]
+    assert_product_close(c.to_numpy(), an.astype(np.float64) @ np.swapaxes(bn, -1, -2), "f32")
+    assert_product_close(d.to_numpy(), bn.astype(np.float64) @ np.swapaxes(an, -1, -2), "f32")
 
 
-def test_held_transpose_sees_the_source_as_it_was(fused, rng):
+def test_held_transpose_sees_the_source_as_it_was(autofused, rng):
     an = rng.standard_normal((6, 4)).astype(np.float32)
     a = wgc.buffer(an)
     t = a.T
@@ -144,7 +118,7 @@ def test_held_transpose_sees_the_source_as_it_was(fused, rng):
                                atol=2e-5)
 
 
-def test_held_transpose_outlives_a_freed_source(fused, rng):
+def test_held_transpose_outlives_a_freed_source(autofused, rng):
     an = rng.standard_normal((5, 3)).astype(np.float32)
     a = wgc.buffer(an)
     t = a.T
@@ -152,18 +126,18 @@ def test_held_transpose_outlives_a_freed_source(fused, rng):
     np.testing.assert_array_equal(t.to_numpy(), an.T)
 
 
-def test_dead_transpose_is_never_run(fused, rng):
+def test_dead_transpose_is_never_run(autofused, rng):
     a = wgc.buffer(rng.standard_normal((8, 8)).astype(np.float32))
     dev = a.device
     dev.synchronize()
     t = a.T
     del t
     dev.lazy.flush()
-    assert not _labels(dev)
+    assert not queued_labels(dev)
     dev.synchronize()
 
 
-def test_transpose_read_by_other_ops_is_copied_first(fused, rng):
+def test_transpose_read_by_other_ops_is_copied_first(autofused, rng):
     an = rng.standard_normal((4, 6)).astype(np.float32)
     a = wgc.buffer(an)
     t = a.T

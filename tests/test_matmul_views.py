@@ -6,38 +6,12 @@ against numpy on the adapter the suite runs on."""
 
 import numpy as np
 import pytest
-from conftest import has_feature
+from conftest import assert_product_close, float_dtype, queued_labels
 
 import wgcompute as wgc
-from wgcompute import _fusion_auto, _lazy
+from wgcompute import _lazy
 from wgcompute import array_api as xp
 from wgcompute.errors import ArgumentError, ShapeError
-
-TOL = {"f32": 2e-5, "f64": 1e-12, "f16": 2e-2}
-
-
-def _dtype(name):
-    if name == "f16" and not has_feature("shader-f16"):
-        pytest.skip("the adapter lacks shader-f16")
-    if name == "f64" and not has_feature("shader-f64"):
-        pytest.skip("the adapter lacks shader-f64")
-    return np.dtype({"f32": np.float32, "f64": np.float64, "f16": np.float16}[name])
-
-
-def _close(got, want, dtype):
-    scale = max(1.0, float(np.abs(want).max()))
-    assert got.shape == want.shape
-    assert np.abs(got.astype(np.float64) - want).max() <= TOL[dtype] * scale
-
-
-@pytest.fixture
-def fused():
-    if not _fusion_auto.enabled():
-        pytest.skip("automatic fusion is off (WGCOMPUTE_FUSE=0)")
-
-
-def _labels(dev) -> list[str]:
-    return [op.label for op in dev.lazy.ops] if dev.lazy is not None else []
 
 
 def _product(rng, dt, a_src, a_perm, b_src, b_perm):
@@ -50,7 +24,7 @@ def _product(rng, dt, a_src, a_perm, b_src, b_perm):
     pa = xp.permute_dims(a, a_perm) if a_perm else a
     pb = xp.permute_dims(b, b_perm) if b_perm else b
     c = pa @ pb
-    labels = _labels(dev)
+    labels = queued_labels(dev)
     want = np.matmul(np.transpose(an, a_perm) if a_perm else an,
                      np.transpose(bn, b_perm) if b_perm else bn, dtype=np.float64)
     return labels, c, want
@@ -73,32 +47,32 @@ def _product(rng, dt, a_src, a_perm, b_src, b_perm):
     # vectors: a 1-D operand before a view
     ((8,), None, (8, 3, 6), (1, 0, 2)),
 ])
-def test_permuted_operands_are_read_in_place(fused, a_src, a_perm, b_src, b_perm, dtype,
+def test_permuted_operands_are_read_in_place(autofused, a_src, a_perm, b_src, b_perm, dtype,
                                              rng):
-    dt = _dtype(dtype)
+    dt = float_dtype(dtype)
     labels, c, want = _product(rng, dt, a_src, a_perm, b_src, b_perm)
     assert labels == ["matmul"]  # no strided_copy queued: the product reads the sources
-    _close(c.to_numpy(), want, dtype)
+    assert_product_close(c.to_numpy(), want, dtype)
 
 
-def test_layout_that_does_not_qualify_is_copied_first(fused, rng):
+def test_layout_that_does_not_qualify_is_copied_first(autofused, rng):
     # (D, S, B) to (B, S, D): neither matrix stride of the view is 1
     labels, c, want = _product(rng, np.float32, (8, 7, 3), (2, 1, 0), (3, 8, 5), None)
     assert labels == ["region_copy", "matmul"]  # permute_dims copies through region_copy
-    _close(c.to_numpy(), want, "f32")
+    assert_product_close(c.to_numpy(), want, "f32")
 
 
 @pytest.mark.parametrize("a_src,b_src", [((9, 4, 12), (12, 20)), ((5, 3, 8), (8,))])
-def test_a_view_that_would_split_one_product_is_copied_first(fused, a_src, b_src, rng):
+def test_a_view_that_would_split_one_product_is_copied_first(autofused, a_src, b_src, rng):
     """A permuted a times one shared matrix (a linear layer on a sequence-first input): the
     copy makes one 2-D product of all of a's rows, the view would make one small product per
     batch (3x slower on an H200 for ViT's input projection), so the copy is queued first."""
     labels, c, want = _product(rng, np.float32, a_src, (1, 0, 2), b_src, None)
     assert labels == ["region_copy", "matmul"]
-    _close(c.to_numpy(), want, "f32")
+    assert_product_close(c.to_numpy(), want, "f32")
 
 
-def test_permuted_source_is_read_as_it_was(fused, rng):
+def test_permuted_source_is_read_as_it_was(autofused, rng):
     qn = rng.standard_normal((5, 4, 8)).astype(np.float32)
     q = wgc.buffer(qn)
     p = xp.permute_dims(q, (1, 0, 2))
@@ -106,11 +80,11 @@ def test_permuted_source_is_read_as_it_was(fused, rng):
     c = p @ xp.permute_dims(q, (1, 2, 0))
     want = np.matmul(np.transpose(qn, (1, 0, 2)), np.transpose(qn + 1, (1, 2, 0)),
                      dtype=np.float64)
-    _close(c.to_numpy(), want, "f32")
+    assert_product_close(c.to_numpy(), want, "f32")
 
 
 @pytest.mark.parametrize("perm", [(1, 0), (1, 0, 2)])
-def test_product_of_a_held_copy_outlives_its_freed_source(fused, perm, rng):
+def test_product_of_a_held_copy_outlives_its_freed_source(autofused, perm, rng):
     """The source freed after the copy was asked for: the copy is made (the product cannot
     read a freed buffer) and the product reads it."""
     an = rng.standard_normal((6, 4, 5)[:len(perm)]).astype(np.float32)
@@ -119,10 +93,10 @@ def test_product_of_a_held_copy_outlives_its_freed_source(fused, perm, rng):
     p = xp.permute_dims(a, perm)
     a.free()
     c = p @ w
-    _close(c.to_numpy(), np.transpose(an, perm).astype(np.float64) @ wn, "f32")
+    assert_product_close(c.to_numpy(), np.transpose(an, perm).astype(np.float64) @ wn, "f32")
 
 
-def test_strided_copy_of_a_flat_buffer_is_read_in_place(fused, rng):
+def test_strided_copy_of_a_flat_buffer_is_read_in_place(autofused, rng):
     """A copy of a 1-D buffer into rows (every other row of a flat source) and a product of
     it: the product reads the flat buffer through the copy's strides."""
     flat_n = rng.standard_normal(40).astype(np.float32)
@@ -133,12 +107,12 @@ def test_strided_copy_of_a_flat_buffer_is_read_in_place(fused, rng):
     rows = _lazy.enqueue("strided_copy", [flat], wgc.empty((5, 4), "f32"),
                          {"strides": (8, 1), "offset": 0})
     c = rows @ w
-    assert _labels(dev) == ["matmul"]
+    assert queued_labels(dev) == ["matmul"]
     want = flat_n.reshape(5, 8)[:, :4].astype(np.float64) @ wn
-    _close(c.to_numpy(), want, "f32")
+    assert_product_close(c.to_numpy(), want, "f32")
 
 
-def test_held_copies_queued_as_the_batch_fills(fused, rng):
+def test_held_copies_queued_as_the_batch_fills(autofused, rng):
     """An op that needs several held copies queued first, the first of which fills the batch
     (its flush queues the others): each copy is queued once and reads the source as it was."""
     an = rng.standard_normal((3, 4, 8)).astype(np.float32)
@@ -156,7 +130,7 @@ def test_held_copies_queued_as_the_batch_fills(fused, rng):
         np.testing.assert_allclose(x.to_numpy(), an, rtol=1e-6, atol=1e-6)
 
 
-def test_chained_heads_product_queues_no_copies(fused, rng):
+def test_chained_heads_product_queues_no_copies(autofused, rng):
     """Q·K^T, softmax-free scaling, then ·V: the three head permutations are read in place."""
     s, bh, d = 17, 4, 64
     qkv = [rng.standard_normal((s, bh, d)).astype(np.float32) for _ in range(3)]
@@ -165,15 +139,15 @@ def test_chained_heads_product_queues_no_copies(fused, rng):
     dev.synchronize()
     scores = xp.permute_dims(q, (1, 0, 2)) @ xp.permute_dims(k, (1, 2, 0))
     out = scores @ xp.permute_dims(v, (1, 0, 2))
-    assert _labels(dev) == ["matmul", "matmul"]
+    assert queued_labels(dev) == ["matmul", "matmul"]
     qn, kn, vn = (x.astype(np.float64) for x in qkv)
     want = (np.transpose(qn, (1, 0, 2)) @ np.transpose(kn, (1, 2, 0))) @ \
         np.transpose(vn, (1, 0, 2))
-    _close(out.to_numpy(), want, "f32")
+    assert_product_close(out.to_numpy(), want, "f32")
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_transpose_of_a_held_permutation_is_one_view(fused, keep, rng):
+def test_transpose_of_a_held_permutation_is_one_view(autofused, keep, rng):
     """ONNX's attention: K's heads permuted, then their last two axes swapped (K^T): the
     product reads K through both at once; the first permutation's result is written only if
     it is still referenced."""
@@ -184,11 +158,11 @@ def test_transpose_of_a_held_permutation_is_one_view(fused, keep, rng):
     dev.synchronize()
     heads = xp.permute_dims(k, (1, 0, 2))
     s = xp.permute_dims(q, (1, 0, 2)) @ xp.matrix_transpose(heads)
-    assert _labels(dev) == ["matmul"]
+    assert queued_labels(dev) == ["matmul"]
     if not keep:
         del heads
     want = np.transpose(qn, (1, 0, 2)).astype(np.float64) @ np.transpose(kn, (1, 2, 0))
-    _close(s.to_numpy(), want, "f32")
+    assert_product_close(s.to_numpy(), want, "f32")
     if keep:
         np.testing.assert_array_equal(heads.to_numpy(), np.transpose(kn, (1, 0, 2)))
 
@@ -206,7 +180,7 @@ def test_matmul_reads_through_strides_and_offset(offset, rng):
     a_view = np.lib.stride_tricks.as_strided(flat[offset:], (2, 5, 7), (4 * 80, 4 * 12, 4))
     got = _direct(flat, bn, {"_la": ((2, 5, 7), (80, 12, 1), offset),
                              "_lb": ((2, 7, 6), (42, 1, 7), 0)})
-    _close(got, np.matmul(a_view, np.swapaxes(bn, -1, -2), dtype=np.float64), "f32")
+    assert_product_close(got, np.matmul(a_view, np.swapaxes(bn, -1, -2), dtype=np.float64), "f32")
 
 
 @pytest.mark.parametrize("config", [None, "32x64x16_4x4_s8", "128x128x16_8x8_u_sb",
@@ -218,7 +192,7 @@ def test_views_under_each_kind_of_tile(config, dtype, rng):
     and one that does not (2), and odd sizes."""
     from wgcompute.kernels.matmul.configs import TileConfig
 
-    dt = _dtype(dtype)
+    dt = float_dtype(dtype)
     params = {}
     if config is not None:
         params["_config"] = TileConfig.parse(config)
@@ -232,11 +206,12 @@ def test_views_under_each_kind_of_tile(config, dtype, rng):
             flat_a[off:], (2, m, k), tuple(dt.itemsize * s for s in (k + 4, 2 * (k + 4), 1)))
         got = _direct(flat_a, bn, dict(params, _la=((2, m, k), (k + 4, 2 * (k + 4), 1), off),
                                        _lb=((2, k, n), (k, 1, 2 * k), 0)))
-        _close(got, np.matmul(a_view, np.transpose(bn, (1, 2, 0)), dtype=np.float64), dtype)
+        want = np.matmul(a_view, np.transpose(bn, (1, 2, 0)), dtype=np.float64)
+        assert_product_close(got, want, dtype)
 
 
 def test_mixed_precision_reads_views(rng):
-    dt = _dtype("f16")
+    dt = float_dtype("f16")
     an = rng.standard_normal((48, 3, 64)).astype(dt)  # a (3, 48, 64) rows 192 apart
     bn = rng.standard_normal((64, 3, 40)).astype(dt)  # b (3, 64, 40) rows 120 apart
     got = _direct(an, bn, {"_la": ((3, 48, 64), (64, 192, 1), 0),
@@ -262,7 +237,7 @@ def test_matmul_refuses_a_view_with_no_unit_matrix_stride():
 
 
 @pytest.mark.needs("shader-int64")  # the encoder's token ids and shapes are int64
-def test_interpreted_attention_reads_its_heads_in_place(fused, monkeypatch):
+def test_interpreted_attention_reads_its_heads_in_place(autofused, monkeypatch):
     """An ONNX encoder run by the interpreter (heads split by Reshape and Transpose, K^T a
     second Transpose): only the merge of the heads after P·V is copied, each layer's Q, K and
     V are read in place by the products; the result is onnxruntime's."""
@@ -290,7 +265,7 @@ def test_interpreted_attention_reads_its_heads_in_place(fused, monkeypatch):
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (1, 3, 1), (2, 1, 4)])
-def test_held_slices_of_unstack_read_by_elementwise_ops(fused, shape, rng):
+def test_held_slices_of_unstack_read_by_elementwise_ops(autofused, shape, rng):
     """unstack's pieces are held copies; elementwise ops read them through their views, a
     one-element piece too (its view then has no dimensions left, only its offset)."""
     xn = rng.standard_normal(shape).astype(np.float32)

@@ -15,31 +15,6 @@ from wgcompute.kernels import bind, get
 from wgcompute.kernels.core import tuning
 from wgcompute.kernels.core.tuning import TuneProblem
 
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A fresh, empty tuning cache (file and every open device's choices)."""
-    monkeypatch.setenv("WGCOMPUTE_CACHE_DIR", str(tmp_path))
-    autotune.autotune_reset()
-    yield tmp_path
-    autotune.autotune_reset()
-
-
-@pytest.fixture
-def submits(monkeypatch):
-    """Every submission to the current device's queue, counted."""
-    submitter = wgc.current_device().submitter
-    seen = []
-    real = type(submitter).submit
-
-    def counting(self, *args, **kwargs):
-        seen.append(args)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(submitter), "submit", counting)
-    return seen
-
-
 # kernel: (input shapes, output shape, params); each has a problem class with several candidates
 CASES = {
     "matmul": ([(100, 100), (100, 100)], (100, 100), {}),
@@ -49,7 +24,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_key_never_times_and_binding_tunes_first(name, cache, submits, monkeypatch, rng):
+def test_key_never_times_and_binding_tunes_first(name, tuning_cache, submits, monkeypatch, rng):
     """Tuning forced on (lavapipe skips it by default), on an empty cache: key() submits
     nothing and writes no choice (the default); binding times the candidates, remembers the
     winner, and key() then gives the tuned choice."""
@@ -62,12 +37,12 @@ def test_key_never_times_and_binding_tunes_first(name, cache, submits, monkeypat
     submits.clear()  # the uploads
     before = dict(kernel.key(ins, out, resolved).constants)["config"]
     assert submits == []
-    assert not (cache / "autotune.json").exists()
+    assert not (tuning_cache / "autotune.json").exists()
     [problem] = kernel.tune_problems(ins, out, resolved)
     assert len(problem.candidates) > 1 and before == problem.fallback
     bind(kernel, ins, out, params)
     assert submits  # the candidates were timed on the GPU
-    chosen = json.loads((cache / "autotune.json").read_text())[
+    chosen = json.loads((tuning_cache / "autotune.json").read_text())[
         autotune.adapter_key(wgc.current_device())][problem.key]
     assert chosen in problem.candidates
     submits.clear()
@@ -75,7 +50,7 @@ def test_key_never_times_and_binding_tunes_first(name, cache, submits, monkeypat
     assert submits == []
 
 
-def test_tune_keeps_the_fastest_and_choice_only_looks_up(cache, monkeypatch):
+def test_tune_keeps_the_fastest_and_choice_only_looks_up(tuning_cache, monkeypatch):
     dev = wgc.current_device()
     timings = {"a": 3.0, "b": 1.0, "c": 2.0}
     calls = []
@@ -95,7 +70,7 @@ def test_tune_keeps_the_fastest_and_choice_only_looks_up(cache, monkeypatch):
     tuning.tune(dev, [problem])
     assert sorted(calls) == ["a", "b", "c"]
     assert tuning.choice(dev, problem) == "b"
-    stored = json.loads((cache / "autotune.json").read_text())
+    stored = json.loads((tuning_cache / "autotune.json").read_text())
     assert stored[autotune.adapter_key(dev)]["demo f32 large"] == "b"
     calls.clear()
     tuning.tune(dev, [problem])
@@ -106,11 +81,11 @@ def test_tune_keeps_the_fastest_and_choice_only_looks_up(cache, monkeypatch):
     tuning.tune(dev, [fewer])
     assert tuning.choice(dev, fewer) == "a" and sorted(calls) == ["a", "c"]
     wgc.autotune_reset()
-    assert not (cache / "autotune.json").exists()
+    assert not (tuning_cache / "autotune.json").exists()
     assert tuning.choice(dev, problem) == "a"
 
 
-def test_background_tuning_never_waits_and_later_bindings_use_its_choice(cache, monkeypatch,
+def test_background_tuning_never_waits_and_later_bindings_use_its_choice(tuning_cache, monkeypatch,
                                                                             rng):
     """In the background mode (a GPU's default; forced here on lavapipe) a first matmul binds
     the default configuration without timing anything on the caller; the device's tuning
@@ -167,7 +142,7 @@ def test_the_autotune_switch_is_checked(monkeypatch):
     assert autotune.mode(wgc.current_device()) == ("background" if wgc.is_gpu() else "off")
 
 
-def test_a_model_binds_again_after_background_tuning(cache, monkeypatch, rng):
+def test_a_model_binds_again_after_background_tuning(tuning_cache, monkeypatch, rng):
     """A Model's bound run made before background tuning finished is bound again on the next
     call (its convolutions then use the tuned configurations); the answers stay the same."""
     pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")

@@ -60,8 +60,11 @@ test: setup
 
 # Without the tests marked slow (heavy sweeps, whole models, the CLI, examples and clusters
 # end to end, exits and leaks run thousands of times): `make test` and CI run those too.
+# Without those tests no file holds a gigabyte: three rounds, the big files dealt with the rest.
+TEST_FAST_ROUNDS ?= 3
 test-fast: setup
-	$(PYTEST_ROUNDS) -m "not slow"
+	$(BIN)/python scripts/pytest_rounds.py --rounds $(TEST_FAST_ROUNDS) --big-with-rest -- \
+		$(PYTEST) -m "not slow"
 
 # The GL backend needs Mesa's EGL and GL drivers (llvmpipe without a GPU): `system` checks.
 test-gl: export WGCOMPUTE_WITH_GL := 1

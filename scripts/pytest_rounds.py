@@ -67,12 +67,14 @@ def deal(files: list[Path], rounds: int) -> list[list[Path]]:
     return [sorted(h) for h in hands]
 
 
-def plan(files: list[Path], rounds: int) -> list[tuple[list[Path], str]]:
+def plan(files: list[Path], rounds: int, big_alone: bool = True) -> list[tuple[list[Path], str]]:
     """(files, shards) per round: the usual files dealt, each SPLIT file in every one of
     those rounds as a shard, then the SOLO files in a round of their own, then each BIG file
-    in a round of its own (run with one worker: see one_worker)."""
+    in a round of its own (run with one worker: see one_worker), unless not ``big_alone``
+    (they are dealt with the usual files: a run without the tests marked slow, whose BIG
+    files hold a few hundred MB)."""
     solo = [f for f in files if f.name in SOLO]
-    big = [f for f in files if f.name in BIG]
+    big = [f for f in files if f.name in BIG] if big_alone else []
     split = [f for f in files if f.name in SPLIT]
     rest = [f for f in files if f not in solo and f not in split and f not in big]
     hands = deal(rest, rounds) if rest else ([[]] if split else [])
@@ -133,17 +135,21 @@ def run_round(command: list[str], env) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     if "--" not in argv:
-        print("usage: pytest_rounds.py [--rounds N] -- PYTEST COMMAND [ARGS]", file=sys.stderr)
+        print("usage: pytest_rounds.py [--rounds N] [--big-with-rest] -- PYTEST COMMAND [ARGS]",
+              file=sys.stderr)
         return 2
     split = argv.index("--")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="pytest runs in a row (default 4, "
                         "and one more for the files that start processes)")
+    parser.add_argument("--big-with-rest", action="store_true",
+                        help="deal the files whose tests hold over a gigabyte with the others "
+                        "(for runs without the slow tests) instead of a round each")
     opts = parser.parse_args(argv[:split])
     command = argv[split + 1:]
     paths = [a for a in command if a.endswith(".py") or Path(a).is_dir()]
     args = [a for a in command if a not in paths]
-    rounds = plan(test_files(paths), opts.rounds)
+    rounds = plan(test_files(paths), opts.rounds, not opts.big_with_rest)
     status, start, peaks = 0, time.monotonic(), []
     for i, (hand, shards) in enumerate(rounds, 1):
         note = f" (shards {shards})" if shards else ""

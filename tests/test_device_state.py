@@ -114,6 +114,7 @@ def test_a_model_on_two_devices_and_one_closed():
     assert weakref.ref(model) not in home._states
 
 
+@pytest.mark.slow  # eight devices opened and closed
 @pytest.mark.needs("several-devices")
 def test_a_new_device_never_sees_a_closed_ones_weights():
     """A closed device is not kept alive by a model that ran on it, so a device opened after
@@ -141,6 +142,7 @@ def test_a_new_device_never_sees_a_closed_ones_weights():
     print(f"{reused} of 8 devices reused a closed one's id")
 
 
+@pytest.mark.slow  # eight devices opened and closed
 @pytest.mark.needs("several-devices")
 def test_a_new_device_never_sees_a_closed_ones_stream_map_pipeline():
     """The same for a stream map's pipeline clones: one per device, closed with it."""

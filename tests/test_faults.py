@@ -180,7 +180,8 @@ CASES = {
 NEEDS = {"allocation until out of memory (1 GiB cap), then recovery": "out-of-memory-errors"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.needs(NEEDS[n])) if n in NEEDS
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.needs(NEEDS[n]),
+                                                         pytest.mark.slow]) if n in NEEDS
                                   else n for n in CASES])
 def test_fault(name):
     CASES[name]()

@@ -58,7 +58,7 @@ def infer(*args):
                           capture_output=True, text=True, timeout=600, env=env)
 
 
-@pytest.mark.parametrize("batch", ["1", "2"])
+@pytest.mark.parametrize("batch", ["1", pytest.param("2", marks=pytest.mark.slow)])
 def test_infer_json_matches_onnxruntime(model_path, tmp_path, batch):
     labels = tmp_path / "labels.txt"
     labels.write_text("\n".join(f"class {i}" for i in range(CLASSES)) + "\n")

@@ -214,6 +214,7 @@ class _Unpicklable:
 
 
 # -- workers that die ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_worker_killed_mid_map_loses_nothing(rng):
     batches = [rng.standard_normal(20_000 + i).astype(np.float32) for i in range(16)]
     with wgc.device_processes([ADAPTER, ADAPTER]) as p:
@@ -327,6 +328,7 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+@pytest.mark.slow
 def test_worker_processes_end_when_their_parent_is_killed(tmp_path):
     import subprocess
     import sys

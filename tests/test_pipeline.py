@@ -139,6 +139,7 @@ def _creations():
         object_tracker.increase = original
 
 
+@pytest.mark.slow
 def test_thousand_runs_create_no_gpu_objects_after_the_first(rng):
     n = 4096
     x = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))

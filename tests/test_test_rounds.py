@@ -46,3 +46,12 @@ def test_the_sampler_sums_the_memory_of_a_process_tree():
 
     me = psutil.Process(os.getpid())
     assert rounds._tree_pss(me) >= me.memory_full_info().pss > 0
+
+
+def test_big_with_rest_deals_the_big_files_with_the_others():
+    files = rounds.test_files([])
+    plan = rounds.plan(files, 3, big_alone=False)
+    assert len(plan) == 4  # three dealt rounds, then the files that start processes
+    seen = [f.name for hand, _ in plan[:3] for f in hand]
+    assert set(rounds.BIG) <= set(seen)
+    assert {f.name for f in plan[-1][0]} == set(rounds.SOLO)

@@ -13,7 +13,8 @@ from wgcompute.array_api._linalg_large import svd_parallel
 from wgcompute.dtypes import DTYPES
 from wgcompute.kernels.linalg.svd_parallel import PARALLEL_SVD_N
 
-pytestmark = pytest.mark.computes("dt")
+# sizes past one workgroup (large matrices, the parallel paths): slow on a CPU adapter
+pytestmark = [pytest.mark.computes("dt"), pytest.mark.slow]
 
 la = xp.linalg
 

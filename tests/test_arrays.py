@@ -476,6 +476,66 @@ def test_the_pool_is_bounded(monkeypatch):
     dev.release_memory_pool()
 
 
+
+def test_the_pool_bound_depends_on_the_adapter(monkeypatch):
+    """Unset, a discrete GPU's pool keeps POOL_BYTES_DISCRETE idle (its own memory, slow to
+    allocate), any other adapter POOL_BYTES; WGCOMPUTE_POOL_BYTES sets it for every one."""
+    from wgcompute import _pools
+
+    monkeypatch.delenv("WGCOMPUTE_POOL_BYTES", raising=False)
+    assert _pools.pool_bytes("DiscreteGPU") == _pools.POOL_BYTES_DISCRETE > _pools.POOL_BYTES
+    assert _pools.pool_bytes("CPU") == _pools.pool_bytes("IntegratedGPU") == _pools.POOL_BYTES
+    d = wgc.device(new=True)
+    try:
+        assert d.memory_pool.limit == _pools.pool_bytes(d.info()["adapter_type"])
+    finally:
+        d.close()
+    monkeypatch.setenv("WGCOMPUTE_POOL_BYTES", str(5 << 20))
+    assert _pools.pool_bytes("DiscreteGPU") == _pools.pool_bytes("CPU") == 5 << 20
+
+
+ALLOCATION_PAST_THE_POOL = '''
+import gc, json, resource, numpy as np, psutil, wgcompute as wgc
+x = wgc.from_numpy(np.ones(16 << 20, np.float32))  # 64 MiB
+dev = wgc.current_device()
+vms = psutil.Process().memory_info().vms
+resource.setrlimit(resource.RLIMIT_AS, (vms + (1 << 30), resource.RLIM_INFINITY))
+ys = []
+while len(ys) < 64:  # results of 64 MiB until the cap refuses one
+    try:
+        ys.append(x + float(len(ys)))
+        dev.synchronize()
+    except wgc.WgComputeError:
+        break
+n = len(ys)
+del ys
+gc.collect()
+held = dev.memory_pool.held  # idle in the pool now
+try:  # as many of 48 MiB, a size the pool does not hold: past the cap unless it gives back
+    big = [wgc.empty((12 << 20,), "f32") for _ in range(n)]
+    ok = float((big[-1] + x[:1]).to_numpy()[0])
+    error = None
+except wgc.WgComputeError as e:
+    ok, error = None, str(e)[:200]
+print(json.dumps({"n": n, "held": held, "after": dev.memory_pool.held, "ok": ok, "error": error}))
+'''
+
+
+@pytest.mark.needs("out-of-memory-errors")
+def test_an_allocation_the_gpu_refuses_is_tried_again_after_the_pool_gives_back():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, WGCOMPUTE_POOL_BYTES=str(4 << 30))
+    r = subprocess.run([sys.executable, "-c", ALLOCATION_PAST_THE_POOL], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-1500:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["n"] >= 2 and res["held"] == res["n"] * (64 << 20), res  # pooled
+    assert res["error"] is None and res["ok"] == 1.0 and res["after"] == 0, res
+
 def test_a_closed_device_releases_its_pool():
     d = wgc.device(backend="vulkan", new=True)
     x = wgc.buffer([1.0, 2.0], device=d)

@@ -79,13 +79,24 @@ def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "sh
     if size > limit:
         raise DeviceError(f"{argument}: {shape} {dt.name} is {nbytes} bytes, more than this "
                           f"adapter's max-buffer-size ({limit} bytes, {dev.name})")
-    dev.check()
-    dev.stats["buffers_created"] += 1
     try:
-        return dev.gpu_device.create_buffer(label=label or "wgcompute", size=size, usage=_USAGE)
+        return new_gpu_buffer(dev, label or "wgcompute", size)
     except Exception as e:
         raise dev.wrap(e, f"{argument}: could not allocate {shape} {dt.name} ({nbytes} bytes)") \
             from e
+
+
+def new_gpu_buffer(dev: Device, label: str, size: int):
+    """A new GPU buffer of ``size`` bytes; one the GPU refuses while the device's memory pool
+    holds idle memory is asked for again once the pool has given that memory back."""
+    dev.check()
+    dev.stats["buffers_created"] += 1
+    try:
+        return dev.gpu_device.create_buffer(label=label, size=size, usage=_USAGE)
+    except Exception:
+        if not dev.alive or dev.memory_pool.release() == 0:
+            raise
+    return dev.gpu_device.create_buffer(label=label, size=size, usage=_USAGE)
 
 
 class BufferMemory:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 import numpy as np
 
 from . import _buffer_memory, transfers
-from ._buffer_memory import _ALIGN, _USAGE, BufferMemory, _alloc, _new_id  # noqa: F401
+from ._buffer_memory import _ALIGN, _USAGE, BufferMemory, _alloc, _new_id, new_gpu_buffer  # noqa: F401
 from ._buffer_numpy import NotInstalled, NumpyMethods, install_array_ops  # noqa: F401
 from ._pools import result_class
 from .dtypes import DType, convert_exact, list_to_array
@@ -431,11 +431,8 @@ def result_buffer(shape: tuple[int, ...], dt: DType, dev: Device, label: str = "
         size = size or result_class(nbytes)
         if size > dev.limit("max-buffer-size"):
             return Buffer(_alloc(dev, shape, dt, label), shape, dt, label, dev)
-        dev.check()
-        dev.stats["buffers_created"] += 1
         try:
-            gpu = dev.gpu_device.create_buffer(label=label or "wgcompute-result", size=size,
-                                               usage=_USAGE)
+            gpu = new_gpu_buffer(dev, label or "wgcompute-result", size)
         except Exception as e:
             raise dev.wrap(e, f"shape: could not allocate {shape} {dt.name} ({nbytes} "
                               f"bytes)") from e

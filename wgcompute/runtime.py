@@ -67,8 +67,10 @@ class Device(DeviceParts):
                                     self.wrap)
         self.workers = Workers(self.label)
         # freed array results (operators' outputs) kept for reuse by size class
-        self.memory_pool = MemoryPool(gpu_device, self.label)
+        self.memory_pool = MemoryPool(gpu_device, self.label,
+                                      adapter_type=adapter.info["adapter_type"])
         self.memory_pool.on_release = self._forget_binds
+        self.staging.make_room = self.memory_pool.release
         # What the upper layers cache for this device (they fill these):
         self.pipelines: dict = {}  # PipelineKey -> compiled pipeline (kernels)
         self.pipelines_lock = threading.Lock()

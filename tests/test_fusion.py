@@ -187,9 +187,10 @@ def test_flat_inputs_load_every_item_before_computing(rng, n):
 
     args = [wgc.from_numpy(v) for v in (a, b, row)]
     same_bits(wgc.fuse(f)(*args), f(*args))
+    ops = ["in", "in", "in", "mul", "add", "scalar", "maximum", "sub"]
     src = next(c.source for k, c in wgc.current_device().pipelines.items()
-               if k.kernel == "elementwise_fused"
-               and len(dict(k.constants)["dag"].leaves("in")) == 3)
+               if k.kernel == "elementwise_fused" and dict(k.constants)["full"] ==
+               (True, True, False) and [v.op for v in dict(k.constants)["dag"].nodes] == ops)
     loads, items = src.index("q0[j] = x0[i];"), src.rindex("for (var j = 0u;")
     assert loads < items and "q1[j] = x1[i];" in src
     assert "var q2" not in src  # the broadcast row

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...dtypes import DTYPES
 from ...errors import ShapeError
@@ -52,12 +53,13 @@ CASTS = ("cast",)  # a conversion that holds every value (the operators' promoti
 PRELOAD_MAX = 8  # flat inputs preloaded for all of an invocation's items at most (registers)
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One value of a fused DAG. ``op``: "in" (input buffer ``args[0]``), "scalar" (uniform
     scalar ``args[0]``), "cast" (``args[0]`` converted exactly to ``dtype``), or an op table
     row applied to earlier nodes ``args``, its operands all of one dtype; ``params``: the
-    scalar slots of the row's parameters (relu's slope). ``dtype``: the value's dtype."""
+    scalar slots of the row's parameters (relu's slope). ``dtype``: the value's dtype.
+    A tuple: made, hashed and compared in C (a flush of a 300-node chain makes 300 of them,
+    and its Dag is hashed and compared to find the compiled program)."""
 
     op: str
     dtype: str
@@ -68,10 +70,17 @@ class Node:
 @dataclass(frozen=True)
 class Dag:
     """The structure of a fused program: its nodes in order (arguments before use) and the
-    nodes it writes. Hashable: it keys the compiled pipeline, never buffers or values."""
+    nodes it writes. Hashable: it keys the compiled pipeline, never buffers or values (its
+    hash is computed once: a pipeline key's look-up hashes it)."""
 
     nodes: tuple[Node, ...]
     outputs: tuple[int, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.nodes, self.outputs)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def leaves(self, op: str) -> tuple[str, ...]:
         """The dtypes of the input buffers (op "in") or scalar slots ("scalar": the scalar

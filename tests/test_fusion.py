@@ -172,29 +172,6 @@ def test_a_hundred_op_chain_is_one_dispatch(rng):
     assert dev.stats["bind_groups_created"] - before["bind_groups_created"] == 1
 
 
-
-@pytest.mark.parametrize("n", [7, 1023, 1025, 4 * 256 * 3 + 5])
-def test_flat_inputs_load_every_item_before_computing(rng, n):
-    """A fused program loads its flat (contiguous, unpacked) inputs for all of an invocation's
-    items first, so that their loads overlap; a broadcast input is read item by item. Results
-    as the operators give them, at sizes that end inside an invocation's items."""
-    a, b = data(rng, "f32", n), data(rng, "f32", n)
-    row = rng.standard_normal(1).astype(np.float32)
-
-    def f(x, y, r):
-        ns = x.__array_namespace__()
-        return ns.maximum(x * y + r, 0.0) - x
-
-    args = [wgc.from_numpy(v) for v in (a, b, row)]
-    same_bits(wgc.fuse(f)(*args), f(*args))
-    ops = ["in", "in", "in", "mul", "add", "scalar", "maximum", "sub"]
-    src = next(c.source for k, c in wgc.current_device().pipelines.items()
-               if k.kernel == "elementwise_fused" and dict(k.constants)["full"] ==
-               (True, True, False) and [v.op for v in dict(k.constants)["dag"].nodes] == ops)
-    loads, items = src.index("q0[j] = x0[i];"), src.rindex("for (var j = 0u;")
-    assert loads < items and "q1[j] = x1[i];" in src
-    assert "var q2" not in src  # the broadcast row
-
 def test_reductions_at_the_end(rng):
     x = wgc.from_numpy(rng.standard_normal((6, 50)).astype(np.float32))
     y = wgc.from_numpy(rng.standard_normal(50).astype(np.float32))

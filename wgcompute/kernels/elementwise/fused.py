@@ -50,7 +50,6 @@ from .optable import OPS
 KERNEL = "elementwise_fused"
 LEAVES = ("in", "scalar")  # a node's op for an input buffer and for a scalar of the uniform
 CASTS = ("cast",)  # a conversion that holds every value (the operators' promotions)
-PRELOAD_MAX = 8  # flat inputs preloaded for all of an invocation's items at most (registers)
 
 
 class Node(NamedTuple):
@@ -224,8 +223,7 @@ class FusedKernel(BuiltinKernel):
         consts = dict(key.constants)
         dag, ndim, full, keep64 = consts["dag"], consts["ndim"], consts["full"], consts["keep64"]
         strided = tuple(n for n, f in zip(self.inputs, full) if not f)
-        pre = self._preloaded(dag, full)
-        functions, element, helpers = self._program(dag, full, keep64, pre)
+        functions, element, helpers = self._program(dag, full, keep64)
         scalars = tuple((f"s{i}", _rep(DTYPES[d])) for i, d in enumerate(dag.leaves("scalar")))
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"), ("opaque", "u32"),
                   *scalars, *uniform_fields(ndim, strided))
@@ -245,7 +243,6 @@ class FusedKernel(BuiltinKernel):
                 start, index, nxt = lane_index_wgsl(ndim, strided)
             else:
                 index, advance = index + advance, []
-        head = head + self._preload_lines(dag, pre)
         packed = any(DTYPES[n.dtype].packed for n in dag.nodes if n.op == "in") or self.words
         src = shaders.render(shaders.load("elementwise/fused.wgsl"), {
             "ENABLE": shaders.enable_directives([DTYPES[d].wgsl for d in self.dtypes]),
@@ -267,37 +264,9 @@ class FusedKernel(BuiltinKernel):
         }, name="elementwise/fused.wgsl")
         return src, fields
 
-    def _preloaded(self, dag: Dag, full) -> tuple[int, ...]:
-        """The inputs an invocation loads for all its items before computing any (read flat,
-        not packed, in a program of one element an item): their loads then overlap. Loaded
-        item by item between the stores of the items before, they waited on each other (the
-        compiler cannot know that an output does not alias an input): on an H200 a 20-op
-        chain of 64M f32 took 0.345 ms, one add (vec4 items) 0.19."""
-        if self.words:
-            return ()
-        ins = dag.leaves("in")
-        pre = tuple(i for i, (d, f) in enumerate(zip(ins, full))
-                    if f and not DTYPES[d].packed)
-        return pre if len(pre) <= PRELOAD_MAX else ()
-
-    def _preload_lines(self, dag: Dag, pre: tuple[int, ...]) -> list[str]:
-        """The lines (run once per invocation, before its items loop) loading the items of
-        the ``pre`` inputs into q0.. (array j: item j of the invocation)."""
-        if not pre:
-            return []
-        ins = dag.leaves("in")
-        u, wg = self.per_invocation, self.workgroup_size
-        lines = [f"var q{i}: array<{_storage(DTYPES[ins[i]])}, {u}>;" for i in pre]
-        lines += [f"for (var j = 0u; j < {u}u; j = j + 1u) {{",
-                  f"    let i = base + j * {wg}u;",
-                  "    if (i < p.n) {"]
-        lines += [f"        q{i}[j] = x{i}[i];" for i in pre]
-        return lines + ["    }", "}"]
-
-    def _program(self, dag: Dag, full, keep64: bool, pre: tuple[int, ...] = ()):
+    def _program(self, dag: Dag, full, keep64: bool):
         """(the row functions, one element's lines, helper functions): each node a let,
-        each distinct row application a function (shared by the nodes that repeat it);
-        the ``pre`` inputs are read from their preloaded items (q0.., see _preloaded)."""
+        each distinct row application a function (shared by the nodes that repeat it)."""
         functions: dict[str, str] = {}  # source -> name
         helpers: list[str] = []
         lines = []
@@ -306,8 +275,7 @@ class FusedKernel(BuiltinKernel):
             if node.op == "in":
                 i = node.args[0]
                 at = "e" if full[i] else f"i_x{i}"
-                load = packing.load(dt, f"x{i}", at) if dt.packed else \
-                    f"q{i}[j]" if i in pre else f"x{i}[{at}]"
+                load = packing.load(dt, f"x{i}", at) if dt.packed else f"x{i}[{at}]"
                 lines.append(f"let v{k} = {load};")
             elif node.op == "scalar":
                 lines.append(f"let v{k} = p.s{node.args[0]};")

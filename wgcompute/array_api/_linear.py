@@ -174,8 +174,10 @@ def vecdot(x1, x2, /, *, axis: int = -1) -> Buffer:
 
 # -- what linalg shares ---------------------------------------------------------------------------
 def _stack(x: Buffer) -> Buffer:
-    """x (..., m, n) as (batch, m, n): a view, no copy (but see _bindable)."""
-    return reshape(_bindable(x), (math.prod(x.shape[:-2]),) + x.shape[-2:])
+    """x (..., m, n) as (batch, m, n): a view, no copy (but see _bindable); x itself where it
+    already is one, so that an op given the same arrays again reuses its bindings."""
+    x = _bindable(x)
+    return x if x.ndim == 3 else reshape(x, (math.prod(x.shape[:-2]),) + x.shape[-2:])
 
 
 def _bindable(x: Buffer) -> Buffer:

@@ -156,8 +156,7 @@ def solve(x1, x2, /) -> Buffer:
     same_device("solve", a, b)
     dt = promote(a.dtype, b.dtype, "solve")
     a, b = (v if v.dtype == dt else astype(v, dt) for v in (a, b))
-    m = a.shape[-1]
-    vector = b.ndim == 1
+    m, vector = a.shape[-1], b.ndim == 1
     if vector:
         if b.shape[0] != m:
             raise ShapeError(f"solve: x1 is {a.shape} and x2 is {b.shape}; x2 must have {m} "
@@ -168,13 +167,13 @@ def solve(x1, x2, /) -> Buffer:
         if b.shape[-2] != m:
             raise ShapeError(f"solve: x1 is {a.shape} and x2 is {b.shape}; x2 must be "
                              f"(..., {m}, K) or ({m},)")
-        batch = broadcast_shapes("solve", [("x1's batch shape", a.shape[:-2]),
-                                           ("x2's batch shape", b.shape[:-2])])
+        batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else broadcast_shapes(
+            "solve", [("x1's batch shape", a.shape[:-2]), ("x2's batch shape", b.shape[:-2])])
     k = b.shape[-1]
     a3 = _stack(_broadcast_to(a, batch + (m, m)))
     b3 = _stack(_broadcast_to(b, batch + (m, k)))
-    out = _lu("solve", a3, b3, b3.shape)
-    return reshape(out, batch + ((m,) if vector else (m, k)))
+    out, shape = _lu("solve", a3, b3, b3.shape), batch + ((m,) if vector else (m, k))
+    return out if out.shape == shape else reshape(out, shape)  # no view made: per-call time
 
 
 # -- products ------------------------------------------------------------------------------------

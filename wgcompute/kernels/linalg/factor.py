@@ -4,18 +4,23 @@ working in storage, so any n runs with no host round trip."""
 from __future__ import annotations
 
 from ...errors import ArgumentError, ShapeError
-from ..core.base import Launch, Param
+from ..core.base import Launch, Param, fold_grid
 from .common import WG, LinalgKernel, batch_of, chunks, phased
 from .elementwise import Take
 
 LU_MODES = ("solve", "inv", "det", "slogdet")
 SHARED_N = 64  # matrices up to this size factor in workgroup memory, in one launch
-# Which program factors those: "rows" (lu_rows.wgsl: the pivot found with subgroup operations,
-# rows never move; f32 and complex64 on adapters with subgroups) or "scan" (lu_small.wgsl:
-# every invocation scans the pivot column through a permutation; f64 and complex128 always
-# take it).
+# Which program factors those: "rows" (lu_rows.wgsl: each row and its X in an invocation's
+# registers, several matrices per workgroup; f32 and complex64 with n, k ≤ SHARED_N and at most
+# ROW_REGS real elements a row) or "scan" (lu_small.wgsl: the matrix and X in workgroup memory,
+# every invocation scanning the pivot column; f64 and complex128 always take it).
 SMALL_LU = "rows"
-_ROWS_EXTRA = 4 * (6 * WG + SHARED_N + 3)  # lu_rows.wgsl's slots, order and counters (bytes)
+ROW_REGS = 160  # lu_rows.wgsl's (NMAX + KMAX) · (2 for complex): registers an invocation holds
+
+
+def _pow2(x: int) -> int:
+    """The least power of two ≥ x (1 for 0 and 1)."""
+    return 1 << (x - 1).bit_length() if x > 1 else 1
 
 
 def lu_workspace(batch: int, n: int, k: int) -> int:
@@ -60,32 +65,51 @@ class LUFactor(LinalgKernel):
         bt, n, k = self._sizes(inputs, params)
         return (lu_workspace(bt, n, k),), inputs[0].dtype
 
-    def _rows(self, inputs, device) -> bool:
-        """Whether small matrices take lu_rows.wgsl (SMALL_LU)."""
-        return SMALL_LU == "rows" and inputs[0].dtype in ("f32", "c64") and \
-            device.has("subgroup")
+    def _rows(self, inputs, params) -> tuple[int, int] | None:
+        """(NMAX, KMAX): the rows (n) and X's columns (k) lu_rows.wgsl is rendered for, each
+        rounded up to a power of two (and to a vector of the pivot row: 4 real, 2 complex
+        elements), when it takes these matrices (SMALL_LU); else None."""
+        dt = inputs[0].dtype
+        if SMALL_LU != "rows" or dt not in ("f32", "c64"):
+            return None
+        _, n, k = self._sizes(inputs, params)
+        per = 2 if dt == "c64" else 4  # elements a vector of the pivot row holds
+        nmax, kmax = max(per, _pow2(n)), max(per, _pow2(k)) if k else 0
+        if n > SHARED_N or k > SHARED_N or (nmax + kmax) * (4 // per) > ROW_REGS:
+            return None
+        return nmax, kmax
 
     def _shared(self, inputs, params, device) -> int:
-        """Elements of workgroup memory the matrix and X take when they fit there (n ≤ 64),
-        else 0 (they stay in the workspace, any n)."""
+        """Elements of workgroup memory lu_small.wgsl's matrix and X take when they fit there
+        (n ≤ 64), else 0 (they stay in the workspace, any n); -1 where lu_rows.wgsl takes the
+        matrices (in registers)."""
+        if self._rows(inputs, params):
+            return -1
         _, n, k = self._sizes(inputs, params)
         cap = n * (n | 1) + n * k  # lu_small.wgsl's rows are n | 1 apart
         item = 4 if inputs[0].dtype == "f32" else 8
         room = device.limit("max-compute-workgroup-storage-size") - self.workgroup_size * (
-            item + 4) - 16 - (_ROWS_EXTRA if self._rows(inputs, device) else 0)
+            item + 4) - 16
         return cap if n <= SHARED_N and cap * item <= room else 0
 
     def constants(self, inputs, output, params):
+        mode = "det" if params["mode"] == "slogdet" else params["mode"]
+        rows = self._rows(inputs, params)
+        if rows:
+            return (("MODE", mode), ("SHARED", True), ("ROWS", True), ("NMAX", rows[0]),
+                    ("KMAX", rows[1]), ("PER", 2 if inputs[0].dtype == "c64" else 4))
         cap = self._shared(inputs, params, output.device)
-        return (("MODE", "det" if params["mode"] == "slogdet" else params["mode"]),
-                ("SHARED", cap > 0), ("CAP", cap), ("NMAX", SHARED_N),
-                ("ROWS", cap > 0 and self._rows(inputs, output.device)))
+        return (("MODE", mode), ("SHARED", cap > 0), ("CAP", cap), ("NMAX", SHARED_N),
+                ("ROWS", False))
 
     def render(self, key):
-        # small matrices: lu_rows.wgsl or lu_small.wgsl, in workgroup memory, one launch
-        if dict(key.constants)["SHARED"]:
-            small = "lu_rows" if dict(key.constants)["ROWS"] else "lu_small"
-            return self._render(f"linalg/{small}.wgsl", key)
+        # small matrices: lu_rows.wgsl (registers) or lu_small.wgsl (workgroup memory), one
+        # launch
+        consts = dict(key.constants)
+        if consts["ROWS"]:
+            return self._render("linalg/lu_rows.wgsl", key)
+        if consts["SHARED"]:
+            return self._render("linalg/lu_small.wgsl", key)
         return self._render(self.template, key)
 
     def batch(self, inputs, output, params):
@@ -98,6 +122,10 @@ class LUFactor(LinalgKernel):
 
     def launches(self, inputs, output, params, device):
         bt, n, k = self._sizes(inputs, params)
+        rows = self._rows(inputs, params)
+        if rows and bt:
+            groups = fold_grid(-(-bt // (WG // rows[0])), device, self.name)
+            return [Launch(groups, dict(self.uniform(inputs, output, params), phase=4))]
         first = super().launches(inputs, output, params, device)
         if self._shared(inputs, params, device):
             return [Launch(la.workgroups, dict(la.uniform, phase=4)) for la in first]

@@ -1,5 +1,5 @@
-// The start of lu_small.wgsl's and lu_rows.wgsl's main: this workgroup's matrix, and its rows
-// (n | 1 apart) then X (a's right-hand sides b, or the identity) copied into workgroup memory.
+// The start of lu_small.wgsl's main: this workgroup's matrix, and its rows (n | 1 apart) then
+// X (a's right-hand sides b, or the identity) copied into workgroup memory.
     let mat = wid.y * nwg.x + wid.x;
     if (mat >= p.batch) {
         return;

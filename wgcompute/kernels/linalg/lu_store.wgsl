@@ -1,31 +1,12 @@
-// The end of lu_small.wgsl's and lu_rows.wgsl's main, once the elimination has run: det, its
-// sign and log|det| (MODE "det"), or the back-substitution and X, into ws as lu.wgsl lays it
-// out. perm[j] is the row of sm that is row j of the factorisation; `singular` whether a
-// zero pivot was met; lu_small.wgsl keeps the permutation's `sign`, lu_rows.wgsl the `step`
-// at which each invocation's row was chosen.
+// The end of lu_small.wgsl's main, once the elimination has run: det, its sign and log|det|
+// (MODE "det"), or the back-substitution and X, into ws as lu.wgsl lays it out. perm[j] is
+// the row of sm that is row j of the factorisation; `singular` whether a zero pivot was met;
+// `sign` the permutation's.
     let zo = p.batch * n * k + mat;
     let so = zo + p.batch;
 #if MODE == "det"
     if (t == 0u) {
-#if ROWS
-        let sign = order_sign(n);
-#endif
 #include "linalg/lu_det.wgsl"
-    }
-#else
-#if ROWS
-    // back-substitution, the last step first: the row of step j is final once the rows of
-    // later steps have been taken out of it
-    for (var jj = 0u; jj < n; jj = jj + 1u) {
-        let j = n - 1u - jj;
-        let pr = perm[j];
-        if (t < n && step < j) {
-            let l = mul(sm[t * ld + j], div(from_real(${R}(1)), sm[pr * ld + j]));
-            for (var c = 0u; c < k; c = c + 1u) {
-                sm[xo + t * k + c] = sm[xo + t * k + c] - mul(l, sm[xo + pr * k + c]);
-            }
-        }
-        workgroupBarrier();
     }
 #else
     // back-substitution, the last row first: row j's X is final once the rows above have
@@ -43,7 +24,6 @@
         }
         workgroupBarrier();
     }
-#endif
     let wx = mat * n * k;
     for (var e = t; e < n * k; e = e + ${WG}u) {
         let pr = perm[e / k];

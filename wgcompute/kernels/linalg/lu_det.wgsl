@@ -1,5 +1,5 @@
-// The det of lu.wgsl, lu_small.wgsl and lu_rows.wgsl, written by invocation 0 once the
-// factors are final: det = sign · Π d over the diagonal d of U, its sign (the phase, complex)
+// The det of lu.wgsl and lu_small.wgsl (lu_rows.wgsl writes its own), written by invocation 0
+// once the factors are final: det = sign · Π d over the diagonal d of U, its sign (the phase, complex)
 // = sign · Π d / |d|, and log|det|, at zo, so and so + batch of ws; a zero pivot (singular)
 // makes the sign 0 and log|det| -inf, as LAPACK's getrf goes on past it. Given: sign (the
 // permutation's, real), singular, n, and the factors (SHARED: rows perm[j] of sm, ld apart;

@@ -206,6 +206,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # the command line end to end, killed and run again
 @pytest.mark.parametrize("name", list(CASES))
 def test_cli_fault(name, tmp_path):
     CASES[name](tmp_path)

@@ -16,6 +16,9 @@ import textwrap
 import numpy as np
 import pytest
 
+# a fresh interpreter per case, end to end: `make test` and CI run them, `make test-fast` not
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "examples", "data")
 

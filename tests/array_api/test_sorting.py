@@ -270,7 +270,7 @@ RADIX_SHAPES = [(2047,), (2048,), (2049,), (16_383,), (16_385,), (49_153,), (5, 
                 (3000, 3)]
 
 
-@pytest.mark.parametrize("bits", [8, 11])
+@pytest.mark.parametrize("bits", [8, pytest.param(11, marks=pytest.mark.slow)])  # 11: not default
 @pytest.mark.parametrize("dt", ["f32", "s32", "u32", "f64", "s64"])
 def test_sort_digits_of_8_and_11_bits(bits, dt, monkeypatch, rng):
     """32-bit keys in 4 passes of 8-bit digits or 3 of 11-bit ones (rows: 2 passes for 3,000

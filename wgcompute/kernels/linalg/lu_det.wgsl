@@ -18,10 +18,4 @@
             sgn = mul(sgn, d / m);
             logabs = logabs + ln(m);
         }
-        if (singular) {
-            sgn = from_real(${R}(0));
-            logabs = ${R}(p.ninf);
-        }
-        ws[zo] = det;
-        ws[so] = sgn;
-        ws[so + p.batch] = from_real(logabs);
+#include "linalg/lu_det_store.wgsl"

@@ -189,13 +189,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let sign = order_sign(cb, n);
         det = mul(det, from_real(sign));
         sgn = mul(sgn, from_real(sign));
-        if (singular) {
-            sgn = from_real(${R}(0));
-            logabs = ${R}(p.ninf);
-        }
-        ws[zo] = det;
-        ws[so] = sgn;
-        ws[so + p.batch] = from_real(logabs);
+#include "linalg/lu_det_store.wgsl"
     }
 #else
     if (live) {

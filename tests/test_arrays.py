@@ -5,6 +5,7 @@ views read through a GPU copy; what free() of a base means for its views; no ope
 the GPU back; results reuse pooled memory and their bound kernel runs."""
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -482,14 +483,15 @@ def test_the_pool_bound_depends_on_the_adapter(monkeypatch):
     allocate), any other adapter POOL_BYTES; WGCOMPUTE_POOL_BYTES sets it for every one."""
     from wgcompute import _pools
 
+    dev = wgc.current_device()
+    kind = dev.info()["adapter_type"]
+    if "WGCOMPUTE_POOL_BYTES" not in os.environ:  # as the device was opened
+        assert dev.memory_pool.limit == _pools.pool_bytes(kind)
     monkeypatch.delenv("WGCOMPUTE_POOL_BYTES", raising=False)
     assert _pools.pool_bytes("DiscreteGPU") == _pools.POOL_BYTES_DISCRETE > _pools.POOL_BYTES
     assert _pools.pool_bytes("CPU") == _pools.pool_bytes("IntegratedGPU") == _pools.POOL_BYTES
-    d = wgc.device(new=True)
-    try:
-        assert d.memory_pool.limit == _pools.pool_bytes(d.info()["adapter_type"])
-    finally:
-        d.close()
+    pool = _pools.MemoryPool(dev.gpu_device, "test", adapter_type="DiscreteGPU")
+    assert pool.limit == _pools.POOL_BYTES_DISCRETE
     monkeypatch.setenv("WGCOMPUTE_POOL_BYTES", str(5 << 20))
     assert _pools.pool_bytes("DiscreteGPU") == _pools.pool_bytes("CPU") == 5 << 20
 

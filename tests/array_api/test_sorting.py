@@ -230,6 +230,7 @@ def test_sort_other_programs(subgroups, wide, monkeypatch, rng):
 
     monkeypatch.setattr(programs, "use_subgroups", subgroups)
     monkeypatch.setattr(programs, "wide_tiles", wide)
+    monkeypatch.setattr(programs, "max_items_wide_records", 8)  # (64-bit records' wide tiles)
     monkeypatch.setattr(programs, "SEGMENTS", 3)
     a = values("f64", (2, 4100), rng)  # 5 or 9 tiles in 3 segments
     g = wgc.from_numpy(a)
@@ -332,3 +333,15 @@ def test_sort_takes_8_bit_digits_where_11_bit_ones_do_not_fit(monkeypatch, rng):
     order = np.argsort(a, axis=-1, kind="stable")
     assert np.array_equal(xp.argsort(g).to_numpy(), order)
     same_bits(xp.sort(g).to_numpy(), np.take_along_axis(a, order, -1))
+
+
+def test_records_of_several_words_take_four_elements_an_invocation():
+    """Tiles of 8 elements an invocation for 32-bit keys alone, 4 once a record has an index
+    or a 64-bit key (faster there on an H200: programs.max_items_wide_records)."""
+    from wgcompute.kernels.sort import programs
+
+    dev = wgc.current_device()
+    if dev.limit("max-compute-workgroup-storage-size") < 32768:
+        pytest.skip("this adapter's workgroup memory holds tiles of 4 elements an invocation only")
+    assert programs.radix_config(dev, 1)["ITEMS"] == programs.max_items == 8
+    assert programs.radix_config(dev, 2)["ITEMS"] == programs.radix_config(dev, 3)["ITEMS"] == 4

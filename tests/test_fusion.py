@@ -443,3 +443,25 @@ def test_views_off_the_binding_alignment_are_not_held(rng):
     np.testing.assert_array_equal(xp.diff(x).to_numpy(), np.diff(a))
     got = ((x[1:] - x[:-1]) * 2.0 + x[:-1]).to_numpy()
     np.testing.assert_array_equal(got, (a[1:] - a[:-1]) * np.float32(2.0) + a[:-1])
+
+
+def test_a_dag_unpickled_in_another_process_hashes_as_one_made_there():
+    """A Dag keeps its hash (it keys compiled programs); pickled, it is made again where it is
+    loaded, since string hashes differ from process to process."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from wgcompute.kernels.elementwise.fused import Dag, Node
+
+    code = ("import pickle, sys\n"
+            "from wgcompute.kernels.elementwise.fused import Dag, Node\n"
+            "d = Dag((Node('in', 'f32', (0,)), Node('relu', 'f32', (0,))), (1,))\n"
+            "sys.stdout.buffer.write(pickle.dumps(d))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    data = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True,
+                          env=env, timeout=120).stdout
+    got = pickle.loads(data)
+    want = Dag((Node("in", "f32", (0,)), Node("relu", "f32", (0,))), (1,))
+    assert got == want and hash(got) == hash(want) and {want: 1}.get(got) == 1

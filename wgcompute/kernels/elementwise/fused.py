@@ -81,6 +81,9 @@ class Dag:
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self):  # made again where unpickled: string hashes differ between processes
+        return (Dag, (self.nodes, self.outputs))
+
     def leaves(self, op: str) -> tuple[str, ...]:
         """The dtypes of the input buffers (op "in") or scalar slots ("scalar": the scalar
         leaves' and the rows' parameters, in their operands' dtype), by number."""

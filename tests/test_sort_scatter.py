@@ -109,3 +109,23 @@ def test_segments_of_several_tiles(path, monkeypatch, rng):
     monkeypatch.setattr(programs, "SEGMENTS", 3)
     _check(_floats(30_001, rng))
     _check(rng.integers(0, 5, 2 * 9000).astype(np.int32).reshape(2, 9000), descending=True)
+
+
+def test_tiles_of_sixteen_elements_an_invocation(path, monkeypatch, rng):
+    """16 records an invocation: its nibble counters take 8 bits each (a count reaches 16,
+    which 4 bits do not hold); all-equal keys put all 16 in one counter."""
+    monkeypatch.setattr(programs, "max_items", 16)
+    if programs.radix_config(wgc.current_device(), 1)["ITEMS"] != 16:
+        pytest.skip(f"{wgc.device_info()['name']}: a tile of 4,096 records does not fit "
+                    f"its workgroup memory")
+    _check(np.full(9000, 7, np.int32))
+    _check(_floats(20_001, rng), descending=True)
+    _check(rng.integers(0, 3, 12_345).astype(np.int32))
+
+
+def test_two_tiles_a_segment_where_there_are_many(path, monkeypatch, rng):
+    """From programs.PAIRED_FROM tiles on, a segment takes two (the last one may hold one)."""
+    monkeypatch.setattr(programs, "PAIRED_FROM", 2)
+    for n in (2049, 6143, 20_001):
+        _check(_floats(n, rng))
+    _check(rng.integers(0, 5, 2 * 9000).astype(np.int32).reshape(2, 9000), descending=True)

@@ -30,11 +30,14 @@ wide_tiles = True
 # (4.97-6.41 elsewhere); argsort 6.04 ms at 4 with 4,096 segments, 6.75 at these defaults.
 # (Counting each tile's digits with workgroup atomics as its records load, instead of finding
 # the digit boundaries in the sorted tile, made the scatter 8% slower: 958 us a pass, 887.)
+# Once more with the ranking's counts in registers and two tiles a segment: 8 4.05 ms, 4 5.18.
 max_items = 8
 # ... for records of two words or more (an index, a 64-bit key): 4. Measured on an H200, 4
 # against 8: argsort of 64M f32 6.09 / 6.54 ms; of 32M f64 8.65 / 14.81 and s64 8.13 / 13.04;
 # sort of 32M f64 6.43 / 7.26, of s64 5.94 / 5.96.
 max_items_wide_records = 4
+# (A count workgroup taking 2 or 4 one-tile segments, all their loads in flight before any is
+# counted, measured on an H200: 157 and 198 us a pass against one tile's 153.)
 
 _SORT_FIELDS = (("n", "u32"), ("blocks", "u32"), ("shift", "u32"), ("word", "u32"),
                 ("rowlen", "u32"), ("nv", "u32"), ("per", "u32"))
@@ -42,6 +45,11 @@ _SORT_FIELDS = (("n", "u32"), ("blocks", "u32"), ("shift", "u32"), ("word", "u32
 # tile a workgroup) unless there are more. Measured on an H200 (64M f32, 32,768 tiles): 2,048
 # segments of 16 tiles sorted in 4.61 ms, one tile a segment in 4.45.
 SEGMENTS = 1 << 22
+# From this many tiles on, a segment takes two tiles at least: half the histograms to count,
+# scan and read back. Measured on an H200 (64M f32, 32,768 tiles; wall with a synchronize, GPU
+# time): one tile a segment 4.05 ms (3.82), two 3.86 (3.65), four 4.02 (3.70); argsort 6.06,
+# 5.83, 5.99. Fewer tiles keep one a segment: more workgroups to fill the GPU with.
+PAIRED_FROM = 8192
 _DEFAULTS = {"STEP": "", "KIND": "u", "W": 1, "DESC": False, "ROW": False, "PAY": False,
              "FIRST": False, "SR": 1, "DR": 1, "WG": WG, "ITEMS": ITEMS, "SHM": 1,
              "SIDE": "left", "SUB": False, "D": WG, "ROUNDS": 2}
@@ -70,6 +78,11 @@ class Step(BuiltinKernel):
         consts = dict(_DEFAULTS, **dict(key.constants))
         consts["SGARGS"] = (",\n        @builtin(subgroup_invocation_id) sid: u32,\n"
                             "        @builtin(subgroup_size) ssize: u32") if consts["SUB"] else ""
+        # the scatter's per-invocation nibble counters: 4 bits each while a count fits (at most
+        # ITEMS), in CW words
+        consts["FB"] = 4 if consts["ITEMS"] < 16 else 8
+        consts["CW"] = 16 * consts["FB"] // 32
+        consts["LANES"] = ", ".join(f"{i}u" for i in range(consts["CW"]))
         src = shaders.render(shaders.load(self.template), consts, name=self.template)
         return src, self.fields
 

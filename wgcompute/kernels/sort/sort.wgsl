@@ -166,7 +166,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 // workgroup instead of 12.4, fewer workgroups resident.)
 var<workgroup> shm: array<u32, ${SHM}>;
 var<workgroup> tot: array<u32, ${WG}>;
-var<workgroup> base: array<u32, ${D}>;
+var<workgroup> shift: array<u32, ${D}>;
 var<workgroup> gofs: array<u32, ${D}>;
 var<workgroup> grp: array<u32, 16>;
 
@@ -251,8 +251,8 @@ fn wg_scan(lid: u32, sid: u32, ssize: u32, s: u32) -> vec2<u32> {
 // (rounds of 4-bit ranking, 2 for 8-bit digits and 3 for 11-bit ones: each invocation owns
 // ITEMS consecutive records, read from the source by the first round (measured on an H200: 2%
 // faster than staging the tile in stripes first), and counts their nibbles in registers; the
-// counters are scanned nibble-major, invocation-minor), then written out in stripes to where
-// their digit goes next (gofs) + their place among its records (base: each digit's first place
+// counters are scanned nibble-major, invocation-minor), then written out to where their digit
+// goes next (gofs) + their place among its records (shift: gofs less the digit's first place
 // in the tile); then gofs moves past the tile's records of each digit.
 fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
     var rec: array<vec3<u32>, ${ITEMS}>;
@@ -318,31 +318,38 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
 #endfor
     workgroupBarrier();
 #endfor
-    // the tile is sorted by digit: each digit's first place is where it differs from the
-    // record before, its last where it differs from the one after (only the tile's digits'
-    // base is read)
-    var ends: array<bool, ${ITEMS}>;
+    // The tile is sorted by digit. Each invocation takes its ITEMS consecutive records again: a
+    // digit's first place in the tile is where it differs from the record before, and there
+    // its shift (where its records go, less that place) is written; its last place is where
+    // it differs from the record after (0xffffffff: no record).
     var ds: array<u32, ${ITEMS}>;
+    var prev = 0xffffffffu;
+    if (lid > 0u && lid * ${ITEMS}u < count) {
+        prev = digit(staged(lid * ${ITEMS}u - 1u));
+    }
 #for j in range(ITEMS)
-    ends[${j}] = false;
-    if (${j * WG}u + lid < count) {
-        let q = ${j * WG}u + lid;
-        rec[${j}] = staged(q);
-        let d = digit(rec[${j}]);
-        ds[${j}] = d;
-        if (q == 0u || d != digit(staged(q - 1u))) {
-            base[d] = q;
+    ds[${j}] = 0xffffffffu;
+    if (lid * ${ITEMS}u + ${j}u < count) {
+        ds[${j}] = digit(staged(lid * ${ITEMS}u + ${j}u));
+        if (ds[${j}] != prev) {
+            shift[ds[${j}]] = gofs[ds[${j}]] - (lid * ${ITEMS}u + ${j}u);
         }
-        ends[${j}] = q + 1u == count || d != digit(staged(q + 1u));
+        prev = ds[${j}];
     }
 #endfor
+    var after = 0xffffffffu;
+    if ((lid + 1u) * ${ITEMS}u < count) {
+        after = digit(staged((lid + 1u) * ${ITEMS}u));
+    }
     workgroupBarrier();
+    // written in stripes: neighbouring invocations write neighbouring places (measured on an
+    // H200: each invocation writing its own consecutive records, held from above, made the
+    // scatter twice as slow)
 #for j in range(ITEMS)
     if (${j * WG}u + lid < count) {
         let q = ${j * WG}u + lid;
-        let r = rec[${j}];
-        let d = ds[${j}];
-        let o = (gofs[d] + q - base[d]) * ${DR}u;
+        let r = staged(q);
+        let o = (shift[digit(r)] + q) * ${DR}u;
         out[o] = r.x;
 #if W == 2
         out[o + 1u] = r.y;
@@ -352,11 +359,14 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
 #endif
     }
 #endfor
-    workgroupBarrier();  // every record has read gofs
+    workgroupBarrier();  // every record has read its digit's shift
 #for j in range(ITEMS)
-    if (ends[${j}]) {
-        let q = ${j * WG}u + lid;
-        gofs[ds[${j}]] = gofs[ds[${j}]] + q + 1u - base[ds[${j}]];
+#if j + 1 < ITEMS
+    if (ds[${j}] != 0xffffffffu && ds[${j}] != ds[${j + 1}]) {
+#else
+    if (ds[${j}] != 0xffffffffu && ds[${j}] != after) {
+#endif
+        gofs[ds[${j}]] = shift[ds[${j}]] + lid * ${ITEMS}u + ${j + 1}u;
     }
 #endfor
 }

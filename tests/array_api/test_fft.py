@@ -384,6 +384,7 @@ def test_complex128_repeated_transform_uploads_nothing(dt):
         x = wgc.from_numpy(cplx((2, n), dt))
         want = np.fft.ifft(x.to_numpy(), norm="ortho")
         xp.fft.ifft(x, norm="ortho")
+        wgc.synchronize()  # (the first one's temporaries back in the pool)
         before = dev.stats["buffers_created"]
         close(xp.fft.ifft(x, norm="ortho"), want, np.complex128)
         assert dev.stats["buffers_created"] == before, n
@@ -433,3 +434,16 @@ def test_complex128_real_transform_steps_refuse_what_they_cannot_do(dt):
                        {"mode": "r2c_post"})
     with pytest.raises(wgc.ArgumentError, match="mode 'chirp_in'; expected r2c_post"):
         wgc.run_kernel(COMPLEX_AXIS_C128, [z, good], None, {"mode": "chirp_in"})
+
+
+def test_a_transform_queues_its_passes_and_returns():
+    """fft and ifft queue their passes on the device's open batch like any operator (nothing
+    waits until a read); their temporaries stay alive until the queued passes are done."""
+    dev = wgc.current_device()
+    a = cplx((3, 1 << 14), "c64")  # two passes or more a transform
+    x = wgc.from_numpy(a)
+    wgc.synchronize()
+    y = xp.fft.ifft(xp.fft.fft(x))
+    assert dev.lazy is not None and len(dev.lazy.ops) >= 4
+    close(y, a.astype(np.complex128), np.complex64)
+    assert len(dev.lazy.ops) == 0

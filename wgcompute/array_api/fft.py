@@ -15,9 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._lazy import enqueue
+from .._lazy import bind_and_queue, enqueue
 from ..buffer import Buffer
-from ..commands import bound, run_blocking
 from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..kernels.fft.complex import COMPLEX_AXIS, COMPLEX_AXIS_C128, COMPLEX_BINARY
@@ -100,16 +99,15 @@ def _size(x: Buffer, ax: int, n) -> int:
     return x.shape[ax]
 
 
-# -- building blocks: kernels recorded into one compute pass, submitted once -----------------
+# -- building blocks: kernels queued in order on the device's open batch ----------------------
 class _Work:
-    """The kernels of one transform, recorded in order (dispatches in one compute pass run in
-    order, each seeing the last one's writes) and submitted once; its temporaries come from
-    the device's memory pool and go back to it after the submit."""
+    """The kernels of one transform, queued in order on the device's open batch (dispatches of
+    one compute pass run in order, each seeing the last one's writes) like any other op: the
+    call returns at once. Its temporaries come from the device's memory pool and go back to it
+    when the queued work that reads them is done."""
 
     def __init__(self, device):
         self.device = device
-        self.calls: list = []
-        self.buffers: dict[int, Buffer] = {}
         self.temps: list[Buffer] = []
 
     def sizes(self, dt) -> tuple[int, int]:
@@ -125,22 +123,15 @@ class _Work:
 
     def run(self, kernel, inputs, out: Buffer, params: dict) -> Buffer:
         if out.size:
-            d = bound(kernel, list(inputs), out, params)
-            self.calls += d.raw_calls()
-            for b in (*inputs, out):
-                self.buffers[id(b)] = b
+            bind_and_queue(kernel, list(inputs), out, params, "fft")
         return out
 
     def finish(self, result: Buffer) -> Buffer:
-        """Submit, wait, and release the temporaries (not ``result``)."""
-        try:
-            if self.calls:
-                run_blocking("fft", self.device, list(self.buffers.values()),
-                             calls=self.calls)
-        finally:
-            for t in self.temps:
-                if t is not result:
-                    t.free()
+        """Release the temporaries (not ``result``): each stays alive until the queued work
+        reading it is done."""
+        for t in self.temps:
+            if t is not result:
+                t.free()
         return result
 
 

@@ -21,6 +21,7 @@ from ..dtypes import DTYPES
 from ..errors import ArgumentError, DtypeError, ShapeError
 from ..kernels.fft.complex import COMPLEX_AXIS, COMPLEX_AXIS_C128, COMPLEX_BINARY
 from ..kernels.fft.fft import (
+    FFT,
     FFT_PASS,
     FFT_PASS_C128,
     axis_layout,
@@ -171,6 +172,9 @@ def _transform(w: _Work, x: Buffer, axis: int, sign: int, scale: float) -> Buffe
         plan = single_pass_params(x.shape, axis, sign, scale, capacity, storage)
         if plan is None:
             return _bluestein(w, x, axis, sign, scale)
+    elif dt == _C64:  # one op of its passes: one binding, its temporary the shared scratch
+        return w.run(FFT, [x], w.new(x.shape, dt, "fft"),
+                     {"axis": axis, "sign": sign, "scale": scale})
     else:
         plan = pass_params(x.shape, axis, sign, scale, capacity, storage)
     kernel, extra = (FFT_PASS, []) if dt == _C64 else \

@@ -269,6 +269,9 @@ class Fft(BuiltinKernel):
     dtypes = C64
     description = "batched power-of-two FFT of c64 along one axis, scaled"
     not_in_place = "an FFT pass writes elements other than the ones it reads"
+    # every pass writes its temporary whole before the next reads it: the device's shared
+    # scratch serves every binding (a queued transform does not hold memory of its own)
+    scratch_temps = True
     params = (Param("axis", "layout", -1, "the transformed axis"),
               Param("sign", "layout", -1, "-1 forward, 1 inverse", check=_sign),
               Param("scale", "f32", 1.0, "factor of the results"),
@@ -344,3 +347,6 @@ def pass_params(shape, axis: int, sign: int, scale: float, capacity: int,
                     "columns": c, "scale": scale if i == len(radices) - 1 else 1.0})
         done *= r
     return out
+
+
+FFT = Fft()

@@ -5,16 +5,17 @@ passes, but slower on an H200), reduce-then-scan.
 
 How: each pass counts its digit per segment of the elements (tiles of 1,024 or 2,048
 elements, one tile a segment for 8-bit digits (two from programs.PAIRED_FROM tiles on) and 8
-for 11-bit ones unless programs.SEGMENTS says fewer segments; the histograms stored segment-major), scans the histograms in
-digit-major order (so every segment knows where each of its digits goes), and moves each
-segment's records there, tile by tile, each tile sorted stably by the digit in workgroup
-memory first (rounds of 4-bit ranking) so that each digit's records leave together.
-Elements move as their bits (nan payloads and -0.0 survive); their keys order floats with
--0.0 equal to +0.0 and every nan last (first when descending: the keys are inverted). Rows
-are sorted together: after the key's passes, passes over the row number (each record carries
-its index) put the rows back in order, stably. 32-bit dtypes take 4 passes (3 with 11-bit
-digits), 64-bit ones 8, plus one per digit of the row number. On an H200, 64M f32 sort in
-3.7-4.0 ms and argsort in 5.5-5.7 ms, a call and its synchronize (CuPy: 1.82 ms sort); with 11-bit
+for 11-bit ones unless programs.SEGMENTS says fewer segments; the histograms stored
+segment-major), scans the histograms in digit-major order (so every segment knows where each
+of its digits goes), and moves each segment's records there, tile by tile, each tile sorted
+stably by the digit in workgroup memory first (rounds of 4-bit ranking) so that each digit's
+records leave together. Elements move as their bits (nan payloads and -0.0 survive); their
+keys order floats with -0.0 equal to +0.0 and every nan last (first when descending: the
+keys are inverted). Rows are sorted together: after the key's passes, passes over the row
+number (each record carries its index) put the rows back in order, stably. 32-bit dtypes
+take 4 passes (3 with 11-bit digits), 64-bit ones 8, plus one per digit of the row number.
+On an H200, 64M f32 sort in 3.7-4.0 ms and argsort in 5.5-5.7 ms, a call and its
+synchronize (CuPy: 1.82 ms sort); with 11-bit
 digits (before the ranking counted in registers) 8.86 and 10.53 ms."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The radix sort's scatter on each of its paths against numpy's stable sort: the 4-bit ranking
 rounds scanned with subgroup operations (adapters with subgroups) and in workgroup memory
-(adapters without). Long runs of equal keys, few distinct values, tiles not full, rows, 64-bit
-keys, descending, nan and -0.0, sort and argsort."""
+(adapters without); records of one word read four to a load or one at a time. Long runs of
+equal keys, few distinct values, tiles not full, rows, 64-bit keys, descending, nan and -0.0,
+sort and argsort."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import wgcompute as wgc
 import wgcompute.array_api as xp
 from wgcompute.kernels.sort import programs
 
-PATHS = ("subgroups", "no-subgroups")
+PATHS = ("subgroups", "no-subgroups", "scalar-loads")
 
 
 @pytest.fixture(params=PATHS)
@@ -19,6 +20,8 @@ def path(request, monkeypatch):
         pytest.skip(f"{wgc.device_info()['name']} has no subgroups")
     if request.param == "no-subgroups":
         monkeypatch.setattr(programs, "use_subgroups", False)
+    if request.param == "scalar-loads":  # (records of one word read one at a time)
+        monkeypatch.setattr(programs, "vector_loads", False)
     return request.param
 
 

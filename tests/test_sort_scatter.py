@@ -125,10 +125,3 @@ def test_tiles_of_sixteen_elements_an_invocation(path, monkeypatch, rng):
     _check(_floats(20_001, rng), descending=True)
     _check(rng.integers(0, 3, 12_345).astype(np.int32))
 
-
-def test_two_tiles_a_segment_where_there_are_many(path, monkeypatch, rng):
-    """From programs.PAIRED_FROM tiles on, a segment takes two (the last one may hold one)."""
-    monkeypatch.setattr(programs, "PAIRED_FROM", 2)
-    for n in (2049, 6143, 20_001):
-        _check(_floats(n, rng))
-    _check(rng.integers(0, 5, 2 * 9000).astype(np.int32).reshape(2, 9000), descending=True)

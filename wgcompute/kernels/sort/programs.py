@@ -49,15 +49,13 @@ _SORT_FIELDS = (("n", "u32"), ("blocks", "u32"), ("shift", "u32"), ("word", "u32
 # tile a workgroup) unless there are more. Measured on an H200 (64M f32, 32,768 tiles): 2,048
 # segments of 16 tiles sorted in 4.61 ms, one tile a segment in 4.45.
 SEGMENTS = 1 << 22
-# From this many tiles on, a segment takes two tiles at least: half the histograms to count,
-# scan and read back. Measured on an H200 (64M f32, 32,768 tiles; wall with a synchronize, GPU
-# time): one tile a segment 4.05 ms (3.82), two 3.86 (3.65), four 4.02 (3.70); argsort 6.06,
-# 5.83, 5.99. Fewer tiles keep one a segment: more workgroups to fill the GPU with.
-PAIRED_FROM = 8192
+# (Two tiles a segment, half the histograms to count, scan and read back, measured on an H200
+# (64M f32, GPU time): 3.18 ms against one tile's 3.31, but one tile a segment lets the
+# scatter read each tile's histogram for its digits' first places: 3.02.)
 _DEFAULTS = {"STEP": "", "KIND": "u", "W": 1, "DESC": False, "ROW": False, "PAY": False,
              "FIRST": False, "SR": 1, "DR": 1, "WG": WG, "ITEMS": ITEMS, "SHM": 1,
              "SIDE": "left", "SUB": False, "D": WG, "ROUNDS": 2,
-             "VEC": False}
+             "VEC": False, "TH": False}
 
 
 class Step(BuiltinKernel):
@@ -102,6 +100,7 @@ class Step(BuiltinKernel):
 
 COUNT = Step("sort_count", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
 SCATTER = Step("sort_scatter", "sort/sort.wgsl", ("src", "offs"), _SORT_FIELDS)
+SCATTER_TH = Step("sort_scatter_th", "sort/sort.wgsl", ("src", "offs", "th"), _SORT_FIELDS)
 EXTRACT = Step("sort_extract", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
 FLAG = Step("sort_flag", "sort/sort.wgsl", ("src",), _SORT_FIELDS)
 SEARCH = Step("sort_search", "sort/sort.wgsl", ("x", "v"), _SORT_FIELDS)

@@ -4,18 +4,17 @@ elements' bits, 8 bits a pass (programs.RADIX_BITS_32 selects 11 for 32-bit keys
 passes, but slower on an H200), reduce-then-scan.
 
 How: each pass counts its digit per segment of the elements (tiles of 1,024 or 2,048
-elements, one tile a segment for 8-bit digits (two from programs.PAIRED_FROM tiles on) and 8
-for 11-bit ones unless programs.SEGMENTS says fewer segments; the histograms stored
-segment-major), scans the histograms in digit-major order (so every segment knows where each
-of its digits goes), and moves each segment's records there, tile by tile, each tile sorted
-stably by the digit in workgroup memory first (rounds of 4-bit ranking) so that each digit's
-records leave together. Elements move as their bits (nan payloads and -0.0 survive); their
-keys order floats with -0.0 equal to +0.0 and every nan last (first when descending: the
-keys are inverted). Rows are sorted together: after the key's passes, passes over the row
-number (each record carries its index) put the rows back in order, stably. 32-bit dtypes
-take 4 passes (3 with 11-bit digits), 64-bit ones 8, plus one per digit of the row number.
-On an H200, 64M f32 sort in 3.4-3.6 ms and argsort in 5.4-5.5 ms, a call and its
-synchronize (CuPy: 1.89 ms sort); with 11-bit
+elements, one tile a segment for 8-bit digits and 8 for 11-bit ones unless programs.SEGMENTS
+says fewer segments; the histograms stored segment-major), scans the histograms in
+digit-major order (so every segment knows where each of its digits goes), and moves each
+segment's records there, tile by tile, each tile sorted stably by the digit in workgroup
+memory first (rounds of 4-bit ranking) so that each digit's records leave together. Elements
+move as their bits (nan payloads and -0.0 survive); their keys order floats with -0.0 equal
+to +0.0 and every nan last (first when descending: the keys are inverted). Rows are sorted
+together: after the key's passes, passes over the row number (each record carries its index)
+put the rows back in order, stably. 32-bit dtypes take 4 passes (3 with 11-bit digits),
+64-bit ones 8, plus one per digit of the row number. On an H200, 64M f32 sort in 3.2-3.4 ms
+and argsort in 5.5-5.6 ms, a call and its synchronize (CuPy: 1.84 ms sort); with 11-bit
 digits (before the ranking counted in registers) 8.86 and 10.53 ms."""
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from .programs import (
     COUNT,
     EXTRACT,
     SCATTER,
+    SCATTER_TH,
     WG,
     check_size,
     col_scan_steps,
@@ -91,10 +91,12 @@ class Sort(BuiltinKernel):
         bits, d = config.pop("BITS"), config["D"]
         tiles = groups_for(total, WG * config["ITEMS"])
         # tiles a workgroup runs through: D / WG of them, so that the histograms of wider
-        # digits are no larger than 8-bit ones of a tile each; two where there are many
-        per = max(groups_for(tiles, programs.SEGMENTS), d // WG,
-                  2 if tiles >= programs.PAIRED_FROM else 1)
+        # digits are no larger than 8-bit ones of a tile each
+        per = max(groups_for(tiles, programs.SEGMENTS), d // WG)
         blocks = groups_for(tiles, per)
+        # one tile a segment of 8-bit digits: the scatter reads each tile's histogram for its
+        # digits' first places (measured on an H200, 64M f32: its pass 672 -> 605 us)
+        th = per == 1 and d == WG
         digits = _digits(w, rows, bits)
         hist = d * blocks
         temps = [((total * rec,), "u32"), ((total * rec,), "u32"), ((hist,), "u32"),
@@ -115,8 +117,12 @@ class Sort(BuiltinKernel):
             steps.append((COUNT, [src], "tmp2", {"c": dict(c, STEP="count"), "u": u,
                                                  "groups": blocks}))
             steps += col_scan_steps("tmp2", "tmp3", blocks, "tmp4", "tmp5", d)
-            steps.append((SCATTER, [src, "tmp3"], dst, {"c": dict(c, STEP="scatter"), "u": u,
-                                                        "groups": blocks}))
+            if th:
+                steps.append((SCATTER_TH, [src, "tmp3", "tmp2"], dst, {
+                    "c": dict(c, STEP="scatter", TH=True), "u": u, "groups": blocks}))
+            else:
+                steps.append((SCATTER, [src, "tmp3"], dst, {"c": dict(c, STEP="scatter"),
+                                                            "u": u, "groups": blocks}))
             src = dst
         if pay:
             c = dict(consts, STEP="extract", SR=rec, PAY=params["indices"], ITEMS=4, SUB=False)

@@ -22,7 +22,8 @@
 //   SIDE ("left" or "right", search), SUB (subgroup scans) and SGARGS (their builtins), D
 //   (count/scatter: the digits, 2^8 or 2^11), ROUNDS (scatter: 4-bit ranking rounds), and
 //   FB, CW and LANES (scatter: the bits of a nibble counter, the words holding 16, their
-//   indices), VEC (count/scatter: records of one source word, read as vec4s).
+//   indices), VEC (count/scatter: records of one source word, read as vec4s), TH (scatter:
+//   one tile a segment of 8-bit digits, whose histograms it reads: th).
 struct Params {
     n: u32,
     blocks: u32,
@@ -38,16 +39,21 @@ struct Params {
 @group(0) @binding(1) var<storage, read> v: array<u32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
-#elif STEP == "scatter" and VEC
-@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read> offs: array<u32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-@group(0) @binding(3) var<uniform> p: Params;
 #elif STEP == "scatter"
+#if VEC
+@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
+#else
 @group(0) @binding(0) var<storage, read> src: array<u32>;
+#endif
 @group(0) @binding(1) var<storage, read> offs: array<u32>;
+#if TH
+@group(0) @binding(2) var<storage, read> th: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+@group(0) @binding(4) var<uniform> p: Params;
+#else
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
+#endif
 #elif STEP == "count" and VEC
 @group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
@@ -288,10 +294,20 @@ fn wg_scan(lid: u32, sid: u32, ssize: u32, s: u32) -> vec2<u32> {
 // counters are scanned nibble-major, invocation-minor), then written out to where their digit
 // goes next (gofs) + their place among its records (shift: gofs less the digit's first place
 // in the tile); then gofs moves past the tile's records of each digit.
-fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
+fn sort_tile(lid: u32, sid: u32, ssize: u32, tile: u32, first: u32, count: u32) {
     var rec: array<vec3<u32>, ${ITEMS}>;
     var dg: array<u32, ${ITEMS}>;
     var rk: array<u32, ${ITEMS}>;
+#if TH
+    {
+        // the count's histogram of this tile (one tile a segment, a digit an invocation): a
+        // digit's first place in the sorted tile is the count of the digits below it
+        let c = th[tile * ${D}u + lid];
+        let sc = wg_scan(lid, sid, ssize, c);
+        shift[lid] = gofs[lid] - sc.x;
+        gofs[lid] = gofs[lid] + c;
+    }
+#endif
 #if VEC
     // the invocation's records, four to a load
     var vv: array<vec4<u32>, ${ITEMS // 4}>;
@@ -366,6 +382,7 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
 #endfor
     workgroupBarrier();
 #endfor
+#if not TH
     // The tile is sorted by digit. Each invocation takes its ITEMS consecutive records again: a
     // digit's first place in the tile is where it differs from the record before, and there
     // its shift (where its records go, less that place) is written; its last place is where
@@ -390,6 +407,7 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
         after = digit(staged((lid + 1u) * ${ITEMS}u));
     }
     workgroupBarrier();
+#endif
     // written in stripes: neighbouring invocations write neighbouring places (measured on an
     // H200: each invocation writing its own consecutive records, held from above, made the
     // scatter twice as slow)
@@ -407,6 +425,7 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
 #endif
     }
 #endfor
+#if not TH
     workgroupBarrier();  // every record has read its digit's shift
 #for j in range(ITEMS)
 #if j + 1 < ITEMS
@@ -417,6 +436,7 @@ fn sort_tile(lid: u32, sid: u32, ssize: u32, first: u32, count: u32) {
         gofs[ds[${j}]] = shift[ds[${j}]] + lid * ${ITEMS}u + ${j + 1}u;
     }
 #endfor
+#endif
 }
 
 // The tiles of a segment in order; offs: where each digit of the segment goes.
@@ -441,7 +461,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             break;
         }
         workgroupBarrier();  // the last tile's records have left the workgroup memory
-        sort_tile(lid, sid, ssize, first, min(TILE, p.n - first));
+        sort_tile(lid, sid, ssize, blk * p.per + t, first, min(TILE, p.n - first));
     }
 }
 #endif

@@ -122,6 +122,33 @@ def test_packed_outputs_at_odd_sizes(rng, n):
     assert got[3] is y  # an argument returned as it is
 
 
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 1023, 4097])
+def test_four_byte_programs_run_on_vec4_items_at_odd_sizes(rng, n, monkeypatch):
+    """f32, s32 and u32 inputs read flat and 4-byte outputs: each invocation's item is a
+    vec4 of four elements, the last item's elements past the end not written; the same bits
+    as one kernel an operation and as the element-at-a-time program; a view at an aligned
+    offset read as flat as a buffer."""
+    from wgcompute.kernels.elementwise import fused
+
+    big = wgc.from_numpy(data(rng, "f32", n + 512))
+    x = big[256:256 + n]  # (1 KiB in: an aligned binding offset)
+    i = wgc.from_numpy(data(rng, "s32", n))
+    u = wgc.from_numpy(data(rng, "u32", n))
+
+    def f(x, i, u):
+        return abs(x * 1.5 - 2.0), (i * 3 + 7) // 2, u ^ 5, (x + 0.5) * x
+
+    want, got = eager_and_fused(f, x, i, u)
+    for g, w in zip(got, want):
+        same_bits(g, w)
+    keys = [k for k in wgc.current_device().pipelines if getattr(k, "kernel", None) ==
+            fused.KERNEL and dict(k.constants).get("vec")]
+    assert keys, "no fused program ran on vec4 items"
+    monkeypatch.setattr(fused, "vectorized", False)
+    for g, w in zip(wgc.fuse(f)(x, i, u), want):
+        same_bits(g, w)
+
+
 @pytest.mark.computes("f16")
 @pytest.mark.needs("shader-f16")
 def test_f16_rounds_between_rows(rng):

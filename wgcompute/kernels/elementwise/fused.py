@@ -174,6 +174,13 @@ def _node_value(call: str, dst, keep64: bool) -> str:
     return call
 
 
+# Programs whose inputs and outputs are all 4-byte dtypes read flat run on vec4 items (tests
+# turn it off to compare the element-at-a-time programs). Measured on an H200: 10 fused
+# relu(x + b) on 64M f32 took 0.33 ms of GPU time element at a time, 0.258 on vec4 items (one
+# add: 0.191).
+vectorized = True
+
+
 class FusedKernel(BuiltinKernel):
     """The fused program of one Dag: inputs x0.., outputs out0.. (one shape: the launch's),
     scalars s0.. in the uniform. Made once per Dag (``fused_kernel``); bound by
@@ -192,6 +199,16 @@ class FusedKernel(BuiltinKernel):
         self.dtypes = dag.dtypes()
         # a packed output is written whole words at a time: an item is four elements
         self.words = any(DTYPES[dag.nodes[k].dtype].packed for k in dag.outputs)
+        # inputs and outputs of 4-byte unpacked dtypes: read flat, an item is a vec4 of four
+        # elements (as the one-op kernels' items are)
+        ends = [DTYPES[d] for d in dag.leaves("in")] + [DTYPES[dag.nodes[k].dtype]
+                                                         for k in dag.outputs]
+        self.vec_dtypes = not self.words and all(
+            d.itemsize == 4 and not d.packed for d in ends)
+
+    def vec(self, full) -> bool:
+        """Whether the program runs on vec4 items: 4-byte dtypes and every input read flat."""
+        return vectorized and self.vec_dtypes and all(full)
 
     def storage_bindings(self) -> tuple[str, ...]:
         return self.inputs + self.outs
@@ -219,22 +236,44 @@ class FusedKernel(BuiltinKernel):
         full, sizes, _ = self.plan(inputs, shape, views)
         keep64 = "f64" in self.dtypes and device.has("shader-int64")
         return PipelineKey(KERNEL, self.dtypes, (("dag", self.dag), ("ndim", len(sizes)),
-                                                  ("full", full), ("keep64", keep64)))
+                                                  ("full", full), ("keep64", keep64),
+                                                  ("vec", self.vec(full))))
 
     # -- the shader ----------------------------------------------------------------------------
     def render(self, key: PipelineKey):
         consts = dict(key.constants)
         dag, ndim, full, keep64 = consts["dag"], consts["ndim"], consts["full"], consts["keep64"]
+        vec = consts["vec"]
         strided = tuple(n for n, f in zip(self.inputs, full) if not f)
         functions, element, helpers = self._program(dag, full, keep64)
+        vec_head, vec_stores = [], []
+        if vec:  # each lane's lines in a block of their own, its element's loads from the item
+            lanes = [self._program(dag, full, keep64, lane)[1] for lane in "xyzw"]
+            element = [line for k, body in enumerate(lanes) for line in (
+                "{", f"    let e = i * 4u + {k}u;", "    let g = p.start + e;",
+                *(f"    {x}" for x in body), "}")]
+            vec_head = [f"let xv{i} = x{i}[i];" for i in range(len(self.inputs))]
+            vec_head += [f"var ov{j}: vec4<{_storage(DTYPES[dag.nodes[k].dtype])}>;"
+                         for j, k in enumerate(dag.outputs)]
+            # the last item may hold fewer than four elements: only theirs are written
+            vec_stores = ["if (p.start + i * 4u + 4u <= p.total) {"]
+            vec_stores += [f"    out{j}[i] = ov{j};" for j in range(len(dag.outputs))]
+            vec_stores += ["} else {"]
+            for k, c in enumerate("xyzw"):
+                vec_stores += [f"    if (p.start + i * 4u + {k}u < p.total) {{"]
+                vec_stores += [f"        out{j}[i].{c} = ov{j}.{c};"
+                               for j in range(len(dag.outputs))]
+                vec_stores += ["    }"]
+            vec_stores += ["}"]
         scalars = tuple((f"s{i}", _rep(DTYPES[d])) for i, d in enumerate(dag.leaves("scalar")))
         fields = (("n", "u32"), ("start", "u32"), ("total", "u32"), ("opaque", "u32"),
                   *scalars, *uniform_fields(ndim, strided))
+        item = "vec4<{}>" if vec else "{}"
         bindings = [f"@group(0) @binding({i}) var<storage, read> {n}: "
-                    f"array<{_storage(DTYPES[d])}>;"
+                    f"array<{item.format(_storage(DTYPES[d]))}>;"
                     for i, (n, d) in enumerate(zip(self.inputs, dag.leaves("in")))]
         bindings += [f"@group(0) @binding({len(self.inputs) + j}) var<storage, read_write> "
-                     f"out{j}: array<{_storage(DTYPES[dag.nodes[k].dtype])}>;"
+                     f"out{j}: array<{item.format(_storage(DTYPES[dag.nodes[k].dtype]))}>;"
                      for j, k in enumerate(dag.outputs)]
         index = index_wgsl(ndim, strided).splitlines() if strided else []
         head, start, nxt, advance = [], [], [], []
@@ -257,6 +296,7 @@ class FusedKernel(BuiltinKernel):
             "U": self.per_invocation,
             "PACKED": packed,
             "WORDS": self.words,
+            "VEC": vec, "VEC_HEAD": vec_head, "VEC_STORES": vec_stores,
             "WORD_VARS": self._word_lines(dag)[0],
             "WORD_STORES": self._word_lines(dag)[1],
             "KEEP64": keep64,
@@ -267,9 +307,10 @@ class FusedKernel(BuiltinKernel):
         }, name="elementwise/fused.wgsl")
         return src, fields
 
-    def _program(self, dag: Dag, full, keep64: bool):
+    def _program(self, dag: Dag, full, keep64: bool, lane: str | None = None):
         """(the row functions, one element's lines, helper functions): each node a let,
-        each distinct row application a function (shared by the nodes that repeat it)."""
+        each distinct row application a function (shared by the nodes that repeat it).
+        ``lane``: the element is that lane of a vec4 item (inputs xv.., outputs ov..)."""
         functions: dict[str, str] = {}  # source -> name
         helpers: list[str] = []
         lines = []
@@ -279,6 +320,8 @@ class FusedKernel(BuiltinKernel):
                 i = node.args[0]
                 at = "e" if full[i] else f"i_x{i}"
                 load = packing.load(dt, f"x{i}", at) if dt.packed else f"x{i}[{at}]"
+                if lane is not None:
+                    load = f"xv{i}.{lane}"
                 lines.append(f"let v{k} = {load};")
             elif node.op == "scalar":
                 lines.append(f"let v{k} = p.s{node.args[0]};")
@@ -300,6 +343,7 @@ class FusedKernel(BuiltinKernel):
             dt = DTYPES[dag.nodes[k].dtype]
             word = f"w{j}[l / {dt.lanes}u]"
             lines.append(f"{word} = {word} | {packing.put(dt, f'v{k}', 'e')};" if dt.packed
+                         else f"ov{j}.{lane} = v{k};" if lane is not None
                          else f"out{j}[e] = v{k};")
         return [f"fn {n}{text}" for text, n in functions.items()], lines, helpers
 
@@ -329,7 +373,8 @@ class FusedKernel(BuiltinKernel):
         if total == 0:
             return []
         full, sizes, strided = self.plan(inputs, shape, views)
-        per_item = 4 if self.words else 1  # (elements)
+        vec = self.vec(full)
+        per_item = 4 if self.words or vec else 1  # (elements)
         items = [DTYPES[b.dtype].itemsize for b in outputs]
         item_bytes = max(items + [DTYPES[b.dtype].itemsize for b, f in zip(inputs, full) if f])
         dims = uniform_values(sizes, strided)  # (a view of a one-element output: its offset)
@@ -344,6 +389,8 @@ class FusedKernel(BuiltinKernel):
             if ranges is not None:  # each output's piece in its own item size
                 ranges = ranges[:-1] + tuple((start * it, (count * it + 3) // 4 * 4)
                                              for it in items)
+                if vec:  # whole vec4 items (a piece's last one may reach past its count)
+                    ranges = tuple((off, (size + 15) // 16 * 16) for off, size in ranges)
             u = dict(dims, n=n, start=start, total=total, opaque=0, **named)
             u.update({f"o{name}": off for name, off in offsets.items()})
             out.append(Launch(fold_grid(groups, device, KERNEL), u, ranges))

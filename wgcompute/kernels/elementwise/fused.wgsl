@@ -13,7 +13,10 @@
 //   the stepped index decode of its first item, layout.stepped_index_wgsl), ELEMENT (the
 //   lines computing one element's values and storing them); with WORDS, LANE_START and
 //   LANE_NEXT (the lanes' coordinates: from the item's, then one element on,
-//   layout.lane_index_wgsl) and ADVANCE (the item's coordinates to the next item's).
+//   layout.lane_index_wgsl) and ADVANCE (the item's coordinates to the next item's); VEC
+//   (4-byte dtypes, every input flat: the item is a vec4 of four elements), VEC_HEAD (its
+//   inputs' loads xv.., its outputs' vectors ov..) and VEC_STORES (their stores: only the
+//   elements before p.total).
 // Every row's result goes through keep32 / keep64, an exclusive or with p.opaque: a value the
 // compiler cannot know, so it cannot contract one row's product into the next row's sum (an
 // fma rounds once where separate kernels round twice). f16 values are stored as f16 between
@@ -75,6 +78,16 @@ ${fn}
         ${line}
 #endfor
 #for line in ADVANCE
+        ${line}
+#endfor
+#elif VEC
+#for line in VEC_HEAD
+        ${line}
+#endfor
+#for line in ELEMENT
+        ${line}
+#endfor
+#for line in VEC_STORES
         ${line}
 #endfor
 #else

@@ -146,7 +146,7 @@ def test_larger_workgroups(wg, rng, monkeypatch):
     up to 16 each, or not): the larger sizes too, on matrices of 260 rows, both paths."""
     from wgcompute.kernels.linalg import svd_parallel as sp
 
-    monkeypatch.setattr(sp, "group_size", lambda m: wg)
+    monkeypatch.setattr(sp, "group_size", lambda m, gpu=True: wg)
     monkeypatch.setattr(sp, "HELD_MAX", 16 if wg == 256 else 0)
     check_svd(rng.standard_normal((260, 130)).astype(np.float32), "f32")  # direct
     a = rng.standard_normal((260, 128)).astype(np.float32)

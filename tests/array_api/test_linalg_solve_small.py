@@ -170,3 +170,50 @@ def test_a_call_again_on_the_same_arrays_reuses_its_bindings(fn, rng):
     assert count() == before
     want = np.linalg.solve(a, b) if fn == "solve" else np.linalg.inv(a)
     close(x, want.astype(np.float64))
+
+
+_WG_BYTES = {"f32": 4, "u32": 4, "i32": 4, "f64": 8, "vec2<f32>": 8, "vec2<f64>": 16}
+
+
+def _workgroup_bytes(src: str) -> int:
+    """Bytes of a shader's workgroup variables (arrays and scalars of the types above)."""
+    import re
+
+    total = 0
+    for line in src.splitlines():
+        m = re.match(r"\s*var<workgroup>\s+\w+\s*:\s*(array<(.+),\s*(\d+)>|(\S+));", line)
+        if m:
+            t, count = (m.group(2), int(m.group(3))) if m.group(2) else (m.group(4), 1)
+            total += _WG_BYTES[t.strip()] * count
+    return total
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64", "c64", "c128"])
+def test_the_workgroup_memory_path_fits_the_adapter(dt, monkeypatch):
+    """Where lu_small.wgsl's matrix and X go to workgroup memory, the shader's workgroup
+    variables fit the adapter's limit, for every n up to 64 and X of 1 or n columns (a
+    complex128 element is 16 bytes: counted as 8, a 44×44 system declared 33.7 KB where
+    32 KB was the limit)."""
+    from wgcompute.dtypes import DTYPES
+    from wgcompute.kernels.linalg.factor import LU
+
+    feature = DTYPES[dt].feature
+    if feature and feature not in wgc.device_info()["features"]:
+        pytest.skip(f"{wgc.device_info()['name']} lacks {feature}")
+    monkeypatch.setattr(factor, "SMALL_LU", "workgroup")  # (f32, c64: not in registers)
+    dev = wgc.current_device()
+    limit = dev.limit("max-compute-workgroup-storage-size")
+    kernel = LU()
+    seen = 0
+    for n in range(1, 65):
+        for k in sorted({1, n}):
+            a, b = wgc.empty((1, n, n), dt), wgc.empty((1, n, k), dt)
+            params = {"mode": "solve"}
+            out = wgc.empty((1, n, k), dt)
+            consts = dict(kernel.constants([a, b], out, params))
+            if consts.get("ROWS") or not consts.get("SHARED"):
+                continue
+            seen += 1
+            src, _ = kernel.render(kernel.key([a, b], out, params))
+            assert _workgroup_bytes(src) <= limit, (dt, n, k, _workgroup_bytes(src), limit)
+    assert seen, "no size took the workgroup-memory path"

@@ -3,6 +3,7 @@ working in storage, so any n runs with no host round trip."""
 
 from __future__ import annotations
 
+from ...dtypes import DTYPES
 from ...errors import ArgumentError, ShapeError
 from ..core.base import Launch, Param, fold_grid
 from .common import WG, LinalgKernel, batch_of, chunks, phased
@@ -87,7 +88,7 @@ class LUFactor(LinalgKernel):
             return -1
         _, n, k = self._sizes(inputs, params)
         cap = n * (n | 1) + n * k  # lu_small.wgsl's rows are n | 1 apart
-        item = 4 if inputs[0].dtype == "f32" else 8
+        item = DTYPES[inputs[0].dtype].itemsize  # (complex128: 16 bytes)
         room = device.limit("max-compute-workgroup-storage-size") - self.workgroup_size * (
             item + 4) - 16
         return cap if n <= SHARED_N and cap * item <= room else 0

@@ -119,17 +119,8 @@ fn digit(r: vec3<u32>) -> u32 {
 #endif
 }
 
-#if VEC
-// record e of the source (one word each, read four to a load)
-fn load(e: u32) -> vec3<u32> {
-    var r = vec3<u32>(src[e >> 2u][e & 3u], 0u, 0u);
-#if PAY and FIRST
-    r.z = e;
-#endif
-    return r;
-}
-#else
-// record e of the source
+#if not VEC
+// record e of the source (VEC: the callers read vec4s themselves)
 fn load(e: u32) -> vec3<u32> {
     let b = e * ${SR}u;
     var r = vec3<u32>(src[b], 0u, 0u);

@@ -111,7 +111,7 @@ class DeviceParts:
         try:  # a fence after all of it: the queue runs submissions in order
             lazy = self.lazy  # queued operators: their submission is that fence
             fence = self.submit([] if lazy is not None and lazy.ops else
-                                [self.link.encoder().finish()])
+                                [self.link.encoder().finish()], poll=False)
         finally:
             self.end_work()
         if not wait(fence, _left(deadline)):

@@ -121,6 +121,8 @@ class Batch:
         """Submit the open batch (through Device.submit); an error of its work is kept for
         the next sync."""
         self._materialize()
+        if self.ops:  # the last flush's fence woke no poll thread: its callbacks fire here
+            self.device.submitter.reap()
         with self.lock:
             if self.ops:
                 self._submit(None, False)
@@ -189,7 +191,8 @@ class Batch:
         fence = None
         try:
             if cbs:
-                fence = submit(cbs, True) if submit is not None else dev.submit(cbs, batch=True)
+                fence = submit(cbs, True) if submit is not None else dev.submit(cbs, batch=True,
+                                                                                  poll=False)
         except Exception as e:
             self.ops = []
             release(ops)

@@ -178,9 +178,11 @@ class Submitter:
         if destroyed:  # another thread is marking the loss at this moment: submit nothing
             raise DeviceLostError(f"{self.label} was lost (its wgpu device was destroyed)")
 
-    def submit(self, command_buffers, fence: bool = True) -> Fence | None:
+    def submit(self, command_buffers, fence: bool = True, poll: bool = True) -> Fence | None:
         """Submit now; return the submission's Fence (None with ``fence=False``: staging
-        copies whose buffer map is their completion). Never waits for the GPU."""
+        copies whose buffer map is their completion). Never waits for the GPU. ``poll=False``:
+        the poll thread is not woken for this fence; someone polls soon (a caller about to
+        wait, or the lazy batch's next flush): see ``keep_polling``."""
         with self._lock:
             self._check_alive()
             index = self.link.submit(command_buffers)
@@ -190,7 +192,7 @@ class Submitter:
             f = Fence(self)
             f.index = index
             self._pending.append(f)
-            if self._token is None:
+            if poll and self._token is None:
                 self._token = self.link.poll_token()
         # Outside the lock: with an idle queue the callback may run inside this call.
         self._notifier.arm(index)
@@ -224,6 +226,19 @@ class Submitter:
         if not box.ok:
             return DeviceError("the GPU could not finish this submission (device lost?)")
         return None
+
+    def keep_polling(self) -> None:
+        """Wake the poll thread for the fences pending now (a waiter gave up on one that was
+        submitted with ``poll=False``: its callbacks still fire without anyone waiting)."""
+        with self._lock:
+            if self._pending and self._token is None and self.dead is None:
+                self._token = self.link.poll_token()
+
+    def reap(self) -> None:
+        """One non-blocking poll if fences are pending: completes those the GPU has finished
+        (the lazy batch's flush, whose own fences do not wake the poll thread)."""
+        if self._pending and self.dead is None:
+            self.link.poll()
 
     def pending_count(self) -> int:
         return len(self._pending)
@@ -317,3 +332,5 @@ def wait_event(event, submitter: Submitter, timeout: float | None = None) -> boo
                 _nap(start)
     finally:
         submitter.waiting.pop()
+        if not is_set():  # gave up (timeout, interrupt): fences left must complete anyway
+            submitter.keep_polling()

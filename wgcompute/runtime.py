@@ -143,26 +143,34 @@ class Device(DeviceParts):
         return self.gpu_device.queue
 
     def submit(self, command_buffers, *, fence: bool = True, sync: bool = False,
-               batch: bool = False, upload: bool = False):
+               batch: bool = False, upload: bool = False, poll: bool = True):
         """The one way work reaches this device's queue. Returns the submission's Fence (None
         with ``fence=False``: staging copies whose buffer map is their completion), or with
         ``sync=True`` (one command buffer) what ``submitter.wait_sync`` polls for from this
         thread. Never waits for the GPU. The open batch of queued operators goes first
         (queue order is program order), and an error of its work raises here; ``batch``:
         this is that batch; ``upload``: staging copies into a buffer (a trace of a replayed
-        model may hold them: the buffer keeps what they wrote)."""
+        model may hold them: the buffer keeps what they wrote); ``poll=False``: the poll
+        thread is not woken for this submission, because the caller polls for it right away
+        (a synchronize, a read) or the batch's next flush does (Submitter.reap): on an H200
+        host its wake-ups, each taking the GIL, cost a queued tiny op and its synchronize
+        ~15-30 us."""
         lazy = self.lazy
         if lazy is not None and not batch and not upload and lazy.capture is not None:
             lazy.capture.saw_submit()
         if lazy is not None and not batch and (lazy.ops or lazy.held or lazy.streams
                                                 or lazy.error is not None):
             if not sync:  # one submission: the batch, then these
-                return lazy.submit_after(command_buffers, fence, self.submitter.submit)
+                submit = self.submitter.submit
+                if not poll:
+                    def submit(cbs, f, _submit=submit):
+                        return _submit(cbs, f, False)
+                return lazy.submit_after(command_buffers, fence, submit)
             lazy.before_submit()
         if sync:
             (cb,) = command_buffers
             return self.submitter.submit_sync(cb)
-        return self.submitter.submit(command_buffers, fence)
+        return self.submitter.submit(command_buffers, fence, poll)
 
     def flush(self) -> None:
         """Submit the operators queued on this device (the GPU starts on them; nothing

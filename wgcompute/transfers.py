@@ -120,7 +120,7 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
             enc = link.encoder()
             enc.copy(src, src_offset + start, stage, 0, padded)
             # the map is the completion; queued operators go first (their error raises here)
-            dev.submit([enc.finish()], fence=False)
+            dev.submit([enc.finish()], fence=False, poll=False)  # (this thread waits now)
         except BaseException:
             stage.destroy()
             raise

@@ -88,6 +88,13 @@ PART_CACHE_SIZE = 1024
 
 def freeze(v):
     """``v`` (params: dicts, lists, scalars) as a hashable value, dicts' items in order."""
+    if type(v) is dict:  # the common case, flat and hashable: as below, without the walk
+        try:
+            t = tuple(sorted(v.items()))
+            hash(t)
+            return t
+        except TypeError:
+            pass
     if isinstance(v, dict):
         items = [(k, freeze(x)) for k, x in v.items()]
         try:

@@ -115,11 +115,26 @@ def reads_in_place(shape, strides, offset) -> bool:
             and all(s >= 0 for s in strides) and _matrix_layout(shape, strides) is not None)
 
 
+_VIEWS: dict = {}  # (src_shape, out_shape) -> copy_view of a transpose (a pure function)
+
+
 def copy_view(name: str, src_shape, out_shape, params) -> tuple | None:
     """The view (shape, strides, offset) of a source of ``src_shape`` that the copy op
     ``name`` makes into a contiguous output of ``out_shape`` (the 2-D transpose kernel, a
     strided copy, a region copy filling all of the output), where a matmul could read it in
     place (one of its last two strides is 1); else None."""
+    if name == "transpose" and not params:  # (every queued x.T: memoized)
+        key = (src_shape, out_shape)
+        view = _VIEWS.get(key, False)
+        if view is False:
+            if len(_VIEWS) > 4096:
+                _VIEWS.clear()
+            view = _VIEWS[key] = _copy_view(name, src_shape, out_shape, params)
+        return view
+    return _copy_view(name, src_shape, out_shape, params)
+
+
+def _copy_view(name: str, src_shape, out_shape, params) -> tuple | None:
     if name == "transpose":
         if params or len(src_shape) != 2:
             return None
@@ -163,12 +178,36 @@ def compose_views(first, second) -> tuple | None:
     return sh2, tuple(strides), off1
 
 
+_FOLDS: dict = {}  # read_in_place's params for unparameterized products, by shapes and views
+
+
 def read_in_place(inputs, params, swap) -> tuple | None:
     """(inputs, params) of a matmul reading copies' sources in place instead of the copies
     (``swap``: operand number -> (source, the view of it the copy makes)): a swap of the
     last two axes of the whole source as "_ta" / "_tb" (the 2-D transposed kernels), any
     other view as "_la" / "_lb"; None where the product cannot run so (the copies are then
     queued first)."""
+    if params:
+        return _read_in_place(inputs, params, swap)
+    # a function of the shapes and views alone: memoized (a dependent chain's every product)
+    key = (inputs[0].shape, inputs[1].shape,
+           tuple([(i, src.shape, view) for i, (src, view) in swap.items()]))
+    flags = _FOLDS.get(key, False)
+    if flags is False:
+        got = _read_in_place(inputs, params, swap)
+        flags = got[1] if got is not None else None
+        if len(_FOLDS) > 4096:
+            _FOLDS.clear()
+        _FOLDS[key] = flags
+    if flags is None:
+        return None
+    new = list(inputs)
+    for i, (src, _view) in swap.items():
+        new[i] = src
+    return new, dict(flags)
+
+
+def _read_in_place(inputs, params, swap) -> tuple | None:
     new = list(inputs)
     flags = dict(params or {})
     for i, (src, view) in swap.items():

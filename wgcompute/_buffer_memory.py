@@ -3,7 +3,7 @@ flight, freeing (deferred while held; pooled memory given back) and the count of
 
 from __future__ import annotations
 
-import collections
+import itertools
 import math
 import threading
 from typing import TYPE_CHECKING
@@ -19,55 +19,35 @@ if TYPE_CHECKING:
 _USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 _ALIGN = 16  # allocation granularity: lets kernels read vec4 words past a ragged end
 
-_live_lock = threading.Lock()
-_live_count = 0
-_next_id = 0
+# Buffer ids and the live count: itertools counters, whose next() is one C call (atomic under
+# the GIL), so creating and freeing a buffer takes no lock; a buffer's __del__ running inside
+# another's creation (a collection, a trace hook) cannot deadlock on one. The live count is
+# the difference of the creations and frees counted so far.
+_ids = itertools.count(1)
+_made = itertools.count()
+_unmade = itertools.count()
 
 
-# Frees that found _live_lock taken. A buffer's __del__ can run inside the `with _live_lock`
-# of another buffer's creation on the same thread (a garbage collection, or a trace hook's
-# Python code, between two of its bytecodes): waiting there would deadlock, so it leaves its
-# decrement here, and the next holder of the lock applies it (deque appends are atomic).
-_uncounted: collections.deque = collections.deque()
-
-
-def _apply_uncounted() -> None:  # with _live_lock held
-    global _live_count
-    while _uncounted:
-        _uncounted.popleft()
-        _live_count -= 1
+def _counted(counter) -> int:
+    """How far an itertools.count has counted, without counting (its repr: count(N))."""
+    return int(repr(counter)[6:-1])
 
 
 def _new_id(live: bool) -> int:
     """A new buffer's id; ``live``: it owns memory, and counts in live_buffers()."""
-    global _live_count, _next_id
-    with _live_lock:
-        if live:
-            _live_count += 1
-        _next_id += 1
-        number = _next_id
-        _apply_uncounted()
-    return number
+    if live:
+        next(_made)
+    return next(_ids)
 
 
 def _uncount() -> None:
-    """One live buffer fewer; never waits for the lock (see _uncounted)."""
-    global _live_count
-    if _live_lock.acquire(blocking=False):
-        try:
-            _live_count -= 1
-            _apply_uncounted()
-        finally:
-            _live_lock.release()
-    else:
-        _uncounted.append(1)
+    """One live buffer fewer."""
+    next(_unmade)
 
 
 def live_count() -> int:
     """Buffers that own GPU memory now (what live_buffers() reports)."""
-    with _live_lock:
-        _apply_uncounted()
-        return _live_count
+    return _counted(_made) - _counted(_unmade)
 
 
 def _alloc(dev: Device, shape: tuple, dt: DType, label: str, argument: str = "shape"):

@@ -290,7 +290,7 @@ def _hold_transpose(batch, held: Held, k, inputs, output, params, label) -> bool
     if len(inputs) != 1 or output is None:
         return False
     src = inputs[0]
-    if str(src.dtype) not in _MATMUL_DTYPES or src.dtype != output.dtype or \
+    if src._dt.name not in _MATMUL_DTYPES or src._dt is not output._dt or \
             src._dev is not output._dev:
         return False
     view = _view_of(k, src, output, params)
@@ -308,23 +308,27 @@ def _checks(k, inputs, output, params) -> bool:
     try:
         key = (id(k), src._shape, src._dt.name, src._offset, output._shape, output._dt.name,
                tuple(params.items()) if params else ())
-        seen = key in _CHECKED and src._dev is output._dev
+        fits = _CHECKED.get(key) if src._dev is output._dev else None
     except TypeError:  # unhashable params: checked in full every time
-        key, seen = None, False
-    if seen:
-        src._check(f"{k.name}: input {k.inputs[0]!r}")
-        output._check(f"{k.name}: output")
-    else:
-        _bind_checks(k, inputs, output, params)
-        if key is not None:
-            if len(_CHECKED) > 4096:
-                _CHECKED.clear()
-            _CHECKED[key] = True
+        key, fits = None, None
+    if fits is not None:
+        if src._freed or output._freed or not output._dev.alive:  # (messages made if needed)
+            src._check(f"{k.name}: input {k.inputs[0]!r}")
+            output._check(f"{k.name}: output")
+        return fits
+    _bind_checks(k, inputs, output, params)
     limit = output._dev.limit("max-storage-buffer-binding-size")
-    return src._bound_bytes() <= limit and output._bound_bytes() <= limit
+    fits = src._bound_bytes() <= limit and output._bound_bytes() <= limit
+    if key is not None:
+        if len(_CHECKED) > 4096:
+            _CHECKED.clear()
+        _CHECKED[key] = fits
+    return fits
 
 
-_CHECKED: dict = {}  # the held copies' signatures bind's checks passed
+# the held copies' signatures bind's checks passed: whether both buffers fit a binding (a
+# function of the shapes, dtypes and offset in the key)
+_CHECKED: dict = {}
 
 
 def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:

@@ -21,6 +21,7 @@ from .kernels.core.layout import contiguous_strides
 from .kernels.core.registry import get as kernel
 from .kernels.elementwise.arrayops import ARRAY_OPS, COMPARISONS, array_op
 from .kernels.elementwise.cast import ASTYPE_CHECK, check_options, exact_by_type
+from .kernels.matmul.matmul import matmul_shape
 from .pipeline import Pipeline
 
 _NONE = 0xFFFFFFFF
@@ -160,10 +161,13 @@ def _refusal(where: str, value, index: int, src: str, dst: str, rounding) -> str
 def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     """numpy's transpose into a new buffer (or ``out``): see wgc.transpose."""
     check_buffer(a, "a")
-    perm = normalize_permutation(axes, a.ndim, "transpose")
-    shape = tuple(a.shape[d] for d in perm)
+    if axes is None and len(a._shape) == 2:  # (x.T: every other op of a dependent chain)
+        perm, shape = (1, 0), (a._shape[1], a._shape[0])
+    else:
+        perm = normalize_permutation(axes, a.ndim, "transpose")
+        shape = tuple(a.shape[d] for d in perm)
     if out is None:
-        out = result_buffer(shape, DTYPES[a.dtype], a.device, label="transpose-out")
+        out = result_buffer(shape, a._dt, a._dev, label="transpose-out")
     if a.ndim == 2 and perm == (1, 0) and not a._dt.packed and a._dt.kind != "c":
         return enqueue("transpose", [a], out)
     check_buffer(out, "out")
@@ -426,12 +430,10 @@ def matmul_op(a: Buffer, b, reflected: bool = False) -> Buffer:
     if not isinstance(b, Buffer):
         _other(b, "operator @")
         return NotImplemented
-    from .kernels.matmul.matmul import matmul_shape
-
     x, y = (b, a) if reflected else (a, b)
     check_buffer(x, "operator @")
     check_buffer(y, "operator @")
-    if x.dtype != y.dtype:
+    if x._dt is not y._dt and x.dtype != y.dtype:
         raise DtypeError(f"operator @: {x.dtype} and {y.dtype} buffers; make them one dtype "
                          f"with .astype()")
     shape = matmul_shape(x.shape, y.shape).out

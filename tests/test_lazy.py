@@ -114,6 +114,29 @@ def test_a_synchronize_or_a_read_of_queued_work_wakes_no_poll_thread(unfused):
     assert dev.submitter.pending_count() == 0
 
 
+def test_synchronize_submits_nothing_of_its_own_and_times_out_on_long_work(rng):
+    """synchronize waits for the work-done callback of what was submitted (no empty command
+    buffer, no fence of its own), and still times out while that work runs."""
+    a = wgc.from_numpy(rng.standard_normal((512, 512)).astype(np.float32))
+    dev = a.device
+    (a @ a).to_numpy()
+    before = dev.submitter.submissions
+    dev.synchronize()
+    assert dev.submitter.submissions == before  # nothing queued: nothing submitted
+    x = a
+    for _ in range(40):
+        x = (x @ a) * 0.04
+    with pytest.raises(wgc.TimeoutError):
+        dev.synchronize(timeout=0.0)
+    dev.synchronize()
+    assert dev.submitter.submissions > before
+    want = a.to_numpy().astype(np.float64)
+    an = want.copy()
+    for _ in range(40):
+        want = (want @ an) * 0.04
+    np.testing.assert_allclose(x.to_numpy(), want, rtol=2e-3, atol=1e-3)
+
+
 def test_a_batch_submitted_at_its_bound_is_reaped_by_the_next_flush(unfused):
     """The batch's own fence wakes no poll thread either: the next flush's poll completes it
     (its buffers let go); a wait that gives up wakes the poll thread for what is pending."""

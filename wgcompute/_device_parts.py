@@ -10,7 +10,6 @@ import time
 from collections import deque
 
 from ._args import check_timeout
-from ._queue import wait
 from .errors import ArgumentError
 from .errors import TimeoutError as WgTimeoutError
 
@@ -106,18 +105,27 @@ class DeviceParts:
             drain = getattr(obj, "_wait", None)
             if getattr(obj, "finish_on_close", False) and drain is not None:
                 drain(_left(deadline))
-        running = [c for c in list(self.commands.values()) if c.status == "running"]
+        running = [c for c in list(self.commands.values()) if c.status == "running"] \
+            if self.commands else ()
         self.begin_work()
-        try:  # a fence after all of it: the queue runs submissions in order
-            lazy = self.lazy  # queued operators: their submission is that fence
-            fence = self.submit([] if lazy is not None and lazy.ops else
-                                [self.link.encoder().finish()], poll=False)
+        try:
+            lazy = self.lazy  # queued operators go first (a kept error of theirs raises)
+            if lazy is not None:
+                if lazy.capture is not None:
+                    lazy.capture.saw_submit()
+                if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
+                    lazy.before_submit()
+            # the work-done callback of everything submitted so far: nothing new submitted
+            box = self.submitter.arm_sync()
         finally:
             self.end_work()
-        if not wait(fence, _left(deadline)):
-            raise WgTimeoutError(f"synchronize: {self.label} did not finish within {timeout} s")
-        if fence.error is not None:
-            raise self.wrap(fence.error, "synchronize")
+        try:
+            error = self.submitter.wait_sync(box, _left(deadline))
+        except TimeoutError:
+            raise WgTimeoutError(f"synchronize: {self.label} did not finish within {timeout} "
+                                 f"s") from None
+        if error is not None:
+            raise self.wrap(error, "synchronize")
         for c in running:  # host work after the GPU (readbacks) ends these
             if not c._wait_done(_left(deadline)):
                 raise WgTimeoutError(f"synchronize: {c!r} did not finish within {timeout} s")

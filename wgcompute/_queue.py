@@ -213,11 +213,24 @@ class Submitter:
         self.link.arm_box(box)
         return box
 
-    def wait_sync(self, box) -> BaseException | None:
-        """Poll until the GPU has done the run ``submit_sync`` returned ``box`` for. Returns the
-        error if the GPU could not finish it, else None."""
+    def arm_sync(self):
+        """What ``wait_sync`` polls for until the GPU has finished everything submitted so
+        far, submitting nothing (a synchronize: no empty command buffer, no Fence)."""
+        box = getattr(self._local, "sync", None)
+        if box is None:
+            box = self._local.sync = self.link.sync_box()
+        with self._lock:
+            self._check_alive()
+        self.link.arm_box(box)
+        return box
+
+    def wait_sync(self, box, timeout: float | None = None) -> BaseException | None:
+        """Poll until the GPU has done the run ``submit_sync`` (or ``arm_sync``) returned
+        ``box`` for. Returns the error if the GPU could not finish it, else None; raises
+        TimeoutError after ``timeout`` s."""
         try:
-            wait_event(box, self)
+            if not wait_event(box, self, timeout):
+                raise TimeoutError
         finally:
             if box.status is None:  # interrupted (or the device died): the callback may still
                 # come, so the box must outlive this call; the next call takes a new one

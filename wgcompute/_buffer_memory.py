@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
 from typing import TYPE_CHECKING
 
 import wgpu

@@ -97,9 +97,8 @@ class DeviceParts:
         DeviceError if the device is closed or lost."""
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        # operators recorded but not yet submitted go in the same submission as the fence
-        # below (Device.submit puts them first); a stream's threads submit them before their
-        # own work, so only the device's check comes first
+        # a stream's threads submit the operators recorded before their own work, so only the
+        # device's check comes first
         self.check()
         for obj in list(self._closables):  # streams: what their threads were given
             drain = getattr(obj, "_wait", None)
@@ -107,23 +106,33 @@ class DeviceParts:
                 drain(_left(deadline))
         running = [c for c in list(self.commands.values()) if c.status == "running"] \
             if self.commands else ()
-        self.begin_work()
+        lazy, ops, done = self.lazy, [], False
         try:
-            lazy = self.lazy  # queued operators go first (a kept error of theirs raises)
-            if lazy is not None:
-                if lazy.capture is not None:
-                    lazy.capture.saw_submit()
-                if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
-                    lazy.before_submit()
-            # the work-done callback of everything submitted so far: nothing new submitted
-            box = self.submitter.arm_sync()
+            self.begin_work()
+            try:
+                # queued operators go first, without a fence of their own (the wait below
+                # covers them); a kept error of theirs raises
+                if lazy is not None:
+                    if lazy.capture is not None:
+                        lazy.capture.saw_submit()
+                    if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
+                        ops = lazy.flush_waited()
+                        error, lazy.error = lazy.error, None
+                        if error is not None:
+                            raise error
+                # the work-done callback of everything submitted so far: nothing new submitted
+                box = self.submitter.arm_sync()
+            finally:
+                self.end_work()
+            try:
+                error = self.submitter.wait_sync(box, _left(deadline))
+            except TimeoutError:
+                raise WgTimeoutError(f"synchronize: {self.label} did not finish within "
+                                     f"{timeout} s") from None
+            done = True
         finally:
-            self.end_work()
-        try:
-            error = self.submitter.wait_sync(box, _left(deadline))
-        except TimeoutError:
-            raise WgTimeoutError(f"synchronize: {self.label} did not finish within {timeout} "
-                                 f"s") from None
+            if ops:
+                lazy.let_go(ops, done)
         if error is not None:
             raise self.wrap(error, "synchronize")
         for c in running:  # host work after the GPU (readbacks) ends these

@@ -127,6 +127,26 @@ class Batch:
             if self.ops:
                 self._submit(None, False)
 
+    def flush_waited(self) -> list:
+        """``flush`` for a caller that waits for the GPU right after (synchronize): the batch
+        goes without a Fence of its own; returns its ops, whose buffers ``let_go`` releases
+        once that wait ended. An error of the work is kept, as flush's."""
+        self._materialize()
+        if self.ops:
+            self.device.submitter.reap()
+        with self.lock:
+            return self._submit(None, False, waited=True) if self.ops else []
+
+    def let_go(self, ops: list, done: bool) -> None:
+        """Release what ``flush_waited`` submitted: now (``done``: the GPU finished it), or
+        once the GPU has (a wait that gave up)."""
+        if not ops:
+            return
+        if done:
+            release(ops)
+        else:
+            self.device.submitter.fence_for_all().add_callback(lambda _f: release(ops))
+
     def submit_after(self, command_buffers, fence: bool, submit):
         """Device.submit's part: a kept error raises; else the open batch and
         ``command_buffers`` go in ONE queue submission, the batch first (``submit(cbs)`` ->
@@ -156,11 +176,12 @@ class Batch:
                     sb.flush()
                     sb.wait_submitted()
 
-    def _submit(self, after, raises: bool, submit=None):
+    def _submit(self, after, raises: bool, submit=None, waited: bool = False):
         """Record and submit the open batch (with the lock held), ``after`` (command buffers)
         in the same submission; the ops' buffers are let go once it completes. Returns its
-        Fence. A refused op's error is kept (and ``after`` not submitted); a failed submit
-        raises when ``raises``, else is kept. The ops stay in ``self.ops`` until submitted: a
+        Fence (``waited``: no Fence; returns the ops submitted, which the caller lets go). A
+        refused op's error is kept (and ``after`` not submitted); a failed submit raises when
+        ``raises``, else is kept. The ops stay in ``self.ops`` until submitted: a
         submit in another thread that sees them waits for the lock, so it comes after them
         in the queue (they are taken out before anything that may drop the batch)."""
         ops = self.ops
@@ -175,7 +196,7 @@ class Batch:
                 if raises:
                     raise
                 self._keep(e)
-            return None
+            return [] if waited else None
         try:
             cb = dev.link.one_pass([c for op in ops for c in op.calls])
         except Exception as e:  # validation: find the op, run those before it
@@ -190,7 +211,10 @@ class Batch:
             cbs.extend(after)
         fence = None
         try:
-            if cbs:
+            if waited:
+                if cbs:
+                    dev.submitter.submit(cbs, False)
+            elif cbs:
                 fence = submit(cbs, True) if submit is not None else dev.submit(cbs, batch=True,
                                                                                   poll=False)
         except Exception as e:
@@ -199,8 +223,10 @@ class Batch:
             if raises:
                 raise
             self._keep(e if isinstance(e, WgComputeError) else dev.wrap(e, ops[0].label))
-            return None
+            return [] if waited else None
         self.ops = []
+        if waited:
+            return ops
         if fence is None:
             release(ops)
         else:

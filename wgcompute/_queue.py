@@ -145,6 +145,7 @@ class Submitter:
         self._token = None  # keeps the poll thread polling while fences are pending
         self._idle_since = 0.0  # when the last pending fence completed
         self.submissions = 0
+        self._last = 0  # the last submission's index
         self._notifier = link.notifier(self._work_done)
         self._local = threading.local()
         self._orphans: list = []  # sync boxes whose callback is still to come
@@ -185,7 +186,7 @@ class Submitter:
         wait, or the lazy batch's next flush): see ``keep_polling``."""
         with self._lock:
             self._check_alive()
-            index = self.link.submit(command_buffers)
+            index = self._last = self.link.submit(command_buffers)
             self.submissions += 1
             if not fence:
                 return None
@@ -208,7 +209,7 @@ class Submitter:
             box = self._local.sync = self.link.sync_box()
         with self._lock:
             self._check_alive()
-            self.link.submit((command_buffer,))
+            self._last = self.link.submit((command_buffer,))
             self.submissions += 1
         self.link.arm_box(box)
         return box
@@ -239,6 +240,24 @@ class Submitter:
         if not box.ok:
             return DeviceError("the GPU could not finish this submission (device lost?)")
         return None
+
+    def fence_for_all(self) -> Fence:
+        """A Fence of everything submitted so far, submitting nothing: for work submitted
+        without one whose buffers are let go once it is done after all (a synchronize that
+        gave up waiting). The poll thread completes it."""
+        with self._lock:
+            f = Fence(self)
+            f.index = self._last
+            dead = self.dead
+            if dead is None:
+                self._pending.append(f)  # (in index order: nothing was submitted after it)
+                if self._token is None:
+                    self._token = self.link.poll_token()
+        if dead is not None:
+            f._finish(dead)
+        else:
+            self._notifier.arm(f.index)
+        return f
 
     def keep_polling(self) -> None:
         """Wake the poll thread for the fences pending now (a waiter gave up on one that was

@@ -20,6 +20,11 @@ from .runtime import Device, open_devices
 # Python records the next ones. Measured on lavapipe (benchmarks/bench_lazy.py): 16 to 256
 # cost the same per op within noise; 64 keeps the holds (pinned results) of one batch small.
 MAX_OPS = 64
+# A time bound as well (a batch submitted once its first op had waited 100-200 us, so the GPU
+# runs a dependent chain while Python records the rest) was slower on an H200: the 256x256
+# matmul / transpose chain took 41.9 us an op at 64 ops a batch, 51.0-65.7 with the bound,
+# 52.4 submitting every op (pinned, 6 alternating rounds): a submission costs the host more
+# than the GPU's head start gives back.
 _PKG = os.path.dirname(os.path.abspath(__file__))
 _eager = [os.environ.get("WGCOMPUTE_EAGER", "").strip().lower() in ("1", "true", "yes", "on")]
 # Where automatic fusion hooks in. "enqueue": fn(kernel, inputs, output, params, label) called

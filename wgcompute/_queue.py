@@ -214,6 +214,20 @@ class Submitter:
         self.link.arm_box(box)
         return box
 
+    def submit_pass_sync(self, calls):
+        """``submit_sync`` of one compute pass of native ``calls``, recorded and submitted in
+        one native sequence (under the lock: the run is submitted as recorded). Raises what
+        WebGPU reports about the recorded commands."""
+        box = getattr(self._local, "sync", None)
+        if box is None:
+            box = self._local.sync = self.link.sync_box()
+        with self._lock:
+            self._check_alive()
+            self._last = self.link.submit_pass(calls)
+            self.submissions += 1
+        self.link.arm_box(box)
+        return box
+
     def arm_sync(self):
         """What ``wait_sync`` polls for until the GPU has finished everything submitted so
         far, submitting nothing (a synchronize: no empty command buffer, no Fence)."""

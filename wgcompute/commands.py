@@ -95,8 +95,8 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
             if not device.alive:  # closed (or lost) since the buffers were checked
                 device.check(label)
             try:
-                if calls:
-                    cb = device.link.one_pass(calls)
+                if calls:  # recorded and submitted in one go (the open batch first)
+                    box = device.submit_pass_sync(calls)
                 else:
                     enc = device.link.encoder()
                     if record is not None:
@@ -108,7 +108,8 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
                 if not device.alive or "lost" in str(e).lower():
                     raise device.wrap(e, label) from e
                 raise CommandFailedError(f"{label} failed: {e}", e) from e
-            box = device.submit((cb,), sync=True)
+            if not calls:
+                box = device.submit((cb,), sync=True)
         finally:
             recording.pop()
         error = device.submitter.wait_sync(box)
@@ -116,7 +117,8 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
             if not device.alive:
                 raise device.wrap(error, label) from error
             raise CommandFailedError(f"{label} failed: {error}", error)
-        device.after_wait()
+        if device._clocks.watch:  # (Device.after_wait, inlined)
+            device.after_wait()
     finally:
         for b in held:
             b._release()

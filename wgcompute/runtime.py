@@ -172,6 +172,17 @@ class Device(DeviceParts):
             return self.submitter.submit_sync(cb)
         return self.submitter.submit(command_buffers, fence, poll)
 
+    def submit_pass_sync(self, calls):
+        """``submit((one_pass(calls),), sync=True)`` in one native sequence (run_kernel's
+        path): the open batch goes first; returns what ``submitter.wait_sync`` polls for."""
+        lazy = self.lazy
+        if lazy is not None:
+            if lazy.capture is not None:
+                lazy.capture.saw_submit()
+            if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
+                lazy.before_submit()
+        return self.submitter.submit_pass_sync(calls)
+
     def flush(self) -> None:
         """Submit the operators queued on this device (the GPU starts on them; nothing
         waits); an error of queued work raises here."""

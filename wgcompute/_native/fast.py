@@ -169,9 +169,14 @@ def _on_mapped(status, message, userdata1, _userdata2):
     req._done = True
 
 
+# cffi's own from_handle, without FFI.from_handle's Python wrapper: the callback below runs
+# between the GPU finishing a synchronous run and its caller returning
+_from_handle = getattr(getattr(ffi, "_backend", None), "from_handle", ffi.from_handle)
+
+
 @ffi.callback("void(WGPUQueueWorkDoneStatus, WGPUStringView, void *, void *)")
 def _on_sync_done(status, _message, userdata1, _u2):
-    ffi.from_handle(userdata1).status = int(status)
+    _from_handle(userdata1).status = int(status)
 
 
 class SyncBox:
@@ -256,6 +261,30 @@ class Link:
             return CommandBuffer(libf.wgpuCommandEncoderFinish(enc, _BUFFER_DESC))
         finally:
             lib.wgpuCommandEncoderRelease(enc)
+
+    def submit_pass(self, calls) -> int:
+        """``submit((one_pass(calls),))`` in one go, without the Python objects (the synchronous
+        run_kernel's path: ~8 Python calls fewer). Returns the submission index; raises what
+        WebGPU reports about the recorded commands (nothing is submitted then)."""
+        enc = lib.wgpuDeviceCreateCommandEncoder(self.dev, _ENCODER_DESC)
+        try:
+            pid = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
+            try:
+                record_calls(pid, calls)
+                lib.wgpuComputePassEncoderEnd(pid)
+            finally:
+                lib.wgpuComputePassEncoderRelease(pid)
+            cb = libf.wgpuCommandEncoderFinish(enc, _BUFFER_DESC)
+        finally:
+            lib.wgpuCommandEncoderRelease(enc)
+        arr = self._arrays.get(1)
+        if arr is None:
+            arr = self._arrays[1] = ffi.new("WGPUCommandBuffer[]", 1)
+        arr[0] = cb
+        try:
+            return int(lib.wgpuQueueSubmitForIndex(self.queue, 1, arr))
+        finally:
+            lib.wgpuCommandBufferRelease(cb)
 
     @staticmethod
     def record_wgpu_pass(cpass, calls) -> None:

@@ -148,6 +148,10 @@ class Link:
         enc.record_calls(calls)
         return enc.finish()
 
+    def submit_pass(self, calls) -> int:
+        """``submit((one_pass(calls),))``."""
+        return self.submit((self.one_pass(calls),))
+
     @staticmethod
     def record_wgpu_pass(cpass, calls) -> None:
         record_calls(cpass, calls)

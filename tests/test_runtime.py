@@ -453,6 +453,15 @@ def test_clocks_are_held_by_default_only_where_the_means_exist(monkeypatch):
     keeper._thread.join(30)
     assert not keeper.held and keeper.watch  # cannot hold here: the warning names the remedy
     keeper.release()
+    # the hold starts HOLD_DELAY_S after the device opens (off a first submit's path); a
+    # device closed before then never starts it, and its close does not wait for the delay
+    early = clocks.Keeper(nvidia, "NVIDIA H200", None)
+    import time
+
+    start = time.perf_counter()
+    early.release()
+    assert time.perf_counter() - start < clocks.HOLD_DELAY_S / 2
+    assert not early._thread.is_alive() and not early.held
     cpu = clocks.Keeper({"vendor_id": 0x10005, "device": "llvmpipe"}, "llvmpipe", None)
     assert cpu._thread is None and not cpu.held and not cpu.watch
     monkeypatch.setenv("WGCOMPUTE_HOLD_CLOCKS", "0")

@@ -178,6 +178,11 @@ class Hold:
 
 
 _CHECK_S = 10.0  # a device looks at its GPU's clocks at most this often after a wait
+# The default hold starts this long after the device opens: importing cuda-python and making
+# the context (~0.9 s on an H200 host, most of it Python imports taking the GIL) ran beside a
+# process's first upload and submit and made them ~85 ms slower (first_submit: 813 against
+# 729 ms without the hold); a script done within this time never needed the clocks held.
+HOLD_DELAY_S = 0.5
 log = logging.getLogger("wgcompute")
 
 
@@ -201,6 +206,7 @@ class Keeper:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._released = False
+        self._cancel = threading.Event()  # set by release(): a hold not started yet never is
         self._next_check = 0.0
         # only NVIDIA GPUs are watched (NVML); off for the rest, and once a warning was given
         self.watch = "nvidia" in name.lower() or int(info.get("vendor_id") or 0) == NVIDIA
@@ -210,7 +216,7 @@ class Keeper:
         if want is None and not env:  # the default: where the means exist, quietly
             if self.watch:
                 self.watch = False  # no idle-clock warning while the context is made
-                self._thread = threading.Thread(target=self._hold_quietly, daemon=True,
+                self._thread = threading.Thread(target=self._hold_later, daemon=True,
                                                 name=f"wgcompute-clocks-{ordinal}")
                 self._thread.start()
             return
@@ -226,6 +232,10 @@ class Keeper:
     @property
     def held(self) -> bool:
         return self._hold is not None
+
+    def _hold_later(self) -> None:
+        if not self._cancel.wait(HOLD_DELAY_S):
+            self._hold_quietly()
 
     def _hold_quietly(self) -> None:
         try:
@@ -244,6 +254,7 @@ class Keeper:
         """Give the context back (waits for one being made)."""
         with self._lock:
             self._released = True
+        self._cancel.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         hold, self._hold = self._hold, None

@@ -218,7 +218,7 @@ class Batch:
         try:
             if waited:
                 if cbs:
-                    dev.submitter.submit(cbs, False)
+                    dev.submit(cbs, batch=True, fence=False, poll=False)
             elif cbs:
                 fence = submit(cbs, True) if submit is not None else dev.submit(cbs, batch=True,
                                                                                   poll=False)

@@ -123,6 +123,9 @@ def test_synchronize_submits_nothing_of_its_own_and_times_out_on_long_work(rng):
     before = dev.submitter.submissions
     dev.synchronize()
     assert dev.submitter.submissions == before  # nothing queued: nothing submitted
+    if dev.info()["backend"] == "OpenGL":
+        pytest.skip("wgpu's GL backend runs the work inside its submit: nothing is still "
+                    "running when the wait starts, so no timeout can be seen")
     x = a
     for _ in range(40):
         x = (x @ a) * 0.04

@@ -77,7 +77,7 @@ PORTABLE_TESTS := $(addprefix tests/,test_buffers.py test_dtypes.py test_transfe
 	test_copy.py test_kernels_core.py test_fast_kernels.py test_reduce.py test_matmul.py \
 	test_custom_kernels.py test_custom_kernels_reflected.py test_in_place.py test_async.py \
 	test_examples_async.py test_pipeline.py test_streams.py test_runtime.py test_errors.py \
-	test_threads.py test_surface.py)
+	test_threads.py test_surface.py test_lazy.py)
 # In one process (-n 0): the portable calls track each submit with a fence buffer of their
 # own, pooled, and a second worker starving the poll thread grows that pool while
 # test_pipeline counts the GPU objects a thousand submits create.

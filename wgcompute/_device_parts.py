@@ -100,13 +100,14 @@ class DeviceParts:
         # a stream's threads submit the operators recorded before their own work, so only the
         # device's check comes first
         self.check()
-        for obj in list(self._closables):  # streams: what their threads were given
+        # streams: what their threads were given (the WeakSet iterated only when not empty)
+        for obj in list(self._closables) if self._closables else ():
             drain = getattr(obj, "_wait", None)
             if getattr(obj, "finish_on_close", False) and drain is not None:
                 drain(_left(deadline))
         running = [c for c in list(self.commands.values()) if c.status == "running"] \
             if self.commands else ()
-        lazy, ops, done = self.lazy, [], False
+        lazy, ops, box, done = self.lazy, [], None, False
         try:
             self.begin_work()
             try:
@@ -116,12 +117,12 @@ class DeviceParts:
                     if lazy.capture is not None:
                         lazy.capture.saw_submit()
                     if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
-                        ops = lazy.flush_waited()
+                        ops, box = lazy.flush_waited()
                         error, lazy.error = lazy.error, None
                         if error is not None:
                             raise error
-                # the work-done callback of everything submitted so far: nothing new submitted
-                box = self.submitter.arm_sync()
+                if box is None:  # the work-done callback of everything submitted so far
+                    box = self.submitter.arm_sync()
             finally:
                 self.end_work()
             try:

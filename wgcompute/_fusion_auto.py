@@ -154,7 +154,7 @@ class Held:
         b._pin("fusion", ": buffer")  # (released once the fused kernel is queued)
         self.leaves.append(b)
         self.views.append(view)
-        k = self.add(Node("in", str(b.dtype), (len(self.leaves) - 1,)))
+        k = self.add(Node("in", b._dt.name, (len(self.leaves) - 1,)))
         self.leaf_of[key] = k
         return k
 

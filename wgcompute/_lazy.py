@@ -132,15 +132,17 @@ class Batch:
             if self.ops:
                 self._submit(None, False)
 
-    def flush_waited(self) -> list:
+    def flush_waited(self) -> tuple[list, object]:
         """``flush`` for a caller that waits for the GPU right after (synchronize): the batch
-        goes without a Fence of its own; returns its ops, whose buffers ``let_go`` releases
-        once that wait ended. An error of the work is kept, as flush's."""
+        goes without a Fence of its own, recorded and submitted as run_kernel's pass is.
+        Returns (its ops, whose buffers ``let_go`` releases once that wait ended; what
+        ``submitter.wait_sync`` polls for, or None where the caller arms its own). An error
+        of the work is kept, as flush's."""
         self._materialize()
         if self.ops:
             self.device.submitter.reap()
         with self.lock:
-            return self._submit(None, False, waited=True) if self.ops else []
+            return self._submit(None, False, waited=True) if self.ops else ([], None)
 
     def let_go(self, ops: list, done: bool) -> None:
         """Release what ``flush_waited`` submitted: now (``done``: the GPU finished it), or
@@ -184,11 +186,12 @@ class Batch:
     def _submit(self, after, raises: bool, submit=None, waited: bool = False):
         """Record and submit the open batch (with the lock held), ``after`` (command buffers)
         in the same submission; the ops' buffers are let go once it completes. Returns its
-        Fence (``waited``: no Fence; returns the ops submitted, which the caller lets go). A
-        refused op's error is kept (and ``after`` not submitted); a failed submit raises when
-        ``raises``, else is kept. The ops stay in ``self.ops`` until submitted: a
-        submit in another thread that sees them waits for the lock, so it comes after them
-        in the queue (they are taken out before anything that may drop the batch)."""
+        Fence (``waited``: no Fence; returns the ops submitted, which the caller lets go, and
+        the box to wait on or None). A refused op's error is kept (and ``after`` not
+        submitted); a failed submit raises when ``raises``, else is kept. The ops stay in
+        ``self.ops`` until submitted: a submit in another thread that sees them waits for the
+        lock, so it comes after them in the queue (they are taken out before anything that
+        may drop the batch)."""
         ops = self.ops
         dev = self.device
         # no native call on a destroyed device (a closing one still takes its queued work)
@@ -201,7 +204,15 @@ class Batch:
                 if raises:
                     raise
                 self._keep(e)
-            return [] if waited else None
+            return ([], None) if waited else None
+        if waited:  # one native sequence, armed for the caller's wait
+            try:
+                box = dev.submit_pass_sync([c for op in ops for c in op.calls], batch=True)
+            except Exception:  # noqa: BLE001 - refused (nothing submitted): found out below
+                pass
+            else:
+                self.ops = []
+                return ops, box
         try:
             cb = dev.link.one_pass([c for op in ops for c in op.calls])
         except Exception as e:  # validation: find the op, run those before it
@@ -228,10 +239,10 @@ class Batch:
             if raises:
                 raise
             self._keep(e if isinstance(e, WgComputeError) else dev.wrap(e, ops[0].label))
-            return [] if waited else None
+            return ([], None) if waited else None
         self.ops = []
         if waited:
-            return ops
+            return ops, None
         if fence is None:
             release(ops)
         else:
@@ -244,7 +255,7 @@ class Batch:
         i = 0
         for j, op in enumerate(ops):
             try:
-                dev.link.one_pass(op.calls).release()
+                dev.link.discard(dev.link.one_pass(op.calls))
             except Exception as e:  # noqa: BLE001
                 i, error = j, e
                 break

@@ -172,11 +172,12 @@ class Device(DeviceParts):
             return self.submitter.submit_sync(cb)
         return self.submitter.submit(command_buffers, fence, poll)
 
-    def submit_pass_sync(self, calls):
+    def submit_pass_sync(self, calls, batch: bool = False):
         """``submit((one_pass(calls),), sync=True)`` in one native sequence (run_kernel's
-        path): the open batch goes first; returns what ``submitter.wait_sync`` polls for."""
+        path): the open batch goes first (``batch``: these are that batch's calls); returns
+        what ``submitter.wait_sync`` polls for."""
         lazy = self.lazy
-        if lazy is not None:
+        if lazy is not None and not batch:
             if lazy.capture is not None:
                 lazy.capture.saw_submit()
             if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:

@@ -262,6 +262,11 @@ class Link:
         finally:
             lib.wgpuCommandEncoderRelease(enc)
 
+    @staticmethod
+    def discard(command_buffer) -> None:
+        """Let go of a finished command buffer that is not to be submitted."""
+        command_buffer.release()
+
     def submit_pass(self, calls) -> int:
         """``submit((one_pass(calls),))`` in one go, without the Python objects (the synchronous
         run_kernel's path: ~8 Python calls fewer). Returns the submission index; raises what

@@ -148,6 +148,11 @@ class Link:
         enc.record_calls(calls)
         return enc.finish()
 
+    @staticmethod
+    def discard(command_buffer) -> None:
+        """Let go of a finished command buffer that is not to be submitted (wgpu-py's object
+        releases it when collected)."""
+
     def submit_pass(self, calls) -> int:
         """``submit((one_pass(calls),))``."""
         return self.submit((self.one_pass(calls),))

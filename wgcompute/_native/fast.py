@@ -46,6 +46,22 @@ def record_calls(pid, calls) -> None:
         _dispatch(pid, x, y, z)
 
 
+def _finish_pass(dev, calls):
+    """The raw handle of a finished command buffer holding one compute pass of ``calls``;
+    raises what WebGPU reports about them (through wgpu-py's error-capturing entry point)."""
+    enc = lib.wgpuDeviceCreateCommandEncoder(dev, _ENCODER_DESC)
+    try:
+        pid = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
+        try:
+            record_calls(pid, calls)
+            lib.wgpuComputePassEncoderEnd(pid)
+        finally:
+            lib.wgpuComputePassEncoderRelease(pid)
+        return libf.wgpuCommandEncoderFinish(enc, _BUFFER_DESC)
+    finally:
+        lib.wgpuCommandEncoderRelease(enc)
+
+
 class CommandBuffer:
     """A finished command buffer; ``Link.submit`` releases it once submitted."""
 
@@ -249,18 +265,8 @@ class Link:
 
     def one_pass(self, calls) -> CommandBuffer:
         """A finished command buffer holding one compute pass of ``calls``, made without
-        Python objects for the encoder and pass (the synchronous run_kernel's path)."""
-        enc = lib.wgpuDeviceCreateCommandEncoder(self.dev, _ENCODER_DESC)
-        try:
-            pid = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
-            try:
-                record_calls(pid, calls)
-                lib.wgpuComputePassEncoderEnd(pid)
-            finally:
-                lib.wgpuComputePassEncoderRelease(pid)
-            return CommandBuffer(libf.wgpuCommandEncoderFinish(enc, _BUFFER_DESC))
-        finally:
-            lib.wgpuCommandEncoderRelease(enc)
+        Python objects for the encoder and pass."""
+        return CommandBuffer(_finish_pass(self.dev, calls))
 
     @staticmethod
     def discard(command_buffer) -> None:
@@ -269,19 +275,9 @@ class Link:
 
     def submit_pass(self, calls) -> int:
         """``submit((one_pass(calls),))`` in one go, without the Python objects (the synchronous
-        run_kernel's path: ~8 Python calls fewer). Returns the submission index; raises what
+        run_kernel's path: ~6 Python calls fewer). Returns the submission index; raises what
         WebGPU reports about the recorded commands (nothing is submitted then)."""
-        enc = lib.wgpuDeviceCreateCommandEncoder(self.dev, _ENCODER_DESC)
-        try:
-            pid = lib.wgpuCommandEncoderBeginComputePass(enc, _PASS_DESC)
-            try:
-                record_calls(pid, calls)
-                lib.wgpuComputePassEncoderEnd(pid)
-            finally:
-                lib.wgpuComputePassEncoderRelease(pid)
-            cb = libf.wgpuCommandEncoderFinish(enc, _BUFFER_DESC)
-        finally:
-            lib.wgpuCommandEncoderRelease(enc)
+        cb = _finish_pass(self.dev, calls)
         arr = self._arrays.get(1)
         if arr is None:
             arr = self._arrays[1] = ffi.new("WGPUCommandBuffer[]", 1)

@@ -88,16 +88,19 @@ def tuning_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def submits(monkeypatch):
-    """Every submission to the current device's queue, counted."""
+    """Every submission to the current device's queue, counted (each way the Submitter
+    submits: with a fence or none, a synchronous run's command buffer, a synchronous pass)."""
     submitter = wgc.current_device().submitter
     seen = []
-    real = type(submitter).submit
 
-    def counting(self, *args, **kwargs):
-        seen.append(args)
-        return real(self, *args, **kwargs)
+    def counting(real):
+        def count(self, *args, **kwargs):
+            seen.append(args)
+            return real(self, *args, **kwargs)
+        return count
 
-    monkeypatch.setattr(type(submitter), "submit", counting)
+    for name in ("submit", "submit_sync", "submit_pass_sync"):
+        monkeypatch.setattr(type(submitter), name, counting(getattr(type(submitter), name)))
     return seen
 
 

@@ -154,7 +154,7 @@ def test_the_python_calls_of_a_queued_matmul_stay_few():
     assert new <= MAX_CALLS_NEW_BINDING, new
 
 
-def test_synchronize_submits_the_queued_ops_with_its_fence_in_one_submission(submits):
+def test_synchronize_submits_the_queued_ops_in_one_submission(submits):
     a = wgc.from_numpy(np.arange(256, dtype=np.float32))
     wgc.synchronize()
     c = _lazy.enqueue("add", [a, a])

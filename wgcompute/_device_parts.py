@@ -10,7 +10,7 @@ import time
 from collections import deque
 
 from ._args import check_timeout
-from .errors import ArgumentError
+from .errors import ArgumentError, DeviceError
 from .errors import TimeoutError as WgTimeoutError
 
 log = logging.getLogger("wgcompute")
@@ -140,6 +140,29 @@ class DeviceParts:
             if not c._wait_done(_left(deadline)):
                 raise WgTimeoutError(f"synchronize: {c!r} did not finish within {timeout} s")
         self.after_wait()
+
+    def flush(self) -> None:
+        """Submit the operators queued on this device (the GPU starts on them; nothing
+        waits); an error of queued work raises here."""
+        lazy = self.lazy
+        if lazy is not None and (lazy.ops or lazy.held or lazy.streams
+                                 or lazy.error is not None):
+            lazy.before_submit()
+
+    def _end_batch(self, run: bool) -> None:
+        """Closing or lost: the queued operators are submitted (``run``; an error of theirs
+        has no one left to read it) or dropped, letting go of their buffers."""
+        lazy = self.lazy
+        if lazy is None:
+            return
+        if run:
+            try:
+                lazy.flush()
+            except DeviceError:  # refused on the way (closing): what is left is dropped
+                lazy.drop()
+            lazy.error = None
+        else:
+            lazy.drop()
 
     # -- memory --------------------------------------------------------------------------------
     def _init_memory(self) -> None:

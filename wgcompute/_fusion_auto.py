@@ -311,12 +311,10 @@ def _checks(k, inputs, output, params) -> bool:
         fits = _CHECKED.get(key) if src._dev is output._dev else None
     except TypeError:  # unhashable params: checked in full every time
         key, fits = None, None
+    if fits is None or src._freed or output._freed or not output._dev.alive:
+        _bind_checks(k, inputs, output, params)  # (in full: the messages made if needed)
     if fits is not None:
-        if src._freed or output._freed or not output._dev.alive:  # (messages made if needed)
-            src._check(f"{k.name}: input {k.inputs[0]!r}")
-            output._check(f"{k.name}: output")
         return fits
-    _bind_checks(k, inputs, output, params)
     limit = output._dev.limit("max-storage-buffer-binding-size")
     fits = src._bound_bytes() <= limit and output._bound_bytes() <= limit
     if key is not None:
@@ -326,9 +324,7 @@ def _checks(k, inputs, output, params) -> bool:
     return fits
 
 
-# the held copies' signatures bind's checks passed: whether both buffers fit a binding (a
-# function of the shapes, dtypes and offset in the key)
-_CHECKED: dict = {}
+_CHECKED: dict = {}  # held copies' checked signatures -> both buffers fit a binding
 
 
 def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:

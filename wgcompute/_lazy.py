@@ -142,7 +142,21 @@ class Batch:
         if self.ops:
             self.device.submitter.reap()
         with self.lock:
-            return self._submit(None, False, waited=True) if self.ops else ([], None)
+            ops, dev = self.ops, self.device
+            if not ops:
+                return [], None
+            if dev.submitter.dead is None and not dev.link.destroyed():
+                try:  # one native sequence, armed for the caller's wait
+                    box = dev.submit_pass_sync([c for op in ops for c in op.calls], batch=True)
+                except Exception:  # noqa: BLE001 - refused (nothing submitted): found below
+                    pass
+                else:
+                    self.ops = []
+                    return ops, box
+            kept: list = []  # the general path: the refused op found, its error kept
+            self._submit(None, False, lambda cbs, _f: dev.submit(
+                cbs, batch=True, fence=False, poll=False), kept)
+            return kept, None
 
     def let_go(self, ops: list, done: bool) -> None:
         """Release what ``flush_waited`` submitted: now (``done``: the GPU finished it), or
@@ -183,15 +197,14 @@ class Batch:
                     sb.flush()
                     sb.wait_submitted()
 
-    def _submit(self, after, raises: bool, submit=None, waited: bool = False):
+    def _submit(self, after, raises: bool, submit=None, kept: list | None = None):
         """Record and submit the open batch (with the lock held), ``after`` (command buffers)
-        in the same submission; the ops' buffers are let go once it completes. Returns its
-        Fence (``waited``: no Fence; returns the ops submitted, which the caller lets go, and
-        the box to wait on or None). A refused op's error is kept (and ``after`` not
-        submitted); a failed submit raises when ``raises``, else is kept. The ops stay in
-        ``self.ops`` until submitted: a submit in another thread that sees them waits for the
-        lock, so it comes after them in the queue (they are taken out before anything that
-        may drop the batch)."""
+        in the same submission; the ops' buffers are let go once it completes (``kept``: the
+        ops submitted go there instead, the caller lets them go). Returns its Fence. A
+        refused op's error is kept (and ``after`` not submitted); a failed submit raises when
+        ``raises``, else is kept. The ops stay in ``self.ops`` until submitted: a submit in
+        another thread that sees them waits for the lock, so it comes after them in the
+        queue (they are taken out before anything that may drop the batch)."""
         ops = self.ops
         dev = self.device
         # no native call on a destroyed device (a closing one still takes its queued work)
@@ -204,15 +217,7 @@ class Batch:
                 if raises:
                     raise
                 self._keep(e)
-            return ([], None) if waited else None
-        if waited:  # one native sequence, armed for the caller's wait
-            try:
-                box = dev.submit_pass_sync([c for op in ops for c in op.calls], batch=True)
-            except Exception:  # noqa: BLE001 - refused (nothing submitted): found out below
-                pass
-            else:
-                self.ops = []
-                return ops, box
+            return None
         try:
             cb = dev.link.one_pass([c for op in ops for c in op.calls])
         except Exception as e:  # validation: find the op, run those before it
@@ -227,10 +232,7 @@ class Batch:
             cbs.extend(after)
         fence = None
         try:
-            if waited:
-                if cbs:
-                    dev.submit(cbs, batch=True, fence=False, poll=False)
-            elif cbs:
+            if cbs:
                 fence = submit(cbs, True) if submit is not None else dev.submit(cbs, batch=True,
                                                                                   poll=False)
         except Exception as e:
@@ -239,11 +241,11 @@ class Batch:
             if raises:
                 raise
             self._keep(e if isinstance(e, WgComputeError) else dev.wrap(e, ops[0].label))
-            return ([], None) if waited else None
+            return None
         self.ops = []
-        if waited:
-            return ops, None
-        if fence is None:
+        if kept is not None:
+            kept.extend(ops)
+        elif fence is None:
             release(ops)
         else:
             fence.add_callback(lambda _f, ops=ops: release(ops))

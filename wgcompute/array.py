@@ -161,11 +161,9 @@ def _refusal(where: str, value, index: int, src: str, dst: str, rounding) -> str
 def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
     """numpy's transpose into a new buffer (or ``out``): see wgc.transpose."""
     check_buffer(a, "a")
-    if axes is None and len(a._shape) == 2:  # (x.T: every other op of a dependent chain)
-        perm, shape = (1, 0), (a._shape[1], a._shape[0])
-    else:
-        perm = normalize_permutation(axes, a.ndim, "transpose")
-        shape = tuple(a.shape[d] for d in perm)
+    perm = (1, 0) if axes is None and len(a._shape) == 2 else \
+        normalize_permutation(axes, a.ndim, "transpose")  # ((1, 0): x.T, taken directly)
+    shape = tuple([a._shape[d] for d in perm])
     if out is None:
         out = result_buffer(shape, a._dt, a._dev, label="transpose-out")
     if a.ndim == 2 and perm == (1, 0) and not a._dt.packed and a._dt.kind != "c":

@@ -11,6 +11,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
+from functools import partial
 
 import wgpu
 
@@ -151,20 +152,16 @@ class Device(DeviceParts):
         (queue order is program order), and an error of its work raises here; ``batch``:
         this is that batch; ``upload``: staging copies into a buffer (a trace of a replayed
         model may hold them: the buffer keeps what they wrote); ``poll=False``: the poll
-        thread is not woken for this submission, because the caller polls for it right away
-        (a synchronize, a read) or the batch's next flush does (Submitter.reap): on an H200
-        host its wake-ups, each taking the GIL, cost a queued tiny op and its synchronize
-        ~15-30 us."""
+        thread is not woken for it: the caller polls for it right away (a synchronize, a
+        read) or the batch's next flush does (Submitter.reap)."""
         lazy = self.lazy
         if lazy is not None and not batch and not upload and lazy.capture is not None:
             lazy.capture.saw_submit()
         if lazy is not None and not batch and (lazy.ops or lazy.held or lazy.streams
                                                 or lazy.error is not None):
             if not sync:  # one submission: the batch, then these
-                submit = self.submitter.submit
-                if not poll:
-                    def submit(cbs, f, _submit=submit):
-                        return _submit(cbs, f, False)
+                submit = self.submitter.submit if poll else partial(self.submitter.submit,
+                                                                    poll=False)
                 return lazy.submit_after(command_buffers, fence, submit)
             lazy.before_submit()
         if sync:
@@ -183,29 +180,6 @@ class Device(DeviceParts):
             if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
                 lazy.before_submit()
         return self.submitter.submit_pass_sync(calls)
-
-    def flush(self) -> None:
-        """Submit the operators queued on this device (the GPU starts on them; nothing
-        waits); an error of queued work raises here."""
-        lazy = self.lazy
-        if lazy is not None and (lazy.ops or lazy.held or lazy.streams
-                                 or lazy.error is not None):
-            lazy.before_submit()
-
-    def _end_batch(self, run: bool) -> None:
-        """Closing or lost: the queued operators are submitted (``run``; an error of theirs
-        has no one left to read it) or dropped, letting go of their buffers."""
-        lazy = self.lazy
-        if lazy is None:
-            return
-        if run:
-            try:
-                lazy.flush()
-            except DeviceError:  # refused on the way (closing): what is left is dropped
-                lazy.drop()
-            lazy.error = None
-        else:
-            lazy.drop()
 
     def has(self, feature: str) -> bool:
         return feature in self.features

@@ -175,6 +175,24 @@ def test_a_batch_submitted_at_its_bound_is_reaped_by_the_next_flush(unfused):
     np.testing.assert_array_equal(y.to_numpy(), np.full(1000, _lazy.MAX_OPS + added))
 
 
+def test_memory_stats_count_what_a_batch_submitted_at_its_bound_gave_back(unfused):
+    """Results freed while their batch ran go back to the pool once it is done; the batch's
+    fence wakes no poll thread, so memory_stats() polls once itself."""
+    x = wgc.from_numpy(np.zeros(1 << 14, np.float32))
+    dev = x.device
+    if dev.link.mode != "fast":
+        pytest.skip("the portable calls complete fences on a thread of their own")
+    dev.synchronize()
+    dev.release_memory_pool()
+    ys = [x + 1.0 for _ in range(_lazy.MAX_OPS)]  # the batch goes at its bound
+    assert _queued(dev) == 0
+    del ys  # freed while queued: their memory waits for the batch
+    time.sleep(0.5)  # the GPU is done; nothing in this thread polled
+    stats = dev.memory_stats()
+    assert stats["pooled_buffers"] >= _lazy.MAX_OPS, stats
+    assert dev.release_memory_pool() >= _lazy.MAX_OPS * x.nbytes
+
+
 def _bad_op(a: wgc.Buffer, out: wgc.Buffer, site: str):
     """A dispatch WebGPU refuses: elementwise_add's pipeline with scale's bind group (their
     layouts differ), as the library's own queue records it."""

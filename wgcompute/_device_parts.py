@@ -201,7 +201,9 @@ class DeviceParts:
         ``peak_used`` (the most at once since the device opened), ``pooled`` (freed operator
         results kept for reuse, at most ``pool_limit``; ``release_memory_pool()`` gives them
         back), ``staging_free`` (idle transfer staging); and the counts ``buffers``,
-        ``pooled_buffers``, ``pool_hits``, ``pool_misses``. Never waits on the GPU."""
+        ``pooled_buffers``, ``pool_hits``, ``pool_misses``. Never waits on the GPU (one
+        non-blocking poll first: what finished work held is counted where it went)."""
+        self.submitter.reap()
         with self._mem_lock:
             self._settle()
             used, peak, count = self._used, self._peak, self._count

@@ -283,7 +283,7 @@ class Submitter:
     def reap(self) -> None:
         """One non-blocking poll if fences are pending: completes those the GPU has finished
         (the lazy batch's flush, whose own fences do not wake the poll thread)."""
-        if self._pending and self.dead is None:
+        if self._pending and self.dead is None and not self.link.destroyed():
             self.link.poll()
 
     def pending_count(self) -> int:

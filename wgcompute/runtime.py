@@ -316,7 +316,9 @@ class Device(DeviceParts):
 
     def release_memory_pool(self) -> int:
         """Give back the GPU memory this device keeps for reuse by array results (freed
-        results of operators such as ``a + b``); returns the bytes released."""
+        results of operators such as ``a + b``, those finished work held included); returns
+        the bytes released."""
+        self.submitter.reap()
         return self.memory_pool.release()
 
     def _forget_binds(self) -> None:

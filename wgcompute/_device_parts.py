@@ -116,7 +116,7 @@ class DeviceParts:
                 if lazy is not None:
                     if lazy.capture is not None:
                         lazy.capture.saw_submit()
-                    if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
+                    if lazy.due():
                         ops, box = lazy.flush_waited()
                         error, lazy.error = lazy.error, None
                         if error is not None:
@@ -145,8 +145,7 @@ class DeviceParts:
         """Submit the operators queued on this device (the GPU starts on them; nothing
         waits); an error of queued work raises here."""
         lazy = self.lazy
-        if lazy is not None and (lazy.ops or lazy.held or lazy.streams
-                                 or lazy.error is not None):
+        if lazy is not None and lazy.due():
             lazy.before_submit()
 
     def _end_batch(self, run: bool) -> None:

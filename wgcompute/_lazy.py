@@ -100,6 +100,11 @@ class Batch:
         self.capture: Capture | None = None  # a graph trace recording this batch's ops
         self.fusion = None  # the enqueue hook's state for this batch (fusion's held DAG)
 
+    def due(self) -> bool:
+        """Whether a submission goes through this batch first: ops queued or held, open
+        `with stream:` blocks, or a kept error to raise."""
+        return bool(self.ops or self.held or self.streams or self.error is not None)
+
     def enqueue(self, op: Op) -> None:
         dev = self.device
         held = []
@@ -145,15 +150,14 @@ class Batch:
             ops, dev = self.ops, self.device
             if not ops:
                 return [], None
-            if dev.submitter.dead is None and not dev.link.destroyed():
-                try:  # one native sequence, armed for the caller's wait
-                    box = dev.submit_pass_sync([c for op in ops for c in op.calls], batch=True)
-                except Exception:  # noqa: BLE001 - refused (nothing submitted): found below
-                    pass
-                else:
-                    self.ops = []
-                    return ops, box
-            kept: list = []  # the general path: the refused op found, its error kept
+            try:  # one native sequence, armed for the caller's wait
+                box = dev.submit_pass_sync([c for op in ops for c in op.calls], batch=True)
+            except Exception:  # noqa: BLE001 - refused or lost (nothing submitted): the
+                pass  # general path below finds the refused op, or the loss, and keeps it
+            else:
+                self.ops = []
+                return ops, box
+            kept: list = []
             self._submit(None, False, lambda cbs, _f: dev.submit(
                 cbs, batch=True, fence=False, poll=False), kept)
             return kept, None

@@ -199,14 +199,20 @@ class Submitter:
         self._notifier.arm(index)
         return f
 
+    def _box(self):
+        """This thread's work-done box for synchronous waits (a new one after an interrupted
+        wait orphaned the last)."""
+        box = getattr(self._local, "sync", None)
+        if box is None:
+            box = self._local.sync = self.link.sync_box()
+        return box
+
     def submit_sync(self, command_buffer):
         """Submit one finished command buffer for a synchronous run (run_kernel, Pipeline.run):
         returns what ``wait_sync`` polls for from this thread (its box, armed; the poll thread
         is neither woken nor needed). Apart from the wait so that the caller leaves its
         device's recording section (Device.begin_work) as soon as the work is submitted."""
-        box = getattr(self._local, "sync", None)
-        if box is None:
-            box = self._local.sync = self.link.sync_box()
+        box = self._box()
         with self._lock:
             self._check_alive()
             self._last = self.link.submit((command_buffer,))
@@ -218,9 +224,7 @@ class Submitter:
         """``submit_sync`` of one compute pass of native ``calls``, recorded and submitted in
         one native sequence (under the lock: the run is submitted as recorded). Raises what
         WebGPU reports about the recorded commands."""
-        box = getattr(self._local, "sync", None)
-        if box is None:
-            box = self._local.sync = self.link.sync_box()
+        box = self._box()
         with self._lock:
             self._check_alive()
             self._last = self.link.submit_pass(calls)
@@ -231,9 +235,7 @@ class Submitter:
     def arm_sync(self):
         """What ``wait_sync`` polls for until the GPU has finished everything submitted so
         far, submitting nothing (a synchronize: no empty command buffer, no Fence)."""
-        box = getattr(self._local, "sync", None)
-        if box is None:
-            box = self._local.sync = self.link.sync_box()
+        box = self._box()
         with self._lock:
             self._check_alive()
         self.link.arm_box(box)

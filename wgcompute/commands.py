@@ -101,15 +101,13 @@ def run_blocking(label: str, device: Device, buffers, record=None, calls=None) -
                     enc = device.link.encoder()
                     if record is not None:
                         record(enc)
-                    cb = enc.finish()
+                    box = device.submit((enc.finish(),), sync=True)
             except WgComputeError:
                 raise
             except Exception as e:  # validation error, out of memory
                 if not device.alive or "lost" in str(e).lower():
                     raise device.wrap(e, label) from e
                 raise CommandFailedError(f"{label} failed: {e}", e) from e
-            if not calls:
-                box = device.submit((cb,), sync=True)
         finally:
             recording.pop()
         error = device.submitter.wait_sync(box)

@@ -155,15 +155,15 @@ class Device(DeviceParts):
         thread is not woken for it: the caller polls for it right away (a synchronize, a
         read) or the batch's next flush does (Submitter.reap)."""
         lazy = self.lazy
-        if lazy is not None and not batch and not upload and lazy.capture is not None:
-            lazy.capture.saw_submit()
-        if lazy is not None and not batch and (lazy.ops or lazy.held or lazy.streams
-                                                or lazy.error is not None):
-            if not sync:  # one submission: the batch, then these
-                submit = self.submitter.submit if poll else partial(self.submitter.submit,
-                                                                    poll=False)
-                return lazy.submit_after(command_buffers, fence, submit)
-            lazy.before_submit()
+        if lazy is not None and not batch:
+            if not upload and lazy.capture is not None:
+                lazy.capture.saw_submit()
+            if lazy.due():
+                if not sync:  # one submission: the batch, then these
+                    submit = self.submitter.submit if poll else partial(self.submitter.submit,
+                                                                        poll=False)
+                    return lazy.submit_after(command_buffers, fence, submit)
+                lazy.before_submit()
         if sync:
             (cb,) = command_buffers
             return self.submitter.submit_sync(cb)
@@ -177,7 +177,7 @@ class Device(DeviceParts):
         if lazy is not None and not batch:
             if lazy.capture is not None:
                 lazy.capture.saw_submit()
-            if lazy.ops or lazy.held or lazy.streams or lazy.error is not None:
+            if lazy.due():
                 lazy.before_submit()
         return self.submitter.submit_pass_sync(calls)
 

@@ -206,8 +206,12 @@ def first_line(e: Exception) -> str:
 
 def default_config(mm, dtype: str, precision: str, shape) -> str:
     """The config an untuned run (lavapipe, WGCOMPUTE_AUTOTUNE=0) uses for this shape."""
+    cls = mm.problem_class(*shape)
+    if mm.is_bucket(cls) and precision != "mixed":  # products between the classes
+        return mm.bucket_default(*shape, {c.name for c in mm.CANDIDATES})
     table = mm._MIXED_DEFAULTS if precision == "mixed" else mm._DEFAULTS
-    return table[mm.problem_class(*shape)]
+    return table[cls if cls in table else
+                 ("skinny" if max(shape[:2]) >= 1024 and min(shape[:2]) <= 256 else "small")]
 
 
 def fmt_row(r: dict) -> str:

@@ -115,7 +115,8 @@ def test_encoder_f16_mixed_precision(monkeypatch):
     got = model.run(feeds)[0]
     assert got.dtype == np.float32
     assert _rel(got, _ort(m, feeds)[0]) < MIXED
-    assert len(seen) >= 2 * 8 and set(seen) == {"mixed"}  # 8 products a layer
+    # 6 products a layer (attention's two run in the attention kernel, in f32)
+    assert len(seen) >= 2 * 6 and set(seen) == {"mixed"}
     with pytest.raises(wgc.ArgumentError, match="precision.*dtype='f16'"):
         wgc.ml.load_onnx(m, precision="mixed")
 

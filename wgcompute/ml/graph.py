@@ -1,6 +1,7 @@
 """An ONNX model read into wgcompute's graph: nodes with plain-Python attributes, constants as
 numpy arrays, the unsupported-operator check, and the load-time rewrites (constant folding,
-batch norm folded into the convolution before it, Gemm's b pre-transposed)."""
+batch norm folded into the convolution before it, Gemm's b pre-transposed; in interpreted
+models, the decomposed attention as one node: ml/fuse_attention.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .._extras import require
 from ..errors import ArgumentError, ModelError
 from . import (  # noqa: F401 - the interpreter's operators register themselves
     eager,
+    eager_attention,
     eager_control,
     eager_einsum,
     eager_index,
@@ -24,7 +26,8 @@ from . import (  # noqa: F401 - the interpreter's operators register themselves
     eager_shape,
     operators,
 )
-from .ir import Graph, Node
+from .fuse_attention import fuse_attention
+from .ir import Graph, Node, consumers
 
 _FLOAT_TYPES = (1, 10, 11)  # TensorProto FLOAT, FLOAT16, DOUBLE
 # integer (and bool) inputs: shape parameters, folded on the host
@@ -179,6 +182,8 @@ def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
     check_graph(graph)
     check_supported(graph)
     fold_constants(graph)
+    # a model with attention runs interpreted (the planner lowers ONNX's own operators only)
+    fuse_attention(graph)
     route(graph)
     fold_batch_norms(graph)
     transpose_gemm_weights(graph)
@@ -460,20 +465,11 @@ def check_runnable(graph: Graph) -> None:
                          bad)
 
 
-def _users(graph: Graph) -> dict[str, list[Node]]:
-    users: dict[str, list[Node]] = {}
-    for n in graph.nodes:
-        for x in n.inputs:
-            if x:
-                users.setdefault(x, []).append(n)
-    return users
-
-
 def fold_batch_norms(graph: Graph) -> None:
     """Conv → BatchNormalization (inference, constant parameters) becomes one Conv whose
     weights and bias absorb the normalization: w·s per filter, (b - mean)·s + bias, with
     s = scale / sqrt(var + epsilon), computed in f64."""
-    users = _users(graph)
+    users = consumers(graph)
     outputs = set(graph.outputs)
     drop = set()
     c = graph.constants

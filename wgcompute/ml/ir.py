@@ -54,3 +54,13 @@ class Tensor:
 
     sid: int
     shape: tuple
+
+
+def consumers(graph: Graph) -> dict[str, list[Node]]:
+    """The nodes reading each value of ``graph`` (a node reading it twice, twice)."""
+    users: dict[str, list[Node]] = {}
+    for n in graph.nodes:
+        for x in n.inputs:
+            if x:
+                users.setdefault(x, []).append(n)
+    return users

@@ -1,0 +1,173 @@
+"""The decomposed attention of exported transformers found at load and run as one node
+(ml/fuse_attention.py, by the attention kernel where it takes the operands): the patterns
+torch and transformers write, each against onnxruntime; the ones that must stay apart."""
+
+import math
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'wgcompute[ml]')")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the reference)")
+
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+import wgcompute as wgc  # noqa: E402
+from wgcompute.ml.fuse_attention import OP  # noqa: E402
+
+
+def _model(nodes, inits, inputs, outputs, opset=17):
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, T.FLOAT, list(shape))
+
+
+def _scalar(name, v):
+    return numpy_helper.from_array(np.asarray(v, np.float32), name)
+
+
+def sdpa(feeds, *, where=False, scale_both=True, extra_out=False, axis=-1):
+    """torch's SDPA export: Q·√s @ (Kᵀ·√s), + mask, Softmax, [Where(IsNaN, 0)], @ V, for
+    ``feeds`` q, k, v (..., S, d) and an optional mask."""
+    d, mask = feeds["q"].shape[-1], feeds.get("mask")
+    rank = feeds["k"].ndim
+    kt_perm = (*range(rank - 2), rank - 1, rank - 2)
+    root = 1 / math.sqrt(math.sqrt(d))
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=list(kt_perm), name="kT")]
+    if scale_both:
+        nodes += [helper.make_node("Mul", ["q", "r"], ["qs"], name="q_scale"),
+                  helper.make_node("Mul", ["kt", "r"], ["ks"], name="k_scale"),
+                  helper.make_node("MatMul", ["qs", "ks"], ["s"], name="qk")]
+        inits = [_scalar("r", root)]
+    else:
+        nodes += [helper.make_node("MatMul", ["q", "kt"], ["s0"], name="qk"),
+                  helper.make_node("Div", ["s0", "c"], ["s"], name="scale")]
+        inits = [_scalar("c", math.sqrt(d))]
+    scores = "s"
+    if mask is not None:
+        nodes.append(helper.make_node("Add", ["mask", "s"], ["sm"], name="add_mask"))
+        scores = "sm"
+    nodes.append(helper.make_node("Softmax", [scores], ["p"], axis=axis, name="softmax"))
+    probs = "p"
+    if where:
+        nodes += [helper.make_node("IsNaN", ["p"], ["nan"], name="isnan"),
+                  helper.make_node("Where", ["nan", "zero", "p"], ["pz"], name="where")]
+        inits.append(_scalar("zero", 0.0))
+        probs = "pz"
+    nodes.append(helper.make_node("MatMul", [probs, "v"], ["y"], name="pv"))
+    ins = [_vi(name, x.shape) for name, x in feeds.items()]
+    q, k, v = feeds["q"], feeds["k"], feeds["v"]
+    outs = [_vi("y", (*q.shape[:-1], v.shape[-1]))]
+    if extra_out:
+        outs.append(_vi("s", (*q.shape[:-1], k.shape[-2])))
+    return _model(nodes, inits, ins, outs)
+
+
+@pytest.fixture
+def decomposed(monkeypatch):
+    """The calls that ran the fused node's decomposed steps (not the kernel)."""
+    from wgcompute.ml import eager_attention
+
+    calls = []
+    steps = eager_attention._decomposed
+    monkeypatch.setattr(eager_attention, "_decomposed",
+                        lambda *a: calls.append(a[0].shape) or steps(*a))
+    return calls
+
+
+def _run_both(m, feeds):
+    model = wgc.ml.load_onnx(m)
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = model.run(feeds)
+    ref = s.run(None, feeds)
+    return model, got, ref
+
+
+def _ops(model):
+    return [n.op for n in model.graph.nodes]
+
+
+def _qkv(rng, b, h, sq, skv, d, dv=None):
+    dv = dv or d
+    return {"q": rng.standard_normal((b, h, sq, d)).astype(np.float32),
+            "k": rng.standard_normal((b, h, skv, d)).astype(np.float32),
+            "v": rng.standard_normal((b, h, skv, dv)).astype(np.float32)}
+
+
+def _close(got, ref):
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5 * max(np.abs(ref).max(), 1))
+
+
+@pytest.mark.parametrize("scale_both", [True, False], ids=["mul-q-and-kT", "div-scores"])
+def test_sdpa_pattern_runs_as_one_node(scale_both, decomposed):
+    feeds = _qkv(np.random.default_rng(0), 2, 3, 37, 37, 64)
+    model, got, ref = _run_both(sdpa(feeds, scale_both=scale_both), feeds)
+    assert _ops(model) == ["Transpose", OP]
+    node = model.graph.nodes[1]
+    assert node.attrs["scale"] == pytest.approx(1 / 8) and node.attrs["empty"] == "nan"
+    _close(got[0], ref[0])
+    assert decomposed == []  # the kernel ran
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 1, 1, 19), (1, 1, 11, 19), (2, 3, 11, 19),
+                                        (11, 19), (19,)])
+def test_masks_of_every_broadcast(mask_shape, decomposed):
+    rng = np.random.default_rng(1)
+    feeds = _qkv(rng, 2, 3, 11, 19, 32, 24)
+    feeds["mask"] = np.where(rng.random(mask_shape) < 0.3, -1e4, 0).astype(np.float32)
+    model, got, ref = _run_both(sdpa(feeds), feeds)
+    assert OP in _ops(model)
+    _close(got[0], ref[0])
+    assert decomposed == []
+
+
+def test_rows_with_no_key_give_zero_under_where_isnan():
+    """transformers' export: an all -inf row's softmax is NaN, the Where makes it 0; without
+    the Where it stays NaN (onnxruntime agrees on both)."""
+    rng = np.random.default_rng(2)
+    feeds = _qkv(rng, 1, 2, 6, 9, 16)
+    mask = np.zeros((1, 1, 6, 9), np.float32)
+    mask[..., 2, :] = -np.inf  # row 2 attends no key
+    mask[..., 4, 3:] = -np.inf
+    feeds["mask"] = mask
+    model, got, ref = _run_both(sdpa(feeds, where=True), feeds)
+    assert _ops(model) == ["Transpose", OP] and model.graph.nodes[1].attrs["empty"] == "zero"
+    assert np.all(got[0][:, :, 2] == 0)
+    _close(got[0], ref[0])
+    model, got, ref = _run_both(sdpa(feeds), feeds)
+    assert np.isnan(got[0][:, :, 2]).all() and np.isnan(ref[0][:, :, 2]).all()
+    ok = np.ones(6, bool)
+    ok[2] = False
+    _close(got[0][:, :, ok], ref[0][:, :, ok])
+
+
+def test_what_must_stay_apart_is_not_fused():
+    """Scores that are also a graph output, and a softmax over another axis."""
+    feeds = _qkv(np.random.default_rng(3), 1, 2, 5, 5, 8)
+    model, got, ref = _run_both(sdpa(feeds, extra_out=True), feeds)
+    assert OP not in _ops(model)
+    for g, r in zip(got, ref, strict=True):
+        _close(g, r)
+    model, got, ref = _run_both(sdpa(feeds, axis=2), feeds)
+    assert OP not in _ops(model)
+    _close(got[0], ref[0])
+
+
+def test_head_sizes_the_kernel_does_not_take_run_decomposed(decomposed):
+    """A head of 160 (over the kernel's limit) and 3-D (batch·heads, S, d) operands."""
+    rng = np.random.default_rng(4)
+    feeds = _qkv(rng, 1, 2, 7, 5, 160)
+    model, got, ref = _run_both(sdpa(feeds), feeds)
+    assert OP in _ops(model) and decomposed == [(1, 2, 7, 160)]
+    _close(got[0], ref[0])
+    feeds = {k: v.reshape(2, *v.shape[2:]) for k, v in _qkv(rng, 1, 2, 7, 5, 48).items()}
+    model, got, ref = _run_both(sdpa(feeds), feeds)
+    assert OP in _ops(model)
+    _close(got[0], ref[0])

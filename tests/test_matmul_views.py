@@ -240,7 +240,7 @@ def test_matmul_refuses_a_view_with_no_unit_matrix_stride():
 def test_interpreted_attention_reads_its_heads_in_place(autofused, monkeypatch):
     """An ONNX encoder run by the interpreter (heads split by Reshape and Transpose, K^T a
     second Transpose): only the merge of the heads after P·V is copied, each layer's Q, K and
-    V are read in place by the products; the result is onnxruntime's."""
+    V are read in place by the attention kernel; the result is onnxruntime's."""
     pytest.importorskip("onnxruntime", reason="onnxruntime (the reference)")
     import onnxruntime as ort
     import test_onnx_transformer as enc
@@ -259,9 +259,14 @@ def test_interpreted_attention_reads_its_heads_in_place(autofused, monkeypatch):
     ref = ort.InferenceSession(m.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
-    copies = [x for x in queued if x in ("region_copy", "strided_copy")]
-    assert queued.count("matmul") == 8 * enc.LAYERS
-    assert len(copies) < 3 * enc.LAYERS  # (each layer's Q, K, V, K^T: 4 copies without)
+    assert queued.count("matmul") == 6 * enc.LAYERS and queued.count("attention") == enc.LAYERS
+    # from each layer's first product to the merge of its heads after the attention kernel,
+    # no copy (Q, K, V and K^T: 4 copies a layer without the views)
+    first = [i for i, x in enumerate(queued) if x == "layer_norm"][:2 * enc.LAYERS:2]
+    for start, end in zip(first, [i for i, x in enumerate(queued) if x == "attention"],
+                          strict=True):
+        assert not {"region_copy", "strided_copy"} & set(queued[start:end + 1])
+        assert queued[end + 1] == "region_copy"
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (1, 3, 1), (2, 1, 4)])

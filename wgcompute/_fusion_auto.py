@@ -23,7 +23,8 @@ from .kernels.elementwise.builtin import BUILTIN_OPS
 from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
-from .kernels.matmul.shapes import compose_views, copy_view, read_in_place, reads_in_place
+from .kernels.matmul.shapes import compose_views, copy_view, reads_in_place
+from .kernels.views import IN_PLACE
 
 # Nodes a held DAG takes before it is queued as a kernel: a chain of 100 `x = (x + b) op s`
 # (300 nodes and leaves) stays one kernel; the shader's size (and compile time) stays bounded.
@@ -376,22 +377,20 @@ def _after_transposes(batch, held: Held, k, inputs, output, params, label, route
 def _before_transposes(batch, held: Held, k, inputs, output, params, routed: bool,
                        viewed=None):
     """Queue the held transposes this op needs first (it reads their result or writes what
-    they read or write); forget those whose result died. A matmul reading a held result as
-    a or b reads its source through the copy's strides instead: returns (inputs, params) for
-    that, else None."""
+    they read or write); forget those whose result died. A kernel of IN_PLACE (a matmul) reading
+    held results reads their sources through the copies' strides: returns (inputs, params)."""
     trs = held.transposes
     out_root = _root(output) if output is not None else None
     swap, folded, queued = {}, None, False
-    if (k.name == "matmul" and not routed and len(inputs) == 2
-            and (params is None or type(params) is dict)):
-        for i, nm in enumerate(("a", "b")):
+    reader = IN_PLACE.get(k.name) if params is None or type(params) is dict else None
+    if reader is not None and not routed:
+        for i in reader[0](inputs, params):
             e = trs.get(id(inputs[i]))
-            if (e is not None and e[0]() is inputs[i] and not e[1]._freed and not (params and (
-                    f"_t{nm}" in params or f"_l{nm}" in params))
+            if (e is not None and e[0]() is inputs[i] and not e[1]._freed
                     and out_root is not _root(e[1]) and out_root is not inputs[i]):
                 swap[i] = e
-        folded = read_in_place(inputs, params, {i: (e[1], e[5]) for i, e in swap.items()}
-                               ) if swap else None
+        folded = reader[1](inputs, params, {i: (e[1], e[5]) for i, e in swap.items()}
+                           ) if swap else None
         if folded is None:
             swap = {}
     skip = swap or viewed or {}

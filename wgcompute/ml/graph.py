@@ -1,7 +1,7 @@
 """An ONNX model read into wgcompute's graph: nodes with plain-Python attributes, constants as
 numpy arrays, the unsupported-operator check, and the load-time rewrites (constant folding,
-batch norm folded into the convolution before it, Gemm's b pre-transposed; in interpreted
-models, the decomposed attention as one node: ml/fuse_attention.py)."""
+batch norm folded into the convolution before it, Gemm's b pre-transposed; the decomposed
+attention as one node, which makes the model interpreted: ml/fuse_attention.py)."""
 
 from __future__ import annotations
 

@@ -178,6 +178,14 @@ def compose_views(first, second) -> tuple | None:
     return sh2, tuple(strides), off1
 
 
+def viewable_operands(inputs, params) -> tuple[int, ...]:
+    """The operands of a product that a view could replace: those read as given."""
+    if len(inputs) != 2:
+        return ()
+    return tuple(i for i, nm in enumerate("ab")
+                 if not (params and (f"_t{nm}" in params or f"_l{nm}" in params)))
+
+
 _FOLDS: dict = {}  # read_in_place's params for unparameterized products, by shapes and views
 
 

@@ -114,6 +114,32 @@ def attention_params(B, H, Sq, Skv, D, Dv, scale, *, group=1, has_bias=False, em
     return params
 
 
+def viewable_heads(inputs, params) -> tuple[int, ...]:
+    """The operands (0 q, 1 k, 2 v) a view may replace: those read as given (contiguous, from
+    offset 0)."""
+    if len(inputs) != 4 or not params:
+        return ()
+    return tuple(i for i, nm in enumerate(("q", "k", "v"))
+                 if params.get(f"{nm}_strides") is None and not params.get(f"{nm}_offset"))
+
+
+def attention_views(inputs, params, swap) -> tuple | None:
+    """(inputs, params) reading q, k or v through views of other buffers instead (``swap``:
+    operand number -> (source, (shape, strides, offset)), the view a held copy's result is of
+    its source: attention's heads split from a packed projection), each view of the operand's
+    own (B·H, S, D) or (B, H, S, D) shape with a contiguous last axis; None if one is not."""
+    new, p = list(inputs), dict(params)
+    for i, (src, (shape, strides, offset)) in swap.items():
+        nm = ("q", "k", "v")[i]
+        if (len(shape) not in (3, 4) or tuple(shape) != tuple(inputs[i].shape)
+                or (strides[-1] != 1 and shape[-1] > 1)):
+            return None
+        new[i] = src
+        p[f"{nm}_strides"] = (0, *strides[:2]) if len(shape) == 3 else tuple(strides[:3])
+        p[f"{nm}_offset"] = offset
+    return new, p
+
+
 class Attention(BuiltinKernel):
     """out (B, H, Sq, Dv) = softmax(scale · q kᵀ + bias) v per head, q (B, H, Sq, D), k
     (B, H/group, Skv, D), v (B, H/group, Skv, Dv), bias (B, H, Sq, Skv) as strided views

@@ -146,6 +146,29 @@ def test_chained_heads_product_queues_no_copies(autofused, rng):
     assert_product_close(out.to_numpy(), want, "f32")
 
 
+def test_a_new_buffer_leaves_held_copies_held(autofused, rng):
+    """Uploading into a new buffer (a model's weight on its first use) does not queue the
+    held copies first: nothing held can touch it, and the product still reads them in
+    place. Writing into an existing buffer still does (program order)."""
+    q, k = (wgc.buffer(rng.standard_normal((5, 3, 8)).astype(np.float32)) for _ in range(2))
+    dev = q.device
+    dev.synchronize()
+    qh, kh = xp.permute_dims(q, (1, 0, 2)), xp.permute_dims(k, (1, 2, 0))
+    w = wgc.buffer(np.full((3, 5, 5), 0.5, np.float32))  # a fresh upload
+    out = (qh @ kh) * w
+    assert queued_labels(dev) == ["matmul"]
+    want = (np.transpose(q.to_numpy(), (1, 0, 2)).astype(np.float64)
+            @ np.transpose(k.to_numpy(), (1, 2, 0))) * 0.5
+    assert_product_close(out.to_numpy(), want, "f32")
+    dev.synchronize()
+    qh = xp.permute_dims(q, (1, 0, 2))
+    wgc.buffer(np.ones(4, np.float32))
+    assert dev.lazy.held  # still held
+    w.write(np.ones((3, 5, 5), np.float32))  # an existing buffer: held work goes first
+    assert not dev.lazy.held
+    np.testing.assert_array_equal(qh.to_numpy(), np.transpose(q.to_numpy(), (1, 0, 2)))
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_transpose_of_a_held_permutation_is_one_view(autofused, keep, rng):
     """ONNX's attention: K's heads permuted, then their last two axes swapped (K^T): the

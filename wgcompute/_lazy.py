@@ -172,11 +172,12 @@ class Batch:
         else:
             self.device.submitter.fence_for_all().add_callback(lambda _f: release(ops))
 
-    def submit_after(self, command_buffers, fence: bool, submit):
+    def submit_after(self, command_buffers, fence: bool, submit, held: bool = True):
         """Device.submit's part: a kept error raises; else the open batch and
         ``command_buffers`` go in ONE queue submission, the batch first (``submit(cbs)`` ->
-        Fence). Returns that Fence (None with ``fence=False``)."""
-        self._materialize()
+        Fence). Returns that Fence (None with ``fence=False``). ``held=False``: ops held by
+        automatic fusion stay held (``command_buffers`` touch none of their buffers)."""
+        self._materialize(held)
         with self.lock:
             error, self.error = self.error, None
             if error is not None:
@@ -188,11 +189,12 @@ class Batch:
             raise error
         return f if fence else None
 
-    def _materialize(self) -> None:
-        """What is queued elsewhere goes first: held ops (a hook's), and the ops of open
-        `with stream:` blocks, which their streams' threads submit (waited for)."""
+    def _materialize(self, held: bool = True) -> None:
+        """What is queued elsewhere goes first: held ops (a hook's; unless ``held`` is
+        False), and the ops of open `with stream:` blocks, which their streams' threads submit
+        (waited for)."""
         hook = hooks["flush"]
-        if hook is not None and self.held:
+        if hook is not None and self.held and held:
             hook(self)
         if self.streams:
             me = threading.current_thread()

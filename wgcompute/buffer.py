@@ -516,7 +516,7 @@ def buffer(data, shape=None, dtype=None, label: str = "", *, device: Device | No
     buf = Buffer(_alloc(dev, shape, dt, label, "data"), shape, dt, label, dev)
     if arr.size:
         try:
-            transfers.upload(dev, buf._gpu, 0, arr, fence=False)
+            transfers.upload(dev, buf._gpu, 0, arr, fence=False, fresh=True)
         except BaseException:
             buf.free()
             raise

@@ -144,14 +144,15 @@ class Device(DeviceParts):
         return self.gpu_device.queue
 
     def submit(self, command_buffers, *, fence: bool = True, sync: bool = False,
-               batch: bool = False, upload: bool = False, poll: bool = True):
+               batch: bool = False, upload: bool | str = False, poll: bool = True):
         """The one way work reaches this device's queue. Returns the submission's Fence (None
         with ``fence=False``: staging copies whose buffer map is their completion), or with
         ``sync=True`` (one command buffer) what ``submitter.wait_sync`` polls for from this
         thread. Never waits for the GPU. The open batch of queued operators goes first
         (queue order is program order), and an error of its work raises here; ``batch``:
         this is that batch; ``upload``: staging copies into a buffer (a trace of a replayed
-        model may hold them: the buffer keeps what they wrote); ``poll=False``: the poll
+        model may hold them: the buffer keeps what they wrote), "fresh" into a new one (ops
+        held by automatic fusion stay held: none can touch it); ``poll=False``: the poll
         thread is not woken for it: the caller polls for it right away (a synchronize, a
         read) or the batch's next flush does (Submitter.reap)."""
         lazy = self.lazy
@@ -162,7 +163,8 @@ class Device(DeviceParts):
                 if not sync:  # one submission: the batch, then these
                     submit = self.submitter.submit if poll else partial(self.submitter.submit,
                                                                         poll=False)
-                    return lazy.submit_after(command_buffers, fence, submit)
+                    return lazy.submit_after(command_buffers, fence, submit,
+                                             held=upload != "fresh")
                 lazy.before_submit()
         if sync:
             (cb,) = command_buffers

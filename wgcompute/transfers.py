@@ -39,12 +39,15 @@ def _mapped(dev, stage, padded: int, write: bool) -> np.ndarray:
     return dev.link.mapped(stage, padded, write)
 
 
-def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> Fence | None:
+def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True,
+           fresh: bool = False) -> Fence | None:
     """Copy the bytes of ``data`` into GPU buffer ``dst`` of ``dev`` at ``dst_offset``.
 
     Returns once ``data`` has been copied out (it may be reused at once); the GPU copy is
     queued ahead of any later submission. Returns the last chunk's fence (None if empty, or
-    with ``fence=False``: later submissions are ordered after the copy anyway)."""
+    with ``fence=False``: later submissions are ordered after the copy anyway). ``fresh``:
+    ``dst`` was made for this data (no op held by automatic fusion can touch it: they stay
+    held, e.g. the heads of an attention that reads them in place)."""
     dev.check()
     src = _as_bytes(data)
     n = src.nbytes
@@ -79,7 +82,8 @@ def upload(dev, dst, dst_offset: int, data: np.ndarray, fence: bool = True) -> F
                 del view
                 link.unmap(stage)
                 # only the last chunk needs a fence: the others' re-maps say when they are done
-                last = dev.submit([cb], fence=fence and start + CHUNK >= n, upload=True)
+                last = dev.submit([cb], fence=fence and start + CHUNK >= n,
+                                  upload="fresh" if fresh else True)
                 slot[1] = link.map_async(stage, True, stage.size)
             finally:
                 dev.end_work()

@@ -33,19 +33,35 @@ def _scalar(name, v):
     return numpy_helper.from_array(np.asarray(v, np.float32), name)
 
 
-def sdpa(feeds, *, where=False, scale_both=True, extra_out=False, axis=-1):
+def _runtime_root():
+    """torch's SDPA scale, computed from Q's shape when the model runs: √(1 / √d) as "r"."""
+    return [helper.make_node("Shape", ["q"], ["shape"], name="shape"),
+            helper.make_node("Gather", ["shape", "last"], ["d"], axis=0, name="d"),
+            helper.make_node("Cast", ["d"], ["df"], to=T.FLOAT, name="cast"),
+            helper.make_node("Sqrt", ["df"], ["sd"], name="sqrt_d"),
+            helper.make_node("Div", ["one", "sd"], ["s0"], name="inv"),
+            helper.make_node("Sqrt", ["s0"], ["r"], name="root")], [
+        numpy_helper.from_array(np.asarray(-1, np.int64), "last"), _scalar("one", 1.0)]
+
+
+def sdpa(feeds, *, where=False, scale_both=True, extra_out=False, axis=-1, runtime=False):
     """torch's SDPA export: Q·√s @ (Kᵀ·√s), + mask, Softmax, [Where(IsNaN, 0)], @ V, for
-    ``feeds`` q, k, v (..., S, d) and an optional mask."""
+    ``feeds`` q, k, v (..., S, d) and an optional mask (``runtime``: √s computed from Q's
+    shape, as torch writes it; a "gate" in feeds: Q multiplied by it instead of √s)."""
     d, mask = feeds["q"].shape[-1], feeds.get("mask")
     rank = feeds["k"].ndim
     kt_perm = (*range(rank - 2), rank - 1, rank - 2)
     root = 1 / math.sqrt(math.sqrt(d))
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=list(kt_perm), name="kT")]
     if scale_both:
-        nodes += [helper.make_node("Mul", ["q", "r"], ["qs"], name="q_scale"),
+        nodes += [helper.make_node("Mul", ["q", "gate" if "gate" in feeds else "r"], ["qs"],
+                                   name="q_scale"),
                   helper.make_node("Mul", ["kt", "r"], ["ks"], name="k_scale"),
                   helper.make_node("MatMul", ["qs", "ks"], ["s"], name="qk")]
         inits = [_scalar("r", root)]
+        if runtime:
+            more, inits = _runtime_root()
+            nodes = more + nodes
     else:
         nodes += [helper.make_node("MatMul", ["q", "kt"], ["s0"], name="qk"),
                   helper.make_node("Div", ["s0", "c"], ["s"], name="scale")]
@@ -171,3 +187,26 @@ def test_head_sizes_the_kernel_does_not_take_run_decomposed(decomposed):
     model, got, ref = _run_both(sdpa(feeds), feeds)
     assert OP in _ops(model)
     _close(got[0], ref[0])
+
+
+def test_scale_computed_at_run_time_folds_into_the_kernel(decomposed):
+    """torch computes SDPA's scale from Q's shape (Shape, Gather, Cast, Sqrt) when the model
+    runs: known on the host then, it folds into the kernel's scale (no multiply kernels)."""
+    feeds = _qkv(np.random.default_rng(5), 2, 3, 9, 9, 16)
+    model, got, ref = _run_both(sdpa(feeds, runtime=True), feeds)
+    (node,) = [n for n in model.graph.nodes if n.op == OP]
+    assert node.attrs["factors"] == ["q*", "k*"] and node.inputs[4:] == ["r", "r"]
+    _close(got[0], ref[0])
+    assert decomposed == []
+
+
+def test_a_tensor_factor_multiplies_its_operand_first(decomposed):
+    """A Mul of Q by a tensor (not a scale) stays exact: Q·gate, then the kernel."""
+    rng = np.random.default_rng(6)
+    feeds = _qkv(rng, 2, 3, 9, 9, 16)
+    feeds["gate"] = rng.random((2, 3, 9, 1)).astype(np.float32)
+    model, got, ref = _run_both(sdpa(feeds), feeds)
+    (node,) = [n for n in model.graph.nodes if n.op == OP]
+    assert node.attrs["factors"] == ["q*"] and node.inputs[4:] == ["gate"]
+    _close(got[0], ref[0])
+    assert decomposed == []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import array_api as xp
 from .._lazy import enqueue
 from ..buffer import Buffer
@@ -79,11 +81,15 @@ def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: st
     return enqueue(ATTENTION, [q, k, v, mask if mask is not None else q], out, params)
 
 
-def _decomposed(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str):
-    """The pattern's own steps (f16 in f32)."""
+def _decomposed(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str,
+                scores=()):
+    """The pattern's own steps (f16 in f32); ``scores``: (op, factor) applied to the scores
+    after the product."""
     q, kt, v = work(q), work(kt), work(v)
     mask = work(mask) if mask is not None else None
     s = xp.matmul(q, kt) * scale
+    for op, f in scores:
+        s = s * work(f) if op == "*" else s / work(f)
     if mask is not None:
         s = s + mask
     m = xp.max(s, axis=-1, keepdims=True)
@@ -94,11 +100,41 @@ def _decomposed(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows
     return xp.matmul(p, v)
 
 
+def _host_scalar(v) -> float | None:
+    """A factor known on the host as one finite, nonzero float; else None."""
+    if not isinstance(v, np.ndarray) or v.size != 1 or v.dtype.kind not in "fiu":
+        return None
+    f = float(v.reshape(()))
+    return f if math.isfinite(f) and f != 0.0 else None
+
+
+def _factors(ctx, node, ins, q: Buffer, kt: Buffer) -> tuple:
+    """(Q, Kᵀ, scale, the scores' other factors) once the node's run-time factors are in:
+    host scalars fold into the scale, tensors multiply (divide) their operand."""
+    scale = float(node.attrs.get("scale", 1.0))
+    scores = []
+    for kind, val in zip(node.attrs.get("factors", ()), ins[4:], strict=True):
+        c = _host_scalar(val)
+        if c is not None:
+            scale *= c if kind[1] == "*" else 1.0 / c
+            continue
+        f = ctx.buffer(val, "a factor of the scores")
+        if kind[0] == "s":
+            scores.append((kind[1], f))
+            continue
+        x = q if kind[0] == "q" else kt
+        y = back(work(x) * work(f) if kind[1] == "*" else work(x) / work(f), x)
+        q, kt = (y, kt) if kind[0] == "q" else (q, y)
+    return q, kt, scale, scores
+
+
 @eager(OP)
 def _fused_attention(ctx, node, ins):
     q, kt, v = (floats(ctx, node, ins[i], w) for i, w in enumerate(("Q", "K^T", "V")))
     mask = ctx.buffer(ins[3], "mask") if len(ins) > 3 and ins[3] is not None else None
-    scale = float(node.attrs.get("scale", 1.0))
+    q, kt, scale, scores = _factors(ctx, node, ins, q, kt)
     empty_rows = node.attrs.get("empty", "nan")
-    y = _kernel(q, kt, v, mask, scale, empty_rows)
-    return [y if y is not None else back(_decomposed(q, kt, v, mask, scale, empty_rows), q)]
+    y = None if scores else _kernel(q, kt, v, mask, scale, empty_rows)
+    if y is None:
+        y = back(_decomposed(q, kt, v, mask, scale, empty_rows, scores), q)
+    return [y]

@@ -12,10 +12,12 @@ The pattern (torch's and transformers' exports, and hand-built encoders)::
     Y  = MatMul(P', V)
 
 with every c a constant scalar; each value between Q', K' and Y is read by the pattern alone
-and is not a graph output. It becomes ``FusedAttention(Q, Kᵀ, V[, mask])`` (domain
-"wgcompute", attributes ``scale``, the product of the constants, and ``empty``: "zero" with
-the Where, else "nan"), named after the nodes it replaces. The interpreter's handler runs the
-kernel where it can and the same decomposition where it cannot (ml/eager_attention.py)."""
+and is not a graph output. It becomes ``FusedAttention(Q, Kᵀ, V, mask or "", c...)`` (domain
+"wgcompute", attributes ``scale``, the product of the constants c, ``empty``: "zero" with the
+Where, else "nan", and ``factors``: what each c given as an input does, e.g. "q*" or "s/":
+torch computes SDPA's scale from Q's shape at run time), named after the nodes it replaces.
+The interpreter's handler runs the kernel where it can and the same decomposition where it
+cannot (ml/eager_attention.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class _Match:
         self.graph, self.users, self.by_output = graph, users, by_output
         self.nodes: list[Node] = []
         self.scale = 1.0
+        self.factors: list[tuple[str, str]] = []  # ("q*", value name), ...: known at run time
 
     def producer(self, value: str, *ops: str) -> Node | None:
         """The node making ``value`` if it is one of ``ops``, read by one node alone and not
@@ -53,18 +56,25 @@ class _Match:
             return None
         return n
 
-    def scaled(self, value: str) -> str:
-        """``value`` with a Mul or Div by a constant scalar taken off (into ``scale``)."""
+    def scaled(self, value: str, target: str) -> str:
+        """``value`` with a Mul or Div taken off: by a constant scalar into ``scale``, by
+        anything else (a scale computed from a shape at run time) into ``factors`` for
+        ``target`` ("q", "k" or "s"), applied at run time (folded where it is a scalar)."""
         n = self.producer(value, "Mul", "Div")
-        if n is None or len(n.inputs) != 2:
+        if n is None or len(n.inputs) != 2 or not all(n.inputs):
             return value
         a, b = n.inputs
         c = _scalar(self.graph, b)
         if c is None and n.op == "Mul":
-            a, c = b, _scalar(self.graph, a)
-        if c is None:
+            c = _scalar(self.graph, a)
+            if c is not None:
+                a = b
+        if c is not None:
+            self.scale *= c if n.op == "Mul" else 1.0 / c
+        elif a in self.graph.constants:  # (a constant numerator: not a scale of a tensor)
             return value
-        self.scale *= c if n.op == "Mul" else 1.0 / c
+        else:
+            self.factors.append((target + ("*" if n.op == "Mul" else "/"), b))
         self.nodes.append(n)
         return a
 
@@ -105,24 +115,21 @@ class _Match:
                     self.nodes.append(add)
                     value, mask = s, m
                     break
-        value = self.scaled(value)
+        value = self.scaled(value, "s")
         mm = self.producer(value, "MatMul")
         if mm is None or len(mm.inputs) != 2:
             return None
         self.nodes.append(mm)
-        q, kt = (self.scaled(x) for x in mm.inputs)
-        return q, kt, mask
+        return self.scaled(mm.inputs[0], "q"), self.scaled(mm.inputs[1], "k"), mask
 
     def scaled_peek(self, value: str) -> str:
         """What ``scaled`` would give, without taking it."""
         n = self.producer(value, "Mul", "Div")
         if n is None or len(n.inputs) != 2:
             return value
-        if _scalar(self.graph, n.inputs[1]) is not None:
-            return n.inputs[0]
         if n.op == "Mul" and _scalar(self.graph, n.inputs[0]) is not None:
             return n.inputs[1]
-        return value
+        return n.inputs[0]
 
 
 def _match(graph: Graph, users: dict, by_output: dict, last: Node) -> tuple | None:
@@ -140,8 +147,9 @@ def _match(graph: Graph, users: dict, by_output: dict, last: Node) -> tuple | No
     q, kt, mask = qkm
     nodes = [last, *m.nodes]
     fused = Node(OP, "+".join(n.name for n in reversed(nodes)),
-                 [q, kt, last.inputs[1], mask], list(last.outputs),
-                 {"scale": float(m.scale), "empty": empty}, DOMAIN)
+                 [q, kt, last.inputs[1], mask, *(v for _, v in m.factors)], list(last.outputs),
+                 {"scale": float(m.scale), "empty": empty,
+                  "factors": [kind for kind, _ in m.factors]}, DOMAIN)
     return nodes, fused
 
 

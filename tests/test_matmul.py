@@ -370,9 +370,11 @@ def test_problem_classes():
     assert problem_class(4096, 4096, 4096) == "large"
     assert problem_class(8192, 64, 8192) == "skinny"
     assert problem_class(100, 100, 100) == "small"
-    # between the classes: the product's own shape, rounded up to powers of two
-    assert problem_class(128, 768, 3072) == "m128 n1024 k4096"
-    assert problem_class(197, 2304, 768) == "m256 n4096 k1024"
+    # between the classes: the product's own shape, each size rounded up to a sixteenth of
+    # its power of two
+    assert problem_class(128, 768, 3072) == "m128 n768 k3072"
+    assert problem_class(197, 2304, 768) == "m208 n2304 k768"
+    assert problem_class(6304, 768, 3072) == "m6656 n768 k3072"
 
 
 def test_between_the_classes_defaults_fill_a_big_gpu_and_are_tuned_on_their_shape(rng):
@@ -383,7 +385,7 @@ def test_between_the_classes_defaults_fill_a_big_gpu_and_are_tuned_on_their_shap
 
     names = {c.name for c in CANDIDATES}
     assert set(bucket_set()) <= names
-    assert tune_shape("m128 n1024 k4096") == (128, 1024, 4096)
+    assert tune_shape("m128 n768 k3072") == (128, 768, 3072)
     for m, n, k in ((128, 768, 768), (128, 3072, 768), (197, 768, 3072), (197, 2304, 768)):
         cfg = TileConfig.parse(bucket_default(m, n, k, names))
         blocks = -(-m // cfg.bm) * -(-n // cfg.bn) * cfg.split

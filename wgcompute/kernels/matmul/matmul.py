@@ -64,7 +64,7 @@ MIXED_BK = (8, 16)  # "mixed" sums BK products in f16: kept short, the error gro
 
 def problem_class(m: int, n: int, k: int) -> str:
     """"large", "skinny" (one side of 64 at most), "small", or between them (BUCKET_MACS
-    multiply-adds or more) the product's own shape rounded to powers of two (configs.py)."""
+    multiply-adds or more) the product's own shape, rounded (configs.py: bucket_class)."""
     if min(m, n) >= 1024:
         return "large"
     if max(m, n) >= 1024 and min(m, n) <= 64:

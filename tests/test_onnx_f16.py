@@ -102,15 +102,18 @@ def test_encoder_f16_calls_are_replayed(monkeypatch):
 def test_encoder_f16_mixed_precision(monkeypatch):
     """precision="mixed": every product of activations runs the matmul kernel at precision
     "mixed" (k slices summed in float16); within the mixed bound of onnxruntime."""
-    from wgcompute.ml import eager_half
+    from wgcompute.ml import eager_half, eager_shape
 
     m = encoder(False, seed=12)
     model = wgc.ml.load_onnx(m, dtype="f16", precision="mixed")
     assert "mixed precision" in repr(model)
     seen = []
-    product = eager_half.matmul
+    product, linear = eager_half.matmul, eager_shape.matmul_bias
     monkeypatch.setattr(eager_half, "matmul",
                         lambda a, b, p: seen.append(p) or product(a, b, p))
+    # (linear layers: their product with the bias, and activation, in its epilogue)
+    monkeypatch.setattr(eager_shape, "matmul_bias",
+                        lambda *a: seen.append(a[4]) or linear(*a))
     feeds = _inputs(np.random.default_rng(13), 2, 8)
     got = model.run(feeds)[0]
     assert got.dtype == np.float32

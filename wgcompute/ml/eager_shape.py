@@ -1,20 +1,44 @@
 """The interpreter's layout and shape operators (Shape, views, Transpose, Concat, Gather,
-Slice, constants) on Buffers, and the planner's operators (Conv, pools, Gemm...) run one node
-at a time through the planned path's own lowering and kernels."""
+Slice, constants) on Buffers, the planner's operators (Conv, pools, Gemm...) run one node
+at a time through the planned path's own lowering and kernels, and the products: MatMul, and
+the linear layers (Gemm with a bias, FusedMatMul: ml/fuse_linear.py) by the matmul kernel with
+an epilogue (kernels/matmul/epilogue.py)."""
 
 from __future__ import annotations
+
+from collections import ChainMap
+from types import SimpleNamespace
 
 import numpy as np
 
 from .. import array_api as xp
+from .._lazy import enqueue
 from ..array import astype
+from ..array_api._helpers import new
 from ..buffer import Buffer
 from ..dtypes import DTYPES
 from ..errors import ModelError, WgComputeError
+from ..kernels.matmul.epilogue import MATMUL_BIAS
 from . import eager_half, operators
-from .eager import FLOAT_ONLY, SMALL_INTS_EXACT, Context, eager, planned
+from .eager import FLOAT_ONLY, SMALL_INTS_EXACT, Context, _run_nodes, eager, host_fold, planned
+from .eager_fold import _NUMPY_FOLDS
+from .fuse_linear import OP as FUSED_MATMUL
+from .fuse_linear import fuse_linear  # noqa: F401 - graph.read_onnx runs it from here
 from .ir import Node
 from .operators_layout import _fold_constant, _shape_of, _view_shape
+
+
+def matmul_bias(a: Buffer, b: Buffer, bias: Buffer | None = None, activation: str = "none",
+                precision: str | None = None, transpose_b: bool = False) -> Buffer:
+    """act(a @ b + bias) queued on a's device (the result at once, as the array namespace's
+    operations give it): a (M, K), b (K, N) (``transpose_b``: (N, K)), bias (N,) or None."""
+    n = b.shape[0] if transpose_b else b.shape[-1]
+    params = {"activation": activation, "has_bias": bias is not None, "precision": precision}
+    if transpose_b:
+        params["_tb"] = True
+    out = new((a.shape[0], n), DTYPES[a.dtype], a.device, MATMUL_BIAS.name)
+    return enqueue(MATMUL_BIAS, [a, b, bias if bias is not None else a], out, params)
+
 
 
 def _data(ctx: Context, node: Node, v) -> Buffer:
@@ -254,8 +278,10 @@ def _transposed_constant(ctx, w: np.ndarray) -> Buffer:
 @eager("Gemm", check=operators.OPS["Gemm"].check)
 def _gemm(ctx, node, ins):
     """A linear layer (a @ B or a @ Bᵀ with B a float32 constant, plus a constant bias, alpha
-    and beta 1): the array namespace's matmul (its tiles are tuned on the product's own
-    shape) and an add; every other Gemm through the planned path's kernel."""
+    and beta 1): a bias of one value per column (N or (1, N)) added in the product's
+    write-back (the matmul kernel with an epilogue), any other bias by an add after the
+    array namespace's matmul (the tiles of both are tuned on the product's own shape); every
+    other Gemm through the planned path's kernel."""
     a, b = ins[0], ins[1]
     c = ins[2] if len(ins) > 2 else None
     if (isinstance(a, Buffer) and a.dtype == ("f16" if ctx.half else "f32") and a.ndim == 2
@@ -265,6 +291,9 @@ def _gemm(ctx, node, ins):
                                and float(ctx.attr(node, "beta", 1.0)) == 1.0
                                and _bias_fits(c, a, b, ctx.attr(node, "transB", 0))))):
         w = _transposed_constant(ctx, b) if ctx.attr(node, "transB", 0) else ctx.buffer(b)
+        n = w.shape[1]
+        if c is not None and c.ndim and c.size == n == c.shape[-1] and a.size and w.size:
+            return [_wrap(ctx, node, _linear, ctx, a, w, ctx.buffer(c), "none")]
         y = _wrap(ctx, node, _product, ctx, a, w)
         return [y if c is None else y + ctx.buffer(c)]
     return _planned(ctx, node, ins)
@@ -287,3 +316,67 @@ def _product(ctx, a: Buffer, b: Buffer) -> Buffer:
     if a.dtype == "f16":
         return eager_half.matmul(a, b, ctx.precision)
     return xp.matmul(a, b)
+
+
+def _linear(ctx, x: Buffer, w: Buffer, bias: Buffer | None, activation: str) -> Buffer:
+    """act(x @ w + bias) by the matmul kernel with an epilogue: x (..., K) of the model's
+    float dtype, its leading dimensions folded into rows; w (K, N), bias N values."""
+    k, n = w.shape
+    x2 = x if x.ndim == 2 else x.reshape(-1, k)
+    y = matmul_bias(x2, w, None if bias is None else bias.reshape(n), activation,
+                    ctx.precision if x.dtype == "f16" else None)
+    return y if x.ndim == 2 else y.reshape(*x.shape[:-1], n)
+
+
+def _fused_fits(ctx, node: Node, x, w, bias) -> bool:
+    """Whether the kernel takes FusedMatMul's operands: x a Buffer of the model's float dtype
+    (f32, or a dtype="f16" model's f16) with a row and at least the bias's rank, W (K, N) and
+    bias (N,) float32 constants, nothing empty. (An x known on the host runs the originals:
+    they fold there as before.)"""
+    return (isinstance(x, Buffer) and x.dtype == ("f16" if ctx.half else "f32")
+            and x.ndim >= max(2, int(node.attrs.get("min_rank", 1))) and x.size > 0
+            and isinstance(w, np.ndarray) and w.dtype == np.float32 and w.ndim == 2
+            and w.shape[0] == x.shape[-1] and w.shape[1] > 0
+            and (bias is None or (isinstance(bias, np.ndarray) and bias.dtype == np.float32
+                                  and bias.shape == (w.shape[1],))))
+
+
+def _unfused(ctx, node: Node, ins: list) -> list:
+    """The nodes FusedMatMul replaced, run as they ran before it (reading the running graph's
+    values by name; their intermediates stay out of it)."""
+    originals = node.attrs["originals"]
+    here = dict(zip(node.inputs, ins))
+    env = ChainMap(here, originals.constants, *(() if ctx.scope is None else (ctx.scope,)))
+    _run_nodes(ctx, originals, env)
+    return [env[originals.outputs[0]]]
+
+
+def _fold_fused(node: Node, ins: list) -> list:
+    """FusedMatMul of host values (small ones: the interpreter folds them, and computes again
+    on the host what it made of known values): the nodes it replaced, folded one by one as
+    the interpreter folds each (eager_fold.host_fold)."""
+    g = node.attrs["originals"]
+    env = dict(g.constants)
+    env.update((x, v) for x, v in zip(node.inputs, ins, strict=False) if x)
+    fold = SimpleNamespace(consts={}, opset=g.opset,
+                           budget=operators.FoldBudget(g.max_folded_bytes))
+    for n in g.nodes:
+        outs = host_fold(fold, n, [env[x] if x else None for x in n.inputs])
+        env.update((y, v) for y, v in zip(n.outputs, outs, strict=False) if y)
+    return [env[g.outputs[0]]]
+
+
+_NUMPY_FOLDS[FUSED_MATMUL] = _fold_fused
+
+
+@eager(FUSED_MATMUL)
+def _fused_matmul(ctx, node, ins):
+    """act(x @ W + bias) (ml/fuse_linear.py) by the matmul kernel with an epilogue where it
+    takes the operands, else by the nodes it replaced."""
+    x, w = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    if not _fused_fits(ctx, node, x, w, bias):
+        return _unfused(ctx, node, ins)
+    return [_wrap(ctx, node, _linear, ctx, x, ctx.buffer(w, "W"),
+                  None if bias is None else ctx.buffer(bias, "bias"),
+                  node.attrs.get("activation", "none"))]

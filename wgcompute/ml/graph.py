@@ -1,7 +1,8 @@
 """An ONNX model read into wgcompute's graph: nodes with plain-Python attributes, constants as
 numpy arrays, the unsupported-operator check, and the load-time rewrites (constant folding,
 batch norm folded into the convolution before it, Gemm's b pre-transposed; the decomposed
-attention as one node, which makes the model interpreted: ml/fuse_attention.py)."""
+attention as one node, which makes the model interpreted: ml/fuse_attention.py; in interpreted
+models, a linear layer's bias and activation as its product's epilogue: ml/fuse_linear.py)."""
 
 from __future__ import annotations
 
@@ -187,6 +188,7 @@ def read_onnx(source, max_folded_bytes: int | None = None) -> Graph:
     route(graph)
     fold_batch_norms(graph)
     transpose_gemm_weights(graph)
+    eager_shape.fuse_linear(graph)  # interpreted: linear layers -> FusedMatMul (fuse_linear.py)
     return graph
 
 

@@ -225,8 +225,9 @@ _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (8192, 64, 8192),
 # power of two (197 -> 208, 768 -> 768, 6304 -> 6656): the class's tuning shape ranked tiles
 # that leave most of a big GPU idle for them (64 x 64 tiles give 2 x 12 workgroups for
 # 128 x 768), and whole powers of two ranked tiles by a wave count the product does not have
-# (ViT-B/16's 6304 x 768 x 3072 tuned as 8192 x 1024 x 4096 picked a tile 11% slower on it). Their default launches at least BUSY workgroups where it
-# can (two per SM of a large GPU), splitting K where the output alone is too small.
+# (ViT-B/16's 6304 x 768 x 3072 tuned as 8192 x 1024 x 4096 picked a tile 11% slower on it).
+# Their default launches at least BUSY workgroups where it can (two per SM of a large GPU),
+# splitting K where the output alone is too small.
 BUCKET_MACS = 1 << 22
 BUSY = 264
 _BUCKET_SET = ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "32x32x16_4x4_s2",

@@ -41,12 +41,20 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> a: array<${AT}>;
 @group(0) @binding(1) var<storage, read> b: array<${BT}>;
-#if split > 1
-@group(0) @binding(2) var<storage, read_write> out: array<atomic<u32>>;
+#if epilogue
+    #if ebias
+@group(0) @binding(2) var<storage, read> bias: array<${BIAST}>;
+    #endif
+@group(0) @binding(3) var<storage, read_write> out: array<${OT}>;
+@group(0) @binding(4) var<uniform> p: Params;
 #else
+    #if split > 1
+@group(0) @binding(2) var<storage, read_write> out: array<atomic<u32>>;
+    #else
 @group(0) @binding(2) var<storage, read_write> out: array<${OT}>;
-#endif
+    #endif
 @group(0) @binding(3) var<uniform> p: Params;
+#endif
 
 const ASZ: u32 = ${BK}u * ${BM}u / 4u;  // one a tile, in vec4
 const BSZ: u32 = ${BK}u * ${BN}u / 4u;
@@ -85,6 +93,37 @@ fn load_b(k: u32, c: u32, kend: u32) -> ${S} {
     return ${S}(0);
 }
 
+#endif
+#if epilogue
+// The epilogue (kernels/matmul/epilogue.py's matmul_bias): out = act(a · b + bias), bias
+// (N,) added to every row (binding 2, declared where ebias; out and params move to 3 and 4),
+// in f32 before the store: WRITE applies act4 to each accumulator. ACT is the WGSL of
+// fn act(x: f32) -> f32; BIAST, bias's element, is vec4<T> when out is written as vec4.
+${ACT}
+fn act4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(act(v.x), act(v.y), act(v.z), act(v.w));
+}
+
+    #if ebias
+// bias[c..c+3] (0 past N)
+fn bias4(c: u32) -> vec4<f32> {
+        #if BIAST != T
+    if (c < p.N) {
+        return vec4<f32>(bias[c / 4u]);
+    }
+    return vec4<f32>(0.0);
+        #else
+    var v = vec4<f32>(0.0);
+    for (var l = 0u; l < 4u; l = l + 1u) {
+        if (c + l < p.N) {
+            v[l] = f32(bias[c + l]);
+        }
+    }
+    return v;
+        #endif
+}
+
+    #endif
 #endif
 #if split > 1
 fn add_out(i: u32, v: f32) {

@@ -13,7 +13,9 @@ tile at k0: a tile is BM rows × BK/4 vec4, invocation lid loads vec4 number lid
 store (registers -> workgroup tile ``buf``; a transposed, As[k][m], so the k loop reads rows
 of m as vec4), compute (the BK k steps of tile ``buf``: unrolled with constant offsets, or a
 loop; "mixed" sums them in f16, then into the f32 accumulators), main (the k loop, given
-LOAD, STORE[buf] and COMPUTE[buf] rendered), write (accumulators -> out, edge-guarded)."""
+LOAD, STORE[buf] and COMPUTE[buf] rendered), write (accumulators -> out, edge-guarded; with
+``epilogue`` each accumulator first becomes act4(acc + bias) in f32: matmul_tiled.wgsl defines
+act4 and bias4, epilogue.py's MatmulEpilogue the activation)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ _FIELDS = (("M", "u32"), ("N", "u32"), ("K", "u32"), ("phase", "u32"), ("kchunk"
 
 def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, hooks: bool,
                 batch: int, ta: bool = False, tb: bool = False, vec_bt: bool = False,
-                vec_out: bool | None = None) -> dict:
+                vec_out: bool | None = None, epilogue: tuple[bool, str] | None = None) -> dict:
     """tiling.wgsl's parameters for one tile configuration: T (storage type), S (tile element),
     V / VS (vec4 of the accumulator / of S), the config's sizes and options, LA / LB (vec4
     loads of a / b per invocation per k step), ASZ / BSZ (one tile, in vec4), KA = BK/4,
@@ -38,7 +40,8 @@ def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, 
     LDA / LDB (the element stride between a's / b's rows in memory: the uniform's lda / ldb in
     batched products, which may read views, else K, M or N), vec_out (out written as vec4:
     ``vec_b`` unless given; batched products' vec_a / vec_b / vec_bt say the loads are
-    aligned)."""
+    aligned), epilogue / ebias (``epilogue`` given: the write applies the epilogue, with the
+    bias when its first item is True)."""
     acc = "f32" if t == "f16" else t
     s = "f16" if mixed else acc  # the workgroup tiles' element type
     threads = cfg.threads
@@ -57,7 +60,8 @@ def tile_params(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool, 
         "hooks": hooks, "vec_a": vec_a, "vec_b": vec_b, "mixed": mixed, "batch": batch,
         "ta": ta, "tb": tb, "vec_bt": vec_bt, "vec_out": vec_b if vec_out is None else vec_out,
         "unroll": cfg.unroll, "warp": cfg.warp, "early": cfg.early, "stages": cfg.stages,
-        "group": cfg.group, "split": cfg.split}
+        "group": cfg.group, "split": cfg.split,
+        "epilogue": epilogue is not None, "ebias": epilogue is not None and epilogue[0]}
 
 
 def _part(part: str, params: dict, **more) -> str:
@@ -68,7 +72,8 @@ def _part(part: str, params: dict, **more) -> str:
 def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
                         hooks: bool = False, batch: int = 0, ta: bool = False,
                         tb: bool = False, vec_bt: bool = False,
-                        vec_out: bool | None = None) -> dict:
+                        vec_out: bool | None = None,
+                        epilogue: tuple[bool, str] | None = None) -> dict:
     """tiling.wgsl's parameters and its rendered parts (BLOCK, TXTY, DECLARE, MAIN, WRITE) for
     one tile configuration, with ENABLE, STAGES, HELPERS (none of its own: "") and ``FIELDS``
     (the parameter struct's fields, in order).
@@ -77,7 +82,11 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
     the tiles are filled by WGSL functions the caller defines, ``load_a4(r, k, kend)`` (a's
     row r, columns k..k+3) and ``load_b4(k, c, kend)`` (b's row k, columns c..c+3), each a
     vec4 of the tile element type that is 0 outside the operands; results leave through
-    ``store4(r, c, acc)`` (row r < M, columns c..c+3 that may pass N). No split-K then."""
+    ``store4(r, c, acc)`` (row r < M, columns c..c+3 that may pass N). No split-K then.
+
+    ``epilogue`` (has_bias, act): the write part applies act4(acc [+ bias4(c)]) to each
+    accumulator before storing it (render_tiled's matmul_tiled.wgsl defines both): whole-K,
+    unbatched f32 or f16 products without hooks only."""
     if hooks and (cfg.split > 1 or batch):
         raise ArgumentError(f"matmul: tile config {cfg.name} splits K or is batched; the hooks "
                             f"take whole-K, unbatched configs only")
@@ -85,7 +94,11 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
         raise ArgumentError(f"matmul: precision 'mixed' needs f16, got {t}")
     if hooks and (ta or tb):
         raise ArgumentError("matmul: the hooks load the tiles themselves; no transposed operand")
-    p = tile_params(cfg, t, vec_a, vec_b, mixed, hooks, batch, ta, tb, vec_bt, vec_out)
+    if epilogue is not None and (hooks or batch or cfg.split > 1 or t not in ("f32", "f16")):
+        raise ArgumentError(f"matmul: the epilogue takes whole-K (tile config {cfg.name}), "
+                            f"unbatched f32 or f16 products without hooks")
+    p = tile_params(cfg, t, vec_a, vec_b, mixed, hooks, batch, ta, tb, vec_bt, vec_out,
+                    epilogue)
     fields = _FIELDS + ((("kslices", "u32"), ("zbase", "u32"), ("nbatch", "u32"),
                          ("lda", "u32"), ("ldb", "u32"),
                          *uniform_fields(batch, ("a", "b"))) if batch else ())
@@ -100,7 +113,7 @@ def tiled_substitutions(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed
 
 def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool = False,
                  batch: int = 0, ta: bool = False, tb: bool = False, vec_bt: bool = False,
-                 vec_out: bool | None = None):
+                 vec_out: bool | None = None, epilogue: tuple[bool, str] | None = None):
     """WGSL for one tile configuration and the parameter struct's fields.
 
     ``t`` is the storage type; ``mixed`` (f16 only) keeps f16 tiles and sums each k step's
@@ -110,12 +123,17 @@ def render_tiled(cfg: TileConfig, t: str, vec_a: bool, vec_b: bool, mixed: bool 
     operand's rows ``lda`` / ``ldb`` elements apart (a view read in place).
     ``ta`` / ``tb``: a / b is held transposed (its last two axes swapped in memory); ``vec_a``
     then says M % 4 == 0, ``vec_bt`` K % 4 == 0 (vec4 loads of b), and ``vec_b`` only how
-    out is written (``vec_out``, where given, says that instead)."""
+    out is written (``vec_out``, where given, says that instead).
+    ``epilogue`` (has_bias, act): out = act(a · b + bias) (bias (N,), bound after b, when
+    has_bias) computed in f32 before the store, ``act`` the WGSL of ``fn act(x: f32) -> f32``
+    (tiled_substitutions says which products take it)."""
     subs = tiled_substitutions(cfg, t, vec_a, vec_b, mixed, batch=batch, ta=ta, tb=tb,
-                               vec_bt=vec_bt, vec_out=vec_out)
+                               vec_bt=vec_bt, vec_out=vec_out, epilogue=epilogue)
     subs.update(AT=f"vec4<{t}>" if vec_a else t,
                 BT=f"vec4<{t}>" if (vec_bt if tb else vec_b) else t,
                 OT=f"vec4<{t}>" if subs["vec_out"] else t,
+                BIAST=f"vec4<{t}>" if subs["vec_out"] else t,
+                ACT=epilogue[1] if epilogue is not None else "",
                 EXTRA=subs["FIELDS"][len(_FIELDS):],
                 INDEX=index_wgsl(batch, ("a", "b"), "bz") if batch else "")
     src = shaders.render(shaders.load("matmul/matmul_tiled.wgsl"), subs,

@@ -191,12 +191,23 @@ if (tiles > 0u) {
     #endif
 }
 #elif part == "write"
+    #if epilogue and ebias
+// the epilogue's bias of this invocation's column blocks (the same for each of its rows)
+        #for j in range(TB)
+let e${j} = bias4(col0 + (tx + ${j * SB}u) * 4u);
+        #endfor
+    #endif
 // row of accumulator i: vec4 block i/4 (stride BM/TM vec4 = 4·SA rows), lane i%4
     #for i in range(TM)
 { let r = row0 + (ty + ${(i // 4) * SA}u) * 4u + ${i % 4}u;
   if (r < p.M) {
         #for j in range(TB)
     { let c = col0 + (tx + ${j * SB}u) * 4u;
+            #if epilogue and ebias
+      c${i}_${j} = act4(c${i}_${j} + e${j});
+            #elif epilogue
+      c${i}_${j} = act4(c${i}_${j});
+            #endif
             #if hooks
       store4(r, c, c${i}_${j}); }
             #elif split > 1

@@ -1,0 +1,202 @@
+"""matmul_bias: the tiled matmul with an epilogue, out = act(a · b + bias), the bias (one value
+per column) added and the activation applied to each accumulator in f32 by the write-back
+(tiling.wgsl's "write" part), before the store: a linear layer's bias add and activation
+without a second kernel reading and writing the whole output again.
+
+It is Matmul with whole-K tiles: the same candidates, tuning problems and tuned choices as the
+plain matmul of the product's shape (the plain matmul times them), except that a split-K
+choice is not taken (split-K adds each k slice's block into out by compare-and-swap, so no
+write sees a whole sum: see ``MatmulEpilogue.config_for``). 2-D products only: a (M, K)
+contiguous, b (K, N), or (N, K) read transposed with the param ``_tb``.
+
+The activations: "none", "relu" (nn/common.py's rows of the op table, through ``act_fn``)
+and "gelu", 0.5·x·(1 + erf(x/√2)), with the op table's f32 erf (matherf.py: the same
+polynomials, here evaluated without branches, ``_erf_body``).
+
+Measured on an H200 (Model.profile of one interpreted linear layer at ViT-B/16 batch 32's
+shapes, x (32, 197, 768)): W 768×2304 + bias, f16 876 us as matmul and add, 746 fused (f32:
+876, 817); W 768×3072 + bias + erf GELU, f32 1306 us as matmul and elementwise kernels, 1078
+fused (f16: 1259, 1092). The GELU epilogue itself costs 27-54 us of the 6304×3072×768
+product's 840-1070 (f32, five tile configs; f16 38-90)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ...dtypes import DTYPES
+from ...errors import ArgumentError, DtypeError, ShapeError
+from ..core import shaders
+from ..core.base import Param, PipelineKey, wgsl_is_nan
+from ..elementwise import matherf
+from ..nn.common import act_fn
+from .configs import TileConfig
+from .matmul import Matmul
+from .tiling import render_tiled
+
+ACTIVATIONS = ("none", "relu", "gelu")
+# gelu's WGSL: erf (f32) and the erf form of GELU (1/√2 rounded to f32 by WGSL)
+_GELU = """fn erf(x: f32) -> f32 {
+    ${erf}
+}
+
+fn act(x: f32) -> f32 {
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+}
+"""
+_MATMUL = Matmul()  # whose tuning problems and choices the epilogue shares
+
+
+def _erf_body() -> str:
+    """The body of the op table's f32 erf (matherf.erf_body: the Taylor series below 1, the
+    Chebyshev fits of erfc above, ±1 past them, nan kept) with every piece evaluated and the
+    one for x selected: the same values, without branches. Inlined for each accumulator of
+    an invocation, the row's branches made the GELU epilogue cost about twice as much on an
+    H200 (81-126 us of a 6304×3072×768 f32 product over five tile configs; this: 27-54)."""
+    fits = matherf._ERFC["f32"]
+    lines = ["let a = abs(x);", "let t = x * x;",
+             f"let small = x * ({matherf._taylor('f32')});"]
+    for i, (lo, hi, coefs) in enumerate(fits):
+        lines += [f"var e{i} = f32(0);", "{", "    var e = f32(0);",
+                  *("    " + line for line in matherf._clenshaw(coefs, lo, hi, "f32")),
+                  f"    e{i} = e;", "}"]
+    e = "f32(0)"  # past the last fit erf rounds to ±1
+    for i, (_, hi, _) in reversed(list(enumerate(fits))):
+        e = f"select({e}, e{i}, a < {hi!r})"
+    lines += [f"let e = {e};", "let big = select(f32(-1), f32(1), x > 0.0) * (f32(1) - e);",
+              f"return select(select(big, small, a < 1.0), x, {wgsl_is_nan('x', 'f32')});"]
+    return "\n    ".join(lines)
+
+
+def act_wgsl(activation: str) -> str:
+    """The WGSL of ``fn act(x: f32) -> f32`` (and what it calls) for ``activation``."""
+    if activation == "gelu":
+        return shaders.render(_GELU, {"erf": _erf_body()}, name="gelu")
+    return act_fn("act", activation, "0.0", "0.0")
+
+
+class MatmulEpilogue(Matmul):
+    """out = act(a · b + bias) for f32 and f16 2-D products: a (M, K), b (K, N) (or (N, K)
+    with ``_tb``), bias (N,) broadcast over the rows, all of out's dtype; f16 sums the
+    products (as Matmul's precision says), adds the bias and applies the activation in f32,
+    then rounds once.
+
+    Params: ``activation`` ("none", "relu" or "gelu": 0.5·x·(1 + erf(x/√2))), ``has_bias``
+    (False: no bias is added, and the bias input is a placeholder that is not read: any
+    buffer on the device, e.g. a), ``precision`` (f16: "f32" or "mixed", as Matmul's) and
+    ``_config`` (a TileConfig without split-K) as Matmul's. Refused: batched products, 1-D
+    operands, views ("_la", "_lb") and a transposed (``_ta``).
+
+    Error bound: Matmul's for the product (each entry within γ(K, 2^-24)·(|A|·|B|) of the
+    exact one), then the f32 add and activation (a few f32 ulp; erf's own error is a few
+    ulp, matherf.py), then f16's rounding of the result for f16."""
+
+    name = "matmul_bias"
+    inputs = ("a", "b", "bias")
+    dtypes = ("f32", "f16")
+    params = Matmul.params + (
+        Param("activation", "str", "none",
+              "applied to a · b + bias in f32: 'none', 'relu' or 'gelu' (erf form)"),
+        Param("has_bias", "bool", True,
+              "False: no bias (the bias input is a placeholder, never read)"))
+    description = ("out = act(a · b + bias) for 2-D f32 / f16 products (bias (N,) added to "
+                   "every row, activation none, relu or gelu), in f32 in the matmul's "
+                   "write-back")
+
+    def resolve_params(self, params, dt):
+        if isinstance(params, dict):
+            for nm, what in (("_ta", "a read transposed"), ("_la", "a read through a view"),
+                             ("_lb", "b read through a view"),
+                             ("_f32_out", "a split-K temporary")):
+                if params.get(nm) not in (None, False):
+                    raise ArgumentError(f"{self.name}: param {nm!r} ({what}) is not taken: "
+                                        f"the epilogue takes a (M, K) and b (K, N), or b "
+                                        f"(N, K) with '_tb'")
+        out = super().resolve_params(params, dt)
+        act = out["activation"]
+        if not isinstance(act, str) or act not in ACTIVATIONS:
+            raise ArgumentError(f"{self.name}: param 'activation' must be one of "
+                                f"{', '.join(map(repr, ACTIVATIONS))}, got {act!r}")
+        cfg = out.get("_config")
+        if cfg is not None and cfg.split > 1:
+            raise ArgumentError(f"{self.name}: tile config {cfg.name} splits K; the epilogue "
+                                f"needs each output's whole sum in one workgroup")
+        return out
+
+    def output_spec(self, inputs, params):
+        a, b, _ = inputs
+        self._check_2d(a, b)
+        return super().output_spec([a, b], params)
+
+    def check(self, inputs, output, params) -> None:
+        a, b, bias = inputs
+        self._check_2d(a, b)
+        for nm, x in (("a", a), ("b", b)):
+            if x.dtype != output.dtype:
+                raise DtypeError(f"{self.name}: {nm} is {x.dtype}, out is {output.dtype}; "
+                                 f"dtypes must match")
+        super().check([a, b], output, params)
+        if not params["has_bias"]:
+            return
+        if bias.dtype != output.dtype:
+            raise DtypeError(f"{self.name}: bias is {bias.dtype}, out is {output.dtype}; "
+                             f"dtypes must match")
+        n = output.shape[-1]
+        if bias.shape != (n,):
+            raise ShapeError(f"{self.name}: bias is {bias.shape}; expected ({n},), one value "
+                             f"per column of out {output.shape}")
+        limit = output.device.limit("max-storage-buffer-binding-size")
+        if bias.nbytes > limit:
+            raise ShapeError(f"{self.name}: bias {bias.shape} is {bias.nbytes} bytes; this "
+                             f"adapter binds at most {limit} bytes per buffer")
+
+    def _check_2d(self, a, b) -> None:
+        for nm, x in (("a", a), ("b", b)):
+            if x.ndim != 2:
+                raise ShapeError(f"{self.name}: {nm} is {x.shape}; the epilogue takes 2-D "
+                                 f"products (a (M, K), b (K, N) or (N, K) with '_tb')")
+
+    # -- configuration: the plain matmul's, whole K ------------------------------------------
+    def config_for(self, m: int, n: int, k: int, dtype: str, device,
+                   precision: str = "f32") -> TileConfig:
+        """Matmul's tuned (or default) choice for the m × n × k product, never split-K (the
+        epilogue must see each output's whole sum, and split-K adds k slices into out by
+        compare-and-swap). The rule for a choice that splits K: the problem's default where
+        that does not split, else the chosen tile itself with whole K (split 1)."""
+        chosen = _MATMUL.config_for(m, n, k, dtype, device, precision)
+        if chosen.split == 1:
+            return chosen
+        problem = _MATMUL.tune_problem(m, n, k, dtype, device, precision)
+        if problem is not None:
+            default = TileConfig.parse(problem.default)
+            if default.split == 1:
+                return default
+        return TileConfig(**dict(dataclasses.asdict(chosen), split=1))
+
+    def tune_problem(self, *args, **kwargs):
+        """The plain matmul's problem (timed by the plain matmul: its choices are shared)."""
+        return _MATMUL.tune_problem(*args, **kwargs)
+
+    def tune_problems(self, inputs, output, params):
+        return _MATMUL.tune_problems(inputs[:2], output, params)
+
+    def passes(self, inputs, output, params):
+        return None  # whole K: always one pass
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        key = super().key(inputs[:2], output, params)
+        return PipelineKey(key.kernel, key.dtypes, key.constants + (
+            ("activation", params["activation"]), ("has_bias", params["has_bias"])))
+
+    def render(self, key):
+        c = dict(key.constants)
+        return render_tiled(TileConfig.parse(c["config"]), DTYPES[key.dtypes[0]].wgsl,
+                            c["vec_a"], c["vec_b"], c["precision"] == "mixed", 0, False,
+                            c.get("_tb", False), c.get("vec_bt", False),
+                            epilogue=(c["has_bias"], act_wgsl(c["activation"])))
+
+    def launches(self, inputs, output, params, device):
+        return super().launches(inputs[:2], output, params, device)
+
+
+MATMUL_BIAS = MatmulEpilogue()
+

@@ -375,6 +375,14 @@ def test_problem_classes():
     assert problem_class(128, 768, 3072) == "m128 n768 k3072"
     assert problem_class(197, 2304, 768) == "m208 n2304 k768"
     assert problem_class(6304, 768, 3072) == "m6656 n768 k3072"
+    # large products up to OWN_SHAPE_MACS are timed on their own rounded shape, bigger ones
+    # on the class's
+    from wgcompute.kernels.matmul.configs import tune_shape
+
+    key = Matmul().tune_problem(6304, 3072, 768, "f32", get_device()).key
+    assert key.startswith("matmul f32 large m6656 n3072 k768 r")
+    assert tune_shape(key.split(" ", 2)[2].rsplit(" ", 1)[0]) == (6656, 3072, 768)
+    assert " large r" in Matmul().tune_problem(4096, 4096, 4096, "f32", get_device()).key
 
 
 def test_between_the_classes_defaults_fill_a_big_gpu_and_are_tuned_on_their_shape(rng):

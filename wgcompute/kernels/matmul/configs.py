@@ -229,6 +229,10 @@ _TUNE_SHAPES = {"large": (2048, 2048, 2048), "skinny": (8192, 64, 8192),
 # Their default launches at least BUSY workgroups where it can (two per SM of a large GPU),
 # splitting K where the output alone is too small.
 BUCKET_MACS = 1 << 22
+# "large" f32 products up to this many multiply-adds are timed on their own rounded shape (a
+# transformer's linear layers at batch 32), bigger ones on the class's 2048³ (their many
+# waves make the tile's wave count matter less, and timing them would take seconds)
+OWN_SHAPE_MACS = 1 << 35
 BUSY = 264
 _BUCKET_SET = ("64x64x16_4x4", "32x64x16_4x4", "32x32x16_4x4", "32x32x16_4x4_s2",
                "32x32x16_4x4_s4", "32x32x16_4x4_s8", "32x64x16_4x4_s2", "32x64x16_4x4_s4",
@@ -259,7 +263,9 @@ def is_bucket(cls: str) -> bool:
 
 
 def tune_shape(cls: str) -> tuple[int, int, int]:
-    """The (M, N, K) a class is tuned on."""
+    """The (M, N, K) a class is tuned on ("large m.. n.. k..": a large product's own)."""
+    if cls.startswith("large m"):
+        cls = cls[len("large "):]
     if is_bucket(cls):
         m, n, k = (int(part[1:]) for part in cls.split())
         return m, n, k

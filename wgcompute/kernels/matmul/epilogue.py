@@ -10,14 +10,14 @@ write sees a whole sum: see ``MatmulEpilogue.config_for``). 2-D products only: a
 contiguous, b (K, N), or (N, K) read transposed with the param ``_tb``.
 
 The activations: "none", "relu" (nn/common.py's rows of the op table, through ``act_fn``)
-and "gelu", 0.5·x·(1 + erf(x/√2)), with the op table's f32 erf (matherf.py: the same
-polynomials, here evaluated without branches, ``_erf_body``).
+and "gelu", 0.5·x·(1 + erf(x/√2)) through a one-piece erfc of relative error below 1.2e-7
+(``_GELU``).
 
 Measured on an H200 (Model.profile of one interpreted linear layer at ViT-B/16 batch 32's
 shapes, x (32, 197, 768)): W 768×2304 + bias, f16 876 us as matmul and add, 746 fused (f32:
 876, 817); W 768×3072 + bias + erf GELU, f32 1306 us as matmul and elementwise kernels, 1078
-fused (f16: 1259, 1092). The GELU epilogue itself costs 27-54 us of the 6304×3072×768
-product's 840-1070 (f32, five tile configs; f16 38-90)."""
+fused (f16: 1259, 1092). The GELU epilogue itself costs 0-21 us of the 6304×3072×768
+product's 807-1001 (f32, four tile configs; with the op table's erf: 25-66)."""
 
 from __future__ import annotations
 
@@ -25,52 +25,36 @@ import dataclasses
 
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
-from ..core import shaders
-from ..core.base import Param, PipelineKey, wgsl_is_nan
-from ..elementwise import matherf
+from ..core.base import Param, PipelineKey
 from ..nn.common import act_fn
 from .configs import TileConfig
 from .matmul import Matmul
 from .tiling import render_tiled
 
 ACTIVATIONS = ("none", "relu", "gelu")
-# gelu's WGSL: erf (f32) and the erf form of GELU (1/√2 rounded to f32 by WGSL)
-_GELU = """fn erf(x: f32) -> f32 {
-    ${erf}
-}
-
-fn act(x: f32) -> f32 {
-    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+# gelu's WGSL, the erf form 0.5·x·(1 + erf(x/√2)) written with erfc: 0.5·x·erfc(|x|/√2) for
+# x < 0 (no cancellation of 1 + erf near -1), 0.5·x·(2 - erfc(x/√2)) for x >= 0. erfc is the
+# Chebyshev-fitted t·exp(-z² + P(t)), t = 1/(1 + z/2) (Press et al., Numerical Recipes,
+# erfcc): relative error below 1.2e-7 for every z >= 0, one exp and one division. It replaced
+# the op table's erf with all its pieces evaluated (no branches), which on an H200 cost 25-66
+# us of a 6304×3072×768 f32 product and this 0-21 (benchmarks/results/h200/2026-11-27i).
+_GELU = """fn act(x: f32) -> f32 {
+    let z = abs(x) * 0.7071067811865476;
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+        -0.82215223 + t * 0.17087277))))))));
+    let c = t * exp(p - z * z);
+    return 0.5 * x * select(c, 2.0 - c, x >= 0.0);
 }
 """
 _MATMUL = Matmul()  # whose tuning problems and choices the epilogue shares
 
 
-def _erf_body() -> str:
-    """The body of the op table's f32 erf (matherf.erf_body: the Taylor series below 1, the
-    Chebyshev fits of erfc above, ±1 past them, nan kept) with every piece evaluated and the
-    one for x selected: the same values, without branches. Inlined for each accumulator of
-    an invocation, the row's branches made the GELU epilogue cost about twice as much on an
-    H200 (81-126 us of a 6304×3072×768 f32 product over five tile configs; this: 27-54)."""
-    fits = matherf._ERFC["f32"]
-    lines = ["let a = abs(x);", "let t = x * x;",
-             f"let small = x * ({matherf._taylor('f32')});"]
-    for i, (lo, hi, coefs) in enumerate(fits):
-        lines += [f"var e{i} = f32(0);", "{", "    var e = f32(0);",
-                  *("    " + line for line in matherf._clenshaw(coefs, lo, hi, "f32")),
-                  f"    e{i} = e;", "}"]
-    e = "f32(0)"  # past the last fit erf rounds to ±1
-    for i, (_, hi, _) in reversed(list(enumerate(fits))):
-        e = f"select({e}, e{i}, a < {hi!r})"
-    lines += [f"let e = {e};", "let big = select(f32(-1), f32(1), x > 0.0) * (f32(1) - e);",
-              f"return select(select(big, small, a < 1.0), x, {wgsl_is_nan('x', 'f32')});"]
-    return "\n    ".join(lines)
-
-
 def act_wgsl(activation: str) -> str:
     """The WGSL of ``fn act(x: f32) -> f32`` (and what it calls) for ``activation``."""
     if activation == "gelu":
-        return shaders.render(_GELU, {"erf": _erf_body()}, name="gelu")
+        return _GELU
     return act_fn("act", activation, "0.0", "0.0")
 
 
@@ -87,8 +71,8 @@ class MatmulEpilogue(Matmul):
     operands, views ("_la", "_lb") and a transposed (``_ta``).
 
     Error bound: Matmul's for the product (each entry within γ(K, 2^-24)·(|A|·|B|) of the
-    exact one), then the f32 add and activation (a few f32 ulp; erf's own error is a few
-    ulp, matherf.py), then f16's rounding of the result for f16."""
+    exact one), then the f32 add and activation (a few f32 ulp; GELU's erfc is within 1.2e-7
+    relative), then f16's rounding of the result for f16."""
 
     name = "matmul_bias"
     inputs = ("a", "b", "bias")

@@ -304,3 +304,36 @@ def test_held_slices_of_unstack_read_by_elementwise_ops(autofused, shape, rng):
         got = xp.isnan(piece) == xp.isnan(x[:, i, :] * 2.0)
         np.testing.assert_array_equal(got.to_numpy(), want)
         np.testing.assert_array_equal((piece * 3.0).to_numpy(), xn[:, i, :] * np.float32(3))
+
+
+def test_reshape_view_is_numpys_reshape_without_a_copy():
+    """reshape_view of permuted views of a 5-D array against numpy, for every split of one
+    axis and merge of two: a view where numpy reshapes without copying (the same elements),
+    None exactly where numpy must copy."""
+    import itertools
+
+    from wgcompute.kernels.matmul.shapes import reshape_view
+
+    base = np.arange(2 * 3 * 4 * 5 * 6).reshape(2, 3, 4, 5, 6)
+    flat, seen = base.reshape(-1), 0
+    for perm in itertools.permutations(range(5)):
+        a = base.transpose(perm)
+        view = (a.shape, tuple(s // a.itemsize for s in a.strides), 0)
+        shapes = [a.shape[:d] + (p, a.shape[d] // p) + a.shape[d + 1:]
+                  for d in range(5) for p in range(1, a.shape[d] + 1) if a.shape[d] % p == 0]
+        shapes += [a.shape[:d] + (a.shape[d] * a.shape[d + 1],) + a.shape[d + 2:]
+                   for d in range(4)]
+        for shape in shapes:
+            got = reshape_view(view, shape)
+            try:
+                np.reshape(a, shape, copy=False)
+                no_copy = True
+            except ValueError:
+                no_copy = False
+            assert (got is not None) == no_copy, (a.shape, a.strides, shape)
+            if got is not None:
+                idx = np.lib.stride_tricks.as_strided(np.arange(flat.size), got[0],
+                                                      [s * 8 for s in got[1]])
+                np.testing.assert_array_equal(flat[idx], a.reshape(shape))
+                seen += 1
+    assert seen > 1000

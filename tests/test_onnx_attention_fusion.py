@@ -210,3 +210,65 @@ def test_a_tensor_factor_multiplies_its_operand_first(decomposed):
     assert node.attrs["factors"] == ["q*"] and node.inputs[4:] == ["gate"]
     _close(got[0], ref[0])
     assert decomposed == []
+
+
+def _mha_seq_first(rng, b, s, heads, dh):
+    """torch's nn.MultiheadAttention as ViT exports it: the input made sequence-first, one
+    packed in-projection, Q, K and V gathered from its (3, S, B, E) permutation, each head
+    split (S, B·H, dh), transposed, reshaped to (B, H, S, dh); SDPA; heads merged; out-proj."""
+    e = heads * dh
+    inits, nodes = [], []
+
+    def c(name, v, dt=np.float32):
+        inits.append(numpy_helper.from_array(np.asarray(v, dt), name))
+        return name
+
+    def n(op, ins, out, **kw):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **kw))
+        return out
+
+    y = n("MatMul", [n("Transpose", ["x"], "xs", perm=[1, 0, 2]),
+                     c("w", rng.standard_normal((e, 3 * e)) / 4)], "qkv")
+    y = n("Add", [y, c("b", rng.standard_normal(3 * e) / 4)], "qkvb")
+    y = n("Unsqueeze", [n("Reshape", [y, c("s5", [s, b, 3, e], np.int64)], "u"),
+                        c("ax0", [0], np.int64)], "u0")
+    y = n("Squeeze", [n("Transpose", [y], "t", perm=[3, 1, 2, 0, 4]), c("ax3", [3], np.int64)],
+          "sq")
+    heads4 = []
+    for i, nm in enumerate("qkv"):
+        g = n("Gather", [y, c(f"i{i}", i, np.int64)], nm + "g", axis=0)
+        r = n("Reshape", [g, c(f"r{i}", [s, b * heads, dh], np.int64)], nm + "r")
+        t = n("Transpose", [r], nm + "T", perm=[1, 0, 2])
+        heads4.append(n("Reshape", [t, c(f"v{i}", [b, heads, s, dh], np.int64)], nm + "4"))
+    q, k, v = heads4
+    root = c("root", 1 / math.sqrt(math.sqrt(dh)))
+    sc = n("MatMul", [n("Mul", [q, root], "qs"),
+                      n("Mul", [n("Transpose", [k], "kt", perm=[0, 1, 3, 2]), root], "ks")], "sc")
+    o = n("MatMul", [n("Softmax", [sc], "p", axis=-1), v], "o")
+    o = n("Reshape", [n("Transpose", [o], "op", perm=[2, 0, 1, 3]),
+                      c("m", [s * b, e], np.int64)], "om")
+    n("Gemm", [o, c("wo", rng.standard_normal((e, e)) / 4), c("bo", rng.standard_normal(e))],
+      "out", transB=1)
+    return _model(nodes, inits, [_vi("x", (b, s, e))], [_vi("out", (s * b, e))])
+
+
+def test_packed_heads_are_read_in_place(monkeypatch):
+    """ViT's attention: Q, K and V reach the kernel as views of the packed projection's one
+    permutation (through the Gather, Reshape and Transpose of each head, K^T's Transpose
+    and the kernel's own), so the only copies are the sequence-first input, that
+    permutation and the merge of the heads."""
+    from wgcompute import _fusion_auto, _lazy
+
+    if not _fusion_auto.enabled():
+        pytest.skip("automatic fusion is off (WGCOMPUTE_FUSE=0): every held copy is made")
+    rng = np.random.default_rng(7)
+    m = _mha_seq_first(rng, 2, 50, 4, 16)  # heads above the host-fold size
+    queued = []
+    enqueue = _lazy.Batch.enqueue
+    monkeypatch.setattr(_lazy.Batch, "enqueue",
+                        lambda batch, op: (queued.append(op.label), enqueue(batch, op))[1])
+    feeds = {"x": rng.standard_normal((2, 50, 64)).astype(np.float32)}
+    model, got, ref = _run_both(m, feeds)
+    assert queued == ["region_copy", "matmul_bias", "region_copy", "attention", "region_copy",
+                      "matmul_bias"]
+    _close(got[0], ref[0])

@@ -24,7 +24,7 @@ from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kerne
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
 from .kernels.matmul.shapes import compose_views, copy_view, reads_in_place
-from .kernels.views import IN_PLACE
+from .kernels.views import IN_PLACE, held_view
 
 # Nodes a held DAG takes before it is queued as a kernel: a chain of 100 `x = (x + b) op s`
 # (300 nodes and leaves) stays one kernel; the shader's size (and compile time) stays bounded.
@@ -343,18 +343,18 @@ def _hold_composed(batch, held: Held, k, inputs, output, params, label) -> bool:
     the first left held for whoever else reads it; True if held so."""
     if len(inputs) != 1 or output is None:
         return False
-    e = held.transposes.get(id(inputs[0]))
-    if e is None or e[0]() is not inputs[0] or inputs[0]._freed or e[1]._freed or \
-            output.dtype != inputs[0].dtype:
+    got = held_view(held.transposes, inputs[0], _root(output))  # (a reshape of one too)
+    if got is None or inputs[0]._freed or output.dtype != inputs[0].dtype:
         return False
+    src, first = got[1]
     second = _view_of(k, inputs[0], output, params)
-    view = compose_views(e[5], second) if second is not None else None
+    view = compose_views(first, second) if second is not None else None
     if view is None or not reads_in_place(*view):
         return False
     p = {"strides": view[1], "offset": view[2]}
-    if not _checks(_STRIDED_COPY, [e[1]], output, p):
+    if not _checks(_STRIDED_COPY, [src], output, p):
         return False
-    _hold(batch, held, e[1], output, (_STRIDED_COPY, p), label or k.name, view)
+    _hold(batch, held, src, output, (_STRIDED_COPY, p), label or k.name, view)
     return True
 
 
@@ -384,12 +384,9 @@ def _before_transposes(batch, held: Held, k, inputs, output, params, routed: boo
     swap, folded, queued = {}, None, False
     reader = IN_PLACE.get(k.name) if params is None or type(params) is dict else None
     if reader is not None and not routed:
-        for i in reader[0](inputs, params):
-            e = trs.get(id(inputs[i]))
-            if (e is not None and e[0]() is inputs[i] and not e[1]._freed
-                    and out_root is not _root(e[1]) and out_root is not inputs[i]):
-                swap[i] = e
-        folded = reader[1](inputs, params, {i: (e[1], e[5]) for i, e in swap.items()}
+        swap = {i: got for i in reader[0](inputs, params)
+                if (got := held_view(trs, inputs[i], out_root)) is not None}
+        folded = reader[1](inputs, params, {i: v for i, (_, v) in swap.items()}
                            ) if swap else None
         if folded is None:
             swap = {}

@@ -186,6 +186,40 @@ def viewable_operands(inputs, params) -> tuple[int, ...]:
                  if not (params and (f"_t{nm}" in params or f"_l{nm}" in params)))
 
 
+def reshape_view(view, shape) -> tuple | None:
+    """The view (shape, strides, offset) that reshaping the result of reading ``view`` (in
+    row-major order) to ``shape`` amounts to, without a copy; None where it needs one (axes
+    merged that are not laid out one after the other). numpy's no-copy reshape rule."""
+    old_shape, old_strides, offset = view
+    if math.prod(old_shape) != math.prod(shape):
+        return None
+    old = [(n, s) for n, s in zip(old_shape, old_strides) if n != 1]
+    new = [n for n in shape]
+    strides, i, j = [0] * len(new), 0, 0
+    while i < len(old) or j < len(new):
+        if j < len(new) and new[j] == 1:
+            j += 1
+            continue
+        if i >= len(old) or j >= len(new):
+            return None
+        gi, gj, pi, pj = i, j, old[i][0], new[j]
+        while pi != pj:  # the smallest groups of old and new axes of one size
+            if pi < pj:
+                i += 1
+                pi *= old[i][0]
+            else:
+                j += 1
+                pj *= new[j]
+        if any(old[a][1] != old[a + 1][1] * old[a + 1][0] for a in range(gi, i)):
+            return None  # the old axes of the group are not contiguous with each other
+        step = old[i][1]
+        for b in range(j, gj - 1, -1):
+            strides[b] = step
+            step *= new[b]
+        i, j = i + 1, j + 1
+    return tuple(shape), tuple(strides), offset
+
+
 _FOLDS: dict = {}  # read_in_place's params for unparameterized products, by shapes and views
 
 

@@ -120,7 +120,8 @@ def viewable_heads(inputs, params) -> tuple[int, ...]:
     if len(inputs) != 4 or not params:
         return ()
     return tuple(i for i, nm in enumerate(("q", "k", "v"))
-                 if params.get(f"{nm}_strides") is None and not params.get(f"{nm}_offset"))
+                 if params.get(f"{nm}_strides") is None and not params.get(f"{nm}_offset")) \
+        + (() if params.get("has_bias") else (3,))  # (the unread placeholder: never copied)
 
 
 def attention_views(inputs, params, swap) -> tuple | None:
@@ -130,6 +131,9 @@ def attention_views(inputs, params, swap) -> tuple | None:
     own (B·H, S, D) or (B, H, S, D) shape with a contiguous last axis; None if one is not."""
     new, p = list(inputs), dict(params)
     for i, (src, (shape, strides, offset)) in swap.items():
+        if i == 3:  # bias's placeholder, not read: any buffer will do
+            new[3] = src
+            continue
         nm = ("q", "k", "v")[i]
         if (len(shape) not in (3, 4) or tuple(shape) != tuple(inputs[i].shape)
                 or (strides[-1] != 1 and shape[-1] > 1)):

@@ -484,3 +484,27 @@ def test_facade_takes_precision(rng):
     f32 = wgc.from_numpy(a.astype(np.float32))
     with pytest.raises(wgc.ArgumentError, match="precision"):
         wgc.matmul(f32, wgc.from_numpy(b.astype(np.float32)), precision="mixed")
+
+
+@pytest.mark.parametrize("epilogue", [False, True], ids=["matmul", "matmul_bias"])
+def test_a_choice_tuned_during_binding_does_not_split_shader_and_grid(monkeypatch, rng,
+                                                                      epilogue):
+    """Background tuning may remember a new tile between a binding's key (its shader) and its
+    launches (its grid): each binding looks its choice up once. Here the choice changes at
+    every lookup, from 32x32 tiles to 128x128 ones; a grid of the second for a shader of the
+    first would leave most of out unwritten."""
+    from wgcompute.kernels.core import tuning
+    from wgcompute.kernels.matmul.epilogue import MATMUL_BIAS
+
+    names = iter(["32x32x16_4x4", "128x128x8_8x8"] * 8)
+    monkeypatch.setattr(tuning, "choice", lambda device, problem: next(names))
+    a = rng.uniform(-1, 1, (256, 96)).astype(np.float32)
+    b = rng.uniform(-1, 1, (96, 256)).astype(np.float32)
+    out = wgc.empty((256, 256), "f32")
+    out.write(np.full((256, 256), np.nan, np.float32))
+    ins = [wgc.buffer(a), wgc.buffer(b)]
+    kernel = MATMUL_BIAS if epilogue else get("matmul")
+    if epilogue:
+        ins.append(ins[0])
+    wgc.run_kernel(kernel, ins, out, {"has_bias": False} if epilogue else {})
+    np.testing.assert_allclose(out.to_numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)

@@ -205,6 +205,12 @@ class Kernel:
         buffers; ``bind`` tunes them first (when tuning is on). None by default (an empty list)."""
         return []
 
+    def pin(self, inputs, output, params) -> dict:
+        """``params`` with the choices ``key``, ``passes`` and ``launches`` look up fixed for
+        this binding (a tuned choice that background tuning may change between those calls,
+        whose shader and grid must agree); by default the params as they are."""
+        return params
+
     def passes(self, inputs, output, params):
         """Multi-pass kernels return ``(temporaries, steps)``: temporaries a list of
         (shape, dtype) buffers to allocate or numpy arrays to upload (small tables such as

@@ -264,6 +264,8 @@ def _begin(kernel: Kernel, inputs, output: Buffer | None, params, compiler=None,
         d = _bind_gathered(kernel, list(inputs), output, params, device, fixed)
         return lambda: d
     tuning.prepare(kernel, list(inputs), output, resolved, device)  # never inside key
+    pin = getattr(kernel, "pin", None)  # (one tuned choice for the key and the grid)
+    resolved = pin(list(inputs), output, resolved) if pin is not None else resolved
     plan = kernel.passes(list(inputs), output, resolved)
     if plan is not None:
         d = _bind_passes(kernel, list(inputs), output, resolved, plan, device, fixed)

@@ -306,6 +306,17 @@ class Matmul(BuiltinKernel):
             chosen = TileConfig.parse(problem.default)
         return chosen
 
+    def pin(self, inputs, output, params) -> dict:
+        """The tuned tile config fixed as ``_config``: background tuning may remember another
+        between the key (the shader) and the launches (the grid), which would then disagree
+        (a grid of another tile leaves part of out unwritten)."""
+        if params.get("_config") is not None or output is None:
+            return params
+        sh = shape_of(inputs[:2], params)
+        return dict(params, _config=self.config_for(sh.m, sh.n, sh.k, output.dtype,
+                                                     output.device,
+                                                     params.get("precision", "f32")))
+
     def key(self, inputs, output, params) -> PipelineKey:
         a = inputs[0]
         sh = shape_of(inputs, params)

@@ -32,21 +32,12 @@ import math
 
 import numpy as np
 
-from .ir import Graph, Node
+from .ir import Graph, Node, consumers
 
 DOMAIN = "wgcompute"
 OP = "FusedMatMul"
 RTOL = 1e-6  # the GELU's constants: within this relative distance of 1/√2, √2, 1 and 0.5
 _ONNX = ("", "ai.onnx")
-
-
-def _users(graph: Graph) -> dict[str, list[Node]]:
-    users: dict[str, list[Node]] = {}
-    for n in graph.nodes:
-        for x in n.inputs:
-            if x:
-                users.setdefault(x, []).append(n)
-    return users
 
 
 def _scalar(graph: Graph, name: str) -> float | None:
@@ -67,7 +58,7 @@ class _Walk:
 
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.users = _users(graph)
+        self.users = consumers(graph)
         self.outputs = set(graph.outputs)
 
     def only(self, value: str, *ops: str) -> Node | None:

@@ -293,3 +293,31 @@ def test_mixed_precision_is_refused_for_f32_and_checked():
     with pytest.raises(wgc.ArgumentError, match="precision"):
         wgc.run_kernel("conv2d", [x, w, b], None, {"precision": "f8"})
 
+
+
+def test_a_choice_tuned_during_binding_keeps_shader_and_grid_of_one_tile(rng, monkeypatch):
+    """Background tuning may remember another tile between a binding's key (the shader) and
+    its launches (the grid): conv2d and gemm look their choice up once a binding. Here it
+    alternates between two tiles at every lookup; a grid of one over the shader of the other
+    would leave outputs unwritten."""
+    from wgcompute.kernels.conv import gemm as gemm_mod
+
+    dev = wgc.device()
+    fits = conv_configs.tiled_choices(dev)
+    small, big = (fits[nm] for nm in ("32x32x16_4x4", "128x128x8_8x8"))
+    picks = iter([small, big] * 8)
+    monkeypatch.setattr(conv_configs, "choose", lambda *a, **k: next(picks))
+    x, w, b = rnd(rng, 1, 24, 20, 20), rnd(rng, 40, 24, 3, 3), rnd(rng, 40)
+    out = wgc.empty((1, 40, 20, 20), "f32")
+    out.write(np.full(out.shape, np.nan, np.float32))
+    wgc.run_kernel("conv2d", [wgc.from_numpy(a) for a in (x, w, b)], out,
+                   {"pads": (1, 1, 1, 1), "algo": "gemm"})
+    close(out.to_numpy(), conv_ref(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1))
+    names = iter(["32x32x16_4x4", "128x128x8_8x8"] * 8)
+    monkeypatch.setattr(gemm_mod.tuning, "choice", lambda device, problem: next(names))
+    a, bm, c = (rng.standard_normal(s).astype(np.float32) for s in ((150, 70), (70, 130),
+                                                                     (130,)))
+    got = wgc.empty((150, 130), "f32")
+    got.write(np.full(got.shape, np.nan, np.float32))
+    wgc.run_kernel("gemm", [wgc.from_numpy(v) for v in (a, bm, c)], got, None)
+    close(got.to_numpy(), a.astype(np.float64) @ bm + c)

@@ -131,6 +131,16 @@ class Conv2d(NNKernel):
             return conv_configs.skinny_default(problem.m, problem.n, problem.k)
         return conv_configs.choose(problem, device, params["algo"] != "gemm")
 
+    def pin(self, inputs, output, params) -> dict:
+        """The tuned program and tile fixed as ``_config`` for this binding (Kernel.pin: the
+        key's shader and the launches' grid must be of one tile)."""
+        if params.get("_config") is not None or output is None:
+            return params
+        shapes = self.logical(inputs, output, params)
+        if self._algo(shapes, params) != "gemm":
+            return params
+        return dict(params, _config=self._config(shapes, params, output.dtype, output.device))
+
     def tune_problems(self, inputs, output, params):
         shapes = self.logical(inputs, output, params)
         if params.get("_config") is not None or params["algo"] == "skinny" \

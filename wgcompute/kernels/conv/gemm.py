@@ -154,6 +154,13 @@ class Gemm(NNKernel):
             cfg = choose_config("gemm", m, n, "f32", device)
         return cfg
 
+    def pin(self, inputs, output, params) -> dict:
+        """The tuned tile fixed as ``_config`` for this binding (Kernel.pin)."""
+        if params.get("_config") is not None or output is None:
+            return params
+        return dict(params, _config=self._config(self.logical(inputs, output, params), params,
+                                                 output.device))
+
     def tune_problems(self, inputs, output, params):
         if params.get("_config") is not None:
             return []

@@ -32,6 +32,8 @@ def reference(q, k, v, scale, bias=None, group=1, empty="nan"):
         w = e / e.sum(-1, keepdims=True)
     if empty == "zero":
         w = np.where(np.isnan(w), 0.0, w)
+    if empty == "masked":  # a row with no key to attend gives 0, a nan or +inf still nan
+        w = np.where((s == -np.inf).all(-1, keepdims=True), 0.0, w)
     return w @ v
 
 
@@ -110,7 +112,7 @@ def test_bias_broadcasts(form):
     close(got, reference(q, k, v, D ** -0.5, bias))
 
 
-@pytest.mark.parametrize("empty", ["nan", "zero"])
+@pytest.mark.parametrize("empty", ["nan", "zero", "masked"])
 def test_bad_rows(empty):
     """Rows all -inf, with a +inf, or with a nan score (from q or bias) give nan or 0; rows
     with some -inf are ordinary."""
@@ -128,8 +130,8 @@ def test_bad_rows(empty):
     want = reference(q, k, v, D ** -0.5, bias, empty=empty)
     bad = [(0, 3), (1, 69), (1, 8), (1, 9), (0, 66)]
     for h, i in bad:
-        assert (np.isnan(want[0, h, i]).all() if empty == "nan" else
-                (want[0, h, i] == 0).all())
+        zero = empty == "zero" or (empty == "masked" and (h, i) in ((0, 3), (1, 69)))
+        assert (want[0, h, i] == 0).all() if zero else np.isnan(want[0, h, i]).all()
     assert np.isfinite(want[0, 0, 5]).all()
     close(got, want)
 
@@ -138,7 +140,7 @@ def test_nan_in_q_without_bias():
     rng = np.random.default_rng(8)
     q, k, v = randn(rng, 1, 1, 9, 8), randn(rng, 1, 1, 9, 8), randn(rng, 1, 1, 9, 8)
     q[0, 0, 4, 0] = np.nan
-    for empty in ("nan", "zero"):
+    for empty in ("nan", "zero", "masked"):
         got = run(q, k, v, attention_params(1, 1, 9, 9, 8, 8, 0.5, empty=empty))
         close(got, reference(q, k, v, 0.5, empty=empty))
 

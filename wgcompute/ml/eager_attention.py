@@ -53,32 +53,39 @@ def _mask_view(mask: Buffer, batch: tuple, sq: int, skv: int):
     return (sb, *strides[-3:]), 0
 
 
-def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str):
-    """The kernel's result, or None where it does not take these operands."""
-    if q.ndim < 3 or not (q.ndim == kt.ndim == v.ndim) or q.dtype.name not in KERNEL_DTYPES \
-            or kt.dtype != q.dtype or v.dtype != q.dtype:
+def run_attention(q: Buffer, k: Buffer, v: Buffer, mask, scale: float, empty_rows: str):
+    """softmax(scale · q kᵀ + mask) · v by the attention kernel: q (..., H, Sq, D), k and v
+    (..., H/g, Skv, D or Dv) (g query heads to a key/value head), mask broadcasting to
+    (..., H, Sq, Skv) or None; the result (..., H, Sq, Dv), or None where the kernel does not
+    take these operands."""
+    if q.ndim < 3 or not (q.ndim == k.ndim == v.ndim) or q.dtype.name not in KERNEL_DTYPES \
+            or k.dtype != q.dtype or v.dtype != q.dtype:
         return None
-    batch, (sq, d), (d2, skv), (skv2, dv) = q.shape[:-2], q.shape[-2:], kt.shape[-2:], \
+    batch, (sq, d), (skv, d2), (skv2, dv) = q.shape[:-2], q.shape[-2:], k.shape[-2:], \
         v.shape[-2:]
-    if kt.shape[:-2] != batch or v.shape[:-2] != batch or d2 != d or skv2 != skv:
-        return None
-    if not attention_fits(q.device, d, dv):
+    hk = k.shape[-3]
+    if (k.shape[:-3] != batch[:-1] or v.shape[:-2] != k.shape[:-2] or d2 != d or skv2 != skv
+            or hk == 0 or batch[-1] % hk or not attention_fits(q.device, d, dv)):
         return None
     view = None
     if mask is not None:
-        if mask.dtype != q.dtype:
-            return None
-        view = _mask_view(mask, batch, sq, skv)
+        view = _mask_view(mask, batch, sq, skv) if mask.dtype == q.dtype else None
         if view is None:
             return None
     b, h = math.prod(batch[:-1]), batch[-1]
-    k = xp.matrix_transpose(kt)
     out = empty((*batch, sq, dv), q.dtype.name, q.device)
     if out.size == 0:
         return out
-    params = attention_params(b, h, sq, skv, d, dv, scale, has_bias=mask is not None,
-                              empty=empty_rows, bias=view)
+    params = attention_params(b, h, sq, skv, d, dv, scale, group=h // hk,
+                              has_bias=mask is not None, empty=empty_rows, bias=view)
     return enqueue(ATTENTION, [q, k, v, mask if mask is not None else q], out, params)
+
+
+def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str):
+    """The fused node's kernel result (Kᵀ of q's batch shape), or None."""
+    if q.ndim < 3 or kt.ndim != q.ndim or kt.shape[:-2] != q.shape[:-2]:
+        return None
+    return run_attention(q, xp.matrix_transpose(kt), v, mask, scale, empty_rows)
 
 
 def _decomposed(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str,

@@ -17,6 +17,7 @@ from ..kernels.elementwise.arrayops import array_op
 from ..kernels.nn.layer_norm import LAYER_NORM
 from .eager import eager
 from .eager_args import back, const, empty, floats, host_value, scalar, work
+from .eager_attention import run_attention
 
 # ONNX operators that are one op-table row of their own (the array namespace has no erf)
 ONNX_ROWS = {"Erf": "erf"}
@@ -527,12 +528,19 @@ def _attention(ctx, node, ins):
         if q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
             raise ctx.fail(node, f"{q.shape[1]} query heads do not group over {k.shape[1]} "
                                  f"key/value heads")
-        k, v = (xp.repeat(t, q.shape[1] // k.shape[1], axis=1) for t in (k, v))
     sq, skv = q.shape[2], k.shape[2]
     scale = ctx.attr(node, "scale")
-    root = math.sqrt(float(scale) if scale is not None else 1 / math.sqrt(q.shape[3]))
-    qk = xp.matmul(q * root, xp.matrix_transpose(k * root))
+    scale = float(scale) if scale is not None else 1 / math.sqrt(q.shape[3])
     softcap = float(ctx.attr(node, "softcap", 0.0) or 0.0)
+    if softcap <= 0 and not any(node.outputs[3:4]):  # Y (and the caches) alone: one kernel
+        bias = _attention_bias(ctx, node, ins, past_k, nonpad, sq, skv, q.dtype)
+        y = run_attention(q, k, v, bias, scale, "masked")  # (grouped heads as they are)
+        if y is not None:
+            return _attention_outputs(node, q0, y, present, None)
+    if q.shape[1] != k.shape[1]:
+        k, v = (xp.repeat(t, q.shape[1] // k.shape[1], axis=1) for t in (k, v))
+    root = math.sqrt(scale)
+    qk = xp.matmul(q * root, xp.matrix_transpose(k * root))
     if softcap > 0:
         qk = xp.tanh(qk * (1 / softcap)) * softcap
     bias = _attention_bias(ctx, node, ins, past_k, nonpad, sq, skv, qk.dtype)
@@ -542,11 +550,16 @@ def _attention(ctx, node, ins):
     if bias is not None:  # rows with no key to attend give 0 (decided on the bias)
         masked = xp.max(bias, axis=-1, keepdims=True) == -math.inf
         probs = xp.where(masked, xp.zeros((), dtype=probs.dtype, device=probs.device), probs)
-    y = xp.matmul(probs, v)
-    if q0.ndim == 3:
-        y = xp.reshape(xp.permute_dims(y, (0, 2, 1, 3)), (y.shape[0], sq, -1))
     qk_out = {2: with_bias, 3: probs}.get(mode, qk)
-    return [back(y, q0), *present, back(qk_out, q0)][:max(len(node.outputs), 1)]
+    return _attention_outputs(node, q0, xp.matmul(probs, v), present, qk_out)
+
+
+def _attention_outputs(node, q0: Buffer, y: Buffer, present: tuple, qk_out) -> list:
+    """Attention's outputs: Y (back to 3-D where Q came so), the caches, the scores."""
+    if q0.ndim == 3:
+        y = xp.reshape(xp.permute_dims(y, (0, 2, 1, 3)), (y.shape[0], y.shape[2], -1))
+    outs = [back(y, q0), *present] + ([back(qk_out, q0)] if qk_out is not None else [])
+    return outs[:max(len(node.outputs), 1)]
 
 
 def _attention_bias(ctx, node, ins, past_k, nonpad, sq: int, skv: int, dt):

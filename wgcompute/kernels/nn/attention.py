@@ -25,7 +25,7 @@ TILES = ((64, 32, 16), (32, 32, 16), (32, 16, 16), (16, 16, 16))
 # The S and P·V loops written out (constant workgroup-memory offsets): 3% faster on an H200
 # (290 us against 300 for ViT-B/16), twice the compile time on lavapipe. None: on GPUs only.
 UNROLL = None
-EMPTY = ("nan", "zero")
+EMPTY = ("nan", "zero", "masked")
 VIEWS = ("q", "k", "v", "out", "bias")
 
 
@@ -149,7 +149,9 @@ class Attention(BuiltinKernel):
     (B, H/group, Skv, D), v (B, H/group, Skv, Dv), bias (B, H, Sq, Skv) as strided views
     (the ``*_strides``/``*_offset`` params; the buffers are storage). A row whose scores hold
     a nan or +inf, or are all -inf (so all rows when Skv is 0), is bad: nan (``empty="nan"``,
-    numpy's softmax) or 0 (``"zero"``, ONNX exports' Where(IsNaN(softmax), 0, softmax)).
+    numpy's softmax) or 0 (``"zero"``, ONNX exports' Where(IsNaN(softmax), 0, softmax));
+    ``"masked"``: 0 for a row of -inf scores (no key to attend), nan for a nan or +inf (ONNX's
+    Attention operator as wgcompute runs it).
     The tile, and so the pipeline, depends on Sq: bind anew (not set_params) for another Sq."""
 
     name = "attention"
@@ -165,7 +167,8 @@ class Attention(BuiltinKernel):
               Param("scale", "f32", 1.0, "multiplies q·k"),
               Param("group", "u32", 1, "query heads per key/value head"),
               Param("has_bias", "bool", False, "whether bias is added (else it is not read)"),
-              Param("empty", "str", "nan", "a bad row's output: 'nan' or 'zero'", _empty_check),
+              Param("empty", "str", "nan", "a bad row's output: 'nan', 'zero' or 'masked' (0 "
+                    "where every score is -inf, else nan)", _empty_check),
               _strides_param("q", "(sb, sh, ss) of q's view (None: contiguous)"),
               _offset_param("q"),
               _strides_param("k", "(sb, sh, ss) of k's view (None: contiguous)"),
@@ -261,7 +264,7 @@ class Attention(BuiltinKernel):
         return PipelineKey(self.name, (output.dtype,), (
             ("D", D), ("Dv", Dv), ("tiles", tiles), ("vec", self._vec(params)),
             ("unroll", bool(output.device.is_gpu if UNROLL is None else UNROLL)),
-            ("bias", bool(params["has_bias"])), ("nan", params["empty"] == "nan")))
+            ("bias", bool(params["has_bias"])), ("empty", params["empty"])))
 
     def render(self, key: PipelineKey):
         c = dict(key.constants)
@@ -272,7 +275,8 @@ class Attention(BuiltinKernel):
         src = shaders.render(shaders.load("nn/attention.wgsl"), {
             "ENABLE": shaders.enable_directives([dt.wgsl]), "T": dt.wgsl,
             "VT": f"vec4<{dt.wgsl}>" if c["vec"] else dt.wgsl, "VEC": c["vec"],
-            "BIAS": c["bias"], "NAN": c["nan"], "D": c["D"], "Dv": c["Dv"], "D4": d4,
+            "BIAS": c["bias"], "NAN": c["empty"] == "nan", "MASKED": c["empty"] == "masked",
+            "D": c["D"], "Dv": c["Dv"], "D4": d4,
             "DV4": dv4, "KS": d4 | 1, "BQ": bq, "BKV": bkv, "TX": tx, "UNROLL": c["unroll"],
             "THREADS": threads, "KPT": bkv // tx, "NC": nc, "NK": -(-bkv * d4 // threads),
             "NV": -(-bkv * tx * nc // threads)}, name="nn/attention.wgsl")

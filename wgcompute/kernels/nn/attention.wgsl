@@ -10,7 +10,8 @@
 // Params: total (workgroups), nqb (query blocks per head), H, group, Sq, Skv, scale, and the
 //   offset and strides of each view (q_off, q_sb, q_sh, q_ss; k_...; v_...; o_...; b_off,
 //   b_sb, b_sh, b_si, b_sj).
-// Templates: ENABLE, T (element type), VT, VEC, BIAS, NAN (a bad row's output is nan, else 0),
+// Templates: ENABLE, T (element type), VT, VEC, BIAS, NAN (a bad row's output is nan, else 0;
+//   MASKED: 0 for a row whose every score is -inf, nan for one with a nan or +inf score),
 //   D, Dv (head sizes), D4 = ⌈D/4⌉, DV4 = ⌈Dv/4⌉, KS (Ks's row stride in vec4: D4 made odd,
 //   so that the TX invocations reading TX rows hit different banks), BQ (query rows per
 //   workgroup, a multiple of 4), BKV (keys per tile), TX (invocations per 4 rows),
@@ -311,6 +312,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 #if NAN
     let fill = vec4<f32>(bitcast<f32>(0x7fc00000u));
+#elif MASKED
+    // per row: nan where a score was nan or +inf (m went to BIG), 0 where all were -inf
+    let fill = select(vec4<f32>(0.0), vec4<f32>(bitcast<f32>(0x7fc00000u)),
+                      !(m < vec4<f32>(BIG)));
 #else
     let fill = vec4<f32>(0.0);
 #endif
@@ -320,7 +325,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let ob = p.o_off + b * p.o_sb + h * p.o_sh + (row + ${i}u) * p.o_ss;
     #for n in range(NC)
         if (tx + ${TX * n}u < ${DV4}u) {
-            put(ob, tx + ${TX * n}u, select(fill, o${n}_${i} * inv[${i}], l[${i}] > 0.0));
+            put(ob, tx + ${TX * n}u, select(vec4<f32>(fill[${i}]), o${n}_${i} * inv[${i}],
+                                            l[${i}] > 0.0));
         }
     #endfor
     }

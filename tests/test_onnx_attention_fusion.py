@@ -88,13 +88,13 @@ def sdpa(feeds, *, where=False, scale_both=True, extra_out=False, axis=-1, runti
 
 @pytest.fixture
 def decomposed(monkeypatch):
-    """The calls that ran the fused node's decomposed steps (not the kernel)."""
+    """Q's shape in each call that ran the fused node's original nodes (not the kernel)."""
     from wgcompute.ml import eager_attention
 
     calls = []
-    steps = eager_attention._decomposed
-    monkeypatch.setattr(eager_attention, "_decomposed",
-                        lambda *a: calls.append(a[0].shape) or steps(*a))
+    steps = eager_attention.run_originals
+    monkeypatch.setattr(eager_attention, "run_originals",
+                        lambda ctx, node, ins: calls.append(ins[0].shape) or steps(ctx, node, ins))
     return calls
 
 

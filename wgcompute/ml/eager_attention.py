@@ -1,6 +1,6 @@
 """The interpreter's FusedAttention (ml/fuse_attention.py): softmax(scale · Q·Kᵀ + mask) · V
 by the attention kernel (kernels/nn/attention.py) where it takes the operands, else by the
-same steps the pattern had (products, softmax, the Where of empty rows)."""
+nodes it replaced, run (or folded on the host) as they ran before."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from .._lazy import enqueue
 from ..buffer import Buffer
 from ..kernels.nn.attention import ATTENTION, attention_fits, attention_params
 from .eager import eager
-from .eager_args import back, empty, floats, work
-from .eager_fold import NO_HOST_FOLD
+from .eager_args import back, empty, work
+from .eager_fold import _NUMPY_FOLDS
+from .eager_shape import fold_originals, run_originals
 from .fuse_attention import OP
 
-NO_HOST_FOLD.add(OP)  # its own operator: never folded through onnx's reference
+_NUMPY_FOLDS[OP] = fold_originals  # (all of it known on the host: its nodes fold there)
 KERNEL_DTYPES = ("f32", "f16")  # (f16 storage: the kernel computes in f32)
 
 
@@ -88,25 +89,6 @@ def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: st
     return run_attention(q, xp.matrix_transpose(kt), v, mask, scale, empty_rows)
 
 
-def _decomposed(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str,
-                scores=()):
-    """The pattern's own steps (f16 in f32); ``scores``: (op, factor) applied to the scores
-    after the product."""
-    q, kt, v = work(q), work(kt), work(v)
-    mask = work(mask) if mask is not None else None
-    s = xp.matmul(q, kt) * scale
-    for op, f in scores:
-        s = s * work(f) if op == "*" else s / work(f)
-    if mask is not None:
-        s = s + mask
-    m = xp.max(s, axis=-1, keepdims=True)
-    e = xp.exp(s - m)
-    p = e / xp.sum(e, axis=-1, keepdims=True)
-    if empty_rows == "zero":
-        p = xp.where(xp.isnan(p), xp.zeros((), dtype=p.dtype, device=p.device), p)
-    return xp.matmul(p, v)
-
-
 def _host_scalar(v) -> float | None:
     """A factor known on the host as one finite, nonzero float; else None."""
     if not isinstance(v, np.ndarray) or v.size != 1 or v.dtype.kind not in "fiu":
@@ -115,33 +97,31 @@ def _host_scalar(v) -> float | None:
     return f if math.isfinite(f) and f != 0.0 else None
 
 
-def _factors(ctx, node, ins, q: Buffer, kt: Buffer) -> tuple:
-    """(Q, Kᵀ, scale, the scores' other factors) once the node's run-time factors are in:
-    host scalars fold into the scale, tensors multiply (divide) their operand."""
+def _factors(ctx, node, ins, q: Buffer, kt: Buffer) -> tuple | None:
+    """(Q, Kᵀ, scale) once the node's run-time factors are in: host scalars fold into the
+    scale, tensors multiply (divide) Q or Kᵀ; None where a tensor scales the scores (the
+    original nodes run)."""
     scale = float(node.attrs.get("scale", 1.0))
-    scores = []
     for kind, val in zip(node.attrs.get("factors", ()), ins[4:], strict=True):
         c = _host_scalar(val)
         if c is not None:
             scale *= c if kind[1] == "*" else 1.0 / c
             continue
-        f = ctx.buffer(val, "a factor of the scores")
         if kind[0] == "s":
-            scores.append((kind[1], f))
-            continue
+            return None
+        f = ctx.buffer(val, "a factor of Q or K^T")
         x = q if kind[0] == "q" else kt
         y = back(work(x) * work(f) if kind[1] == "*" else work(x) / work(f), x)
         q, kt = (y, kt) if kind[0] == "q" else (q, y)
-    return q, kt, scale, scores
+    return q, kt, scale
 
 
 @eager(OP)
 def _fused_attention(ctx, node, ins):
-    q, kt, v = (floats(ctx, node, ins[i], w) for i, w in enumerate(("Q", "K^T", "V")))
-    mask = ctx.buffer(ins[3], "mask") if len(ins) > 3 and ins[3] is not None else None
-    q, kt, scale, scores = _factors(ctx, node, ins, q, kt)
-    empty_rows = node.attrs.get("empty", "nan")
-    y = None if scores else _kernel(q, kt, v, mask, scale, empty_rows)
-    if y is None:
-        y = back(_decomposed(q, kt, v, mask, scale, empty_rows, scores), q)
-    return [y]
+    y = None
+    if all(isinstance(x, Buffer) and x.dtype.name in KERNEL_DTYPES for x in ins[:3]):
+        got = _factors(ctx, node, ins, ins[0], ins[1])
+        if got is not None:
+            mask = ctx.buffer(ins[3], "mask") if len(ins) > 3 and ins[3] is not None else None
+            y = _kernel(*got[:2], ins[2], mask, got[2], node.attrs.get("empty", "nan"))
+    return [y] if y is not None else run_originals(ctx, node, ins)

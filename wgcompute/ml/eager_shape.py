@@ -341,9 +341,9 @@ def _fused_fits(ctx, node: Node, x, w, bias) -> bool:
                                   and bias.shape == (w.shape[1],))))
 
 
-def _unfused(ctx, node: Node, ins: list) -> list:
-    """The nodes FusedMatMul replaced, run as they ran before it (reading the running graph's
-    values by name; their intermediates stay out of it)."""
+def run_originals(ctx, node: Node, ins: list) -> list:
+    """The nodes a fused node (FusedMatMul, FusedAttention) replaced, run as they ran before
+    it (reading the running graph's values by name; their intermediates stay out of it)."""
     originals = node.attrs["originals"]
     here = dict(zip(node.inputs, ins))
     env = ChainMap(here, originals.constants, *(() if ctx.scope is None else (ctx.scope,)))
@@ -351,8 +351,8 @@ def _unfused(ctx, node: Node, ins: list) -> list:
     return [env[originals.outputs[0]]]
 
 
-def _fold_fused(node: Node, ins: list) -> list:
-    """FusedMatMul of host values (small ones: the interpreter folds them, and computes again
+def fold_originals(node: Node, ins: list) -> list:
+    """A fused node of host values (small ones: the interpreter folds them, and computes again
     on the host what it made of known values): the nodes it replaced, folded one by one as
     the interpreter folds each (eager_fold.host_fold)."""
     g = node.attrs["originals"]
@@ -366,7 +366,7 @@ def _fold_fused(node: Node, ins: list) -> list:
     return [env[g.outputs[0]]]
 
 
-_NUMPY_FOLDS[FUSED_MATMUL] = _fold_fused
+_NUMPY_FOLDS[FUSED_MATMUL] = fold_originals
 
 
 @eager(FUSED_MATMUL)
@@ -376,7 +376,7 @@ def _fused_matmul(ctx, node, ins):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     if not _fused_fits(ctx, node, x, w, bias):
-        return _unfused(ctx, node, ins)
+        return run_originals(ctx, node, ins)
     return [_wrap(ctx, node, _linear, ctx, x, ctx.buffer(w, "W"),
                   None if bias is None else ctx.buffer(bias, "bias"),
                   node.attrs.get("activation", "none"))]

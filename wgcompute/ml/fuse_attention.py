@@ -14,16 +14,16 @@ The pattern (torch's and transformers' exports, and hand-built encoders)::
 with every c a constant scalar; each value between Q', K' and Y is read by the pattern alone
 and is not a graph output. It becomes ``FusedAttention(Q, Kᵀ, V, mask or "", c...)`` (domain
 "wgcompute", attributes ``scale``, the product of the constants c, ``empty``: "zero" with the
-Where, else "nan", and ``factors``: what each c given as an input does, e.g. "q*" or "s/":
-torch computes SDPA's scale from Q's shape at run time), named after the nodes it replaces.
-The interpreter's handler runs the kernel where it can and the same decomposition where it
-cannot (ml/eager_attention.py)."""
+Where, else "nan", ``factors``: what each c given as an input does, e.g. "q*" or "s/":
+torch computes SDPA's scale from Q's shape at run time, and ``originals``: the nodes it
+replaces), named after those nodes. The interpreter's handler runs the kernel where it can
+and the original nodes where it cannot (ml/eager_attention.py)."""
 
 from __future__ import annotations
 
 import math
 
-from .ir import Graph, Node, consumers
+from .ir import Graph, Node, consumers, subgraph
 
 DOMAIN = "wgcompute"
 OP = "FusedAttention"
@@ -146,10 +146,12 @@ def _match(graph: Graph, users: dict, by_output: dict, last: Node) -> tuple | No
         return None
     q, kt, mask = qkm
     nodes = [last, *m.nodes]
-    fused = Node(OP, "+".join(n.name for n in reversed(nodes)),
+    name = "+".join(n.name for n in reversed(nodes))
+    fused = Node(OP, name,
                  [q, kt, last.inputs[1], mask, *(v for _, v in m.factors)], list(last.outputs),
                  {"scale": float(m.scale), "empty": empty,
-                  "factors": [kind for kind, _ in m.factors]}, DOMAIN)
+                  "factors": [kind for kind, _ in m.factors],
+                  "originals": subgraph(graph, nodes, last.outputs[0], name)}, DOMAIN)
     return nodes, fused
 
 

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from .ir import Graph, Node, consumers
+from .ir import Graph, Node, consumers, subgraph
 
 DOMAIN = "wgcompute"
 OP = "FusedMatMul"
@@ -189,9 +189,7 @@ def _match(graph: Graph, walk: _Walk, mm: Node) -> tuple[list[Node], Node] | Non
     act, tail = walk.activation(add.outputs[0])
     nodes = [mm, add, *tail]
     name = "+".join(n.name for n in nodes)
-    consts = {x: graph.constants[x] for n in nodes for x in n.inputs if x in graph.constants}
-    originals = Graph(list(nodes), consts, [], [nodes[-1].outputs[0]], graph.opset, name,
-                      max_folded_bytes=graph.max_folded_bytes)
+    originals = subgraph(graph, nodes, nodes[-1].outputs[0], name)
     fused = Node(OP, name, [mm.inputs[0], mm.inputs[1],
                             _bias_constant(graph, bias, w.shape[1], name)],
                  [nodes[-1].outputs[0]],

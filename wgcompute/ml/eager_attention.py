@@ -11,6 +11,7 @@ import numpy as np
 from .. import array_api as xp
 from .._lazy import enqueue
 from ..buffer import Buffer
+from ..kernels.core.layout import contiguous_strides
 from ..kernels.nn.attention import ATTENTION, attention_fits, attention_params
 from .eager import eager
 from .eager_args import back, empty, work
@@ -22,14 +23,6 @@ _NUMPY_FOLDS[OP] = fold_originals  # (all of it known on the host: its nodes fol
 KERNEL_DTYPES = ("f32", "f16")  # (f16 storage: the kernel computes in f32)
 
 
-def _contiguous_strides(shape: tuple) -> tuple:
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= n
-    return tuple(reversed(out))
-
-
 def _mask_view(mask: Buffer, batch: tuple, sq: int, skv: int):
     """((sb, sh, si, sj), 0) reading ``mask`` broadcast to (B, H, Sq, Skv), where ``batch``
     (Q's leading dimensions) folds into B = prod(batch[:-1]) and H = batch[-1]; None where
@@ -38,7 +31,7 @@ def _mask_view(mask: Buffer, batch: tuple, sq: int, skv: int):
     if mask.ndim > len(full):
         return None
     shape = (1,) * (len(full) - mask.ndim) + tuple(mask.shape)
-    st = _contiguous_strides(shape)
+    st = contiguous_strides(shape)
     strides = []
     for n, want, s in zip(shape, full, st, strict=True):
         if n == want and n != 1:

@@ -1,6 +1,6 @@
 """The matmul kernel with an epilogue (kernels/matmul/epilogue.py: out = act(a · b + bias) in
 the write-back) against numpy's f64 at awkward shapes, each activation, f16, b read transposed
-and tile configurations without split-K; its refusals; and the linear layers of interpreted
+and tile configurations with and without split-K; its refusals; and the linear layers of interpreted
 ONNX models fused into it (ml/fuse_linear.py, and Gemm's bias in ml/eager_shape.py), checked
 against onnxruntime, with the patterns that must not fuse.
 
@@ -127,17 +127,54 @@ def test_tile_configurations(rng):
         run_case(rng, 131, 70, 37, "f32", "gelu", config=cfg)
 
 
-def test_a_split_k_choice_is_taken_whole(monkeypatch, rng):
-    """A tuned choice that splits K runs with whole K: the class's default where that does not
-    split, else the same tile with split 1; the result is as any other."""
+SPLITS = ("32x32x16_4x4_s4", "64x64x16_4x4_s8", "32x64x16_4x4_s2")
+
+
+@pytest.mark.parametrize("name", SPLITS)
+@pytest.mark.parametrize("act", list(ACTS))
+def test_split_k_configs(name, act, rng):
+    """A split-K tile: k slices added into an f32 temporary, then act(temporary + bias) in a
+    second step; the result is within the same bound as whole K, with and without a bias,
+    b read transposed, and at a K that is no multiple of the slices."""
+    cfg = TileConfig.parse(name)
+    run_case(rng, 70, 52, 300, "f32", act, config=cfg)
+    run_case(rng, 33, 64, 257, "f32", act, has_bias=False, config=cfg)
+    run_case(rng, 67, 20, 130, "f32", act, tb=True, config=cfg)
+
+
+@pytest.mark.parametrize("act", ["none", "gelu"])
+def test_split_k_f16(act, rng):
+    need_f16()
+    cfg = TileConfig.parse("32x32x16_4x4_s4")
+    run_case(rng, 70, 52, 300, "f16", act, config=cfg, precision="f32")
+    run_case(rng, 40, 36, 200, "f16", act, tb=True, config=cfg, precision="f32")
+
+
+def test_a_tuned_split_k_choice_runs_in_two_steps(monkeypatch, rng):
+    """The plain matmul's tuned choice that splits K is taken where its tile with whole K
+    would launch fewer than BUSY workgroups: it binds the split-K matmul into a temporary,
+    then matmul_bias_act into out."""
+    from wgcompute.kernels import bind
+
     split = TileConfig.parse("32x64x16_4x4_s8")
     monkeypatch.setattr(epilogue._MATMUL, "config_for", lambda *a, **k: split)
-    cfg = MATMUL_BIAS.config_for(2048, 64, 2048, "f32", current_device())
+    assert MATMUL_BIAS.config_for(128, 768, 3072, "f32", current_device()) == split
+    a, b, c = _bufs(m=70, n=20, k=300)
+    d = bind(MATMUL_BIAS, [a, b, c], wgc.empty((70, 20), "f32"), {"activation": "relu"})
+    assert [part.kernel.name for part in d.parts] == ["matmul", "matmul_bias_act"]
+    run_case(rng, 70, 20, 300, "f32", "relu")
+
+
+def test_a_split_k_choice_where_whole_k_fills_the_gpu_is_taken_whole(monkeypatch, rng):
+    """Where the tile with whole K launches BUSY workgroups or more, the product runs whole
+    K: the class's default where that does not split, else the same tile with split 1."""
+    split = TileConfig.parse("32x64x16_4x4_s8")
+    monkeypatch.setattr(epilogue._MATMUL, "config_for", lambda *a, **k: split)
+    cfg = MATMUL_BIAS.config_for(4096, 768, 768, "f32", current_device())
     assert cfg.split == 1
     monkeypatch.setattr(epilogue._MATMUL, "tune_problem", lambda *a, **k: None)
-    assert MATMUL_BIAS.config_for(64, 64, 64, "f32", current_device()) == \
+    assert MATMUL_BIAS.config_for(4096, 768, 64, "f32", current_device()) == \
         TileConfig.parse("32x64x16_4x4")
-    run_case(rng, 70, 20, 300, "f32", "relu")
 
 
 def test_the_helper_queues_it(rng):
@@ -203,7 +240,7 @@ def test_batched_and_vector_operands_are_refused():
     ({"activation": "tanh"}, "param 'activation' must be one of"),
     ({"_ta": True}, r"param '_ta' \(a read transposed\) is not taken"),
     ({"_lb": ((5, 8), (8, 1), 0)}, r"param '_lb' .* is not taken"),
-    ({"_config": TileConfig.parse("32x64x16_4x4_s8")}, "splits K"),
+    ({"_f32_out": True}, r"param '_f32_out' \(a split-K temporary\) is not taken"),
     ({"has_bias": "no"}, "is a flag"),
 ])
 def test_params_it_does_not_take_are_refused(params, message):

@@ -3,11 +3,13 @@ per column) added and the activation applied to each accumulator in f32 by the w
 (tiling.wgsl's "write" part), before the store: a linear layer's bias add and activation
 without a second kernel reading and writing the whole output again.
 
-It is Matmul with whole-K tiles: the same candidates, tuning problems and tuned choices as the
-plain matmul of the product's shape (the plain matmul times them), except that a split-K
-choice is not taken (split-K adds each k slice's block into out by compare-and-swap, so no
-write sees a whole sum: see ``MatmulEpilogue.config_for``). 2-D products only: a (M, K)
-contiguous, b (K, N), or (N, K) read transposed with the param ``_tb``.
+It is Matmul with the same candidates, tuning problems and tuned choices as the plain matmul
+of the product's shape (the plain matmul times them). A whole-K tile applies the epilogue in
+its write-back; a split-K tile (the tuned choice of products with few output blocks and a long
+K, a transformer's at batch 1) adds its k slices into an f32 temporary by compare-and-swap, so
+no write sees a whole sum: a second step of the same compute pass (``matmul_bias_act``) then
+writes act(temporary + bias) to out. 2-D products only: a (M, K) contiguous, b (K, N), or (N, K)
+read transposed with the param ``_tb``.
 
 The activations: "none", "relu" (nn/common.py's rows of the op table, through ``act_fn``)
 and "gelu", 0.5·x·(1 + erf(x/√2)) through a one-piece erfc of relative error below 1.2e-7
@@ -25,9 +27,9 @@ import dataclasses
 
 from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
-from ..core.base import Param, PipelineKey
+from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
 from ..nn.common import act_fn
-from .configs import TileConfig
+from .configs import BUSY, TileConfig
 from .matmul import Matmul
 from .tiling import render_tiled
 
@@ -67,8 +69,8 @@ class MatmulEpilogue(Matmul):
     Params: ``activation`` ("none", "relu" or "gelu": 0.5·x·(1 + erf(x/√2))), ``has_bias``
     (False: no bias is added, and the bias input is a placeholder that is not read: any
     buffer on the device, e.g. a), ``precision`` (f16: "f32" or "mixed", as Matmul's) and
-    ``_config`` (a TileConfig without split-K) as Matmul's. Refused: batched products, 1-D
-    operands, views ("_la", "_lb") and a transposed (``_ta``).
+    ``_config`` as Matmul's (a split-K config runs in two steps: ``passes``). Refused:
+    batched products, 1-D operands, views ("_la", "_lb") and a transposed (``_ta``).
 
     Error bound: Matmul's for the product (each entry within γ(K, 2^-24)·(|A|·|B|) of the
     exact one), then the f32 add and activation (a few f32 ulp; GELU's erfc is within 1.2e-7
@@ -100,10 +102,6 @@ class MatmulEpilogue(Matmul):
         if not isinstance(act, str) or act not in ACTIVATIONS:
             raise ArgumentError(f"{self.name}: param 'activation' must be one of "
                                 f"{', '.join(map(repr, ACTIVATIONS))}, got {act!r}")
-        cfg = out.get("_config")
-        if cfg is not None and cfg.split > 1:
-            raise ArgumentError(f"{self.name}: tile config {cfg.name} splits K; the epilogue "
-                                f"needs each output's whole sum in one workgroup")
         return out
 
     def output_spec(self, inputs, params):
@@ -139,22 +137,25 @@ class MatmulEpilogue(Matmul):
                 raise ShapeError(f"{self.name}: {nm} is {x.shape}; the epilogue takes 2-D "
                                  f"products (a (M, K), b (K, N) or (N, K) with '_tb')")
 
-    # -- configuration: the plain matmul's, whole K ------------------------------------------
+    # -- configuration: the plain matmul's -------------------------------------------------
     def config_for(self, m: int, n: int, k: int, dtype: str, device,
                    precision: str = "f32") -> TileConfig:
-        """Matmul's tuned (or default) choice for the m × n × k product, never split-K (the
-        epilogue must see each output's whole sum, and split-K adds k slices into out by
-        compare-and-swap). The rule for a choice that splits K: the problem's default where
-        that does not split, else the chosen tile itself with whole K (split 1)."""
+        """Matmul's tuned (or default) choice for the m × n × k product. A choice that splits
+        K is taken (as two steps: ``passes``) where its tile with whole K would launch fewer
+        than BUSY workgroups (a transformer's products at batch 1: K slices are what fill the
+        GPU); where whole-K tiles fill it, the split's temporary, its zeroing and the second
+        step cost more than they give, and the product runs whole K: the problem's default
+        where that does not split, else the chosen tile with split 1."""
         chosen = _MATMUL.config_for(m, n, k, dtype, device, precision)
-        if chosen.split == 1:
+        whole = TileConfig(**dict(dataclasses.asdict(chosen), split=1))
+        if chosen.split == 1 or -(-m // whole.bm) * -(-n // whole.bn) < BUSY:
             return chosen
         problem = _MATMUL.tune_problem(m, n, k, dtype, device, precision)
         if problem is not None:
             default = TileConfig.parse(problem.default)
             if default.split == 1:
                 return default
-        return TileConfig(**dict(dataclasses.asdict(chosen), split=1))
+        return whole
 
     def tune_problem(self, *args, **kwargs):
         """The plain matmul's problem (timed by the plain matmul: its choices are shared)."""
@@ -164,7 +165,20 @@ class MatmulEpilogue(Matmul):
         return _MATMUL.tune_problems(inputs[:2], output, params)
 
     def passes(self, inputs, output, params):
-        return None  # whole K: always one pass
+        """A split-K config: the plain split-K matmul into an f32 temporary (f32 sums, added by
+        compare-and-swap), then act(temporary + bias) into out (``matmul_bias_act``), in one
+        compute pass. Whole K: one pass (None), the epilogue in the write-back."""
+        cfg = params.get("_config")
+        if output.size == 0 or cfg is None or cfg.split == 1:
+            return None
+        first = {"precision": "f32", "_config": cfg}
+        if output.dtype == "f16":
+            first["_f32_out"] = True
+        if params.get("_tb"):
+            first["_tb"] = True
+        last = {"activation": params["activation"], "has_bias": params["has_bias"]}
+        return [(output.shape, "f32")], [(_MATMUL, ["in0", "in1"], "tmp0", first),
+                                         (BIAS_ACT, ["tmp0", "in2"], "out", last)]
 
     def key(self, inputs, output, params) -> PipelineKey:
         key = super().key(inputs[:2], output, params)
@@ -182,5 +196,62 @@ class MatmulEpilogue(Matmul):
         return super().launches(inputs[:2], output, params, device)
 
 
+class _BiasAct(BuiltinKernel):
+    """out = act(a + bias), a (M, N) f32, bias (N,) and out of out's dtype (f32 or f16), in
+    f32, rounded once: the last step of a split-K matmul_bias (internal, not in the
+    registry). Params: ``activation`` and ``has_bias`` as matmul_bias's."""
+
+    name = "matmul_bias_act"
+    inputs = ("a", "bias")
+    dtypes = ("f32", "f16")
+    workgroup_size = 256
+    params = (Param("activation", "str", "none", "as matmul_bias's"),
+              Param("has_bias", "bool", True, "as matmul_bias's"))
+    description = "out = act(a + bias): a split-K matmul_bias's f32 temporary, finished"
+
+    def check(self, inputs, output, params) -> None:
+        a, bias = inputs
+        if (a.dtype != "f32" or a.shape != output.shape or output.ndim != 2
+                or (params["has_bias"] and (bias.dtype != output.dtype
+                                            or bias.shape != (output.shape[1],)))):
+            raise DtypeError(f"{self.name}: takes an f32 (M, N) input, a bias (N,) and an out "
+                             f"(M, N) of the bias's dtype, got {a.dtype} {a.shape}, "
+                             f"{bias.dtype} {bias.shape} and {output.dtype} {output.shape}")
+
+    def key(self, inputs, output, params) -> PipelineKey:
+        return PipelineKey(self.name, (output.dtype,), (("activation", params["activation"]),
+                                                       ("has_bias", params["has_bias"])))
+
+    def render(self, key: PipelineKey):
+        c = dict(key.constants)
+        t = DTYPES[key.dtypes[0]].wgsl
+        bias = "f32(bias[i % p.cols])" if c["has_bias"] else "0.0"
+        src = (("enable f16;\n" if t == "f16" else "")
+               + "struct Params { n: u32, cols: u32, }\n"
+               "@group(0) @binding(0) var<storage, read> a: array<f32>;\n"
+               f"@group(0) @binding(1) var<storage, read> bias: array<{t}>;\n"
+               f"@group(0) @binding(2) var<storage, read_write> out: array<{t}>;\n"
+               "@group(0) @binding(3) var<uniform> p: Params;\n"
+               + act_wgsl(c["activation"])
+               + f"@compute @workgroup_size({self.workgroup_size})\n"
+               "fn main(@builtin(workgroup_id) wid: vec3<u32>,\n"
+               "        @builtin(num_workgroups) nwg: vec3<u32>,\n"
+               "        @builtin(local_invocation_index) lid: u32) {\n"
+               f"    let i = (wid.y * nwg.x + wid.x) * {self.workgroup_size}u + lid;\n"
+               "    if (i < p.n) {\n"
+               f"        out[i] = {t}(act(a[i] + {bias}));\n"
+               "    }\n"
+               "}\n")
+        return src, (("n", "u32"), ("cols", "u32"))
+
+    def launches(self, inputs, output, params, device):
+        if output.size == 0:
+            return []
+        groups = -(-output.size // self.workgroup_size)
+        return [Launch(fold_grid(groups, device, self.name),
+                       {"n": output.size, "cols": output.shape[1]})]
+
+
+BIAS_ACT = _BiasAct()
 MATMUL_BIAS = MatmulEpilogue()
 

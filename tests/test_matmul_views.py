@@ -263,7 +263,8 @@ def test_matmul_refuses_a_view_with_no_unit_matrix_stride():
 def test_interpreted_attention_reads_its_heads_in_place(autofused, monkeypatch):
     """An ONNX encoder run by the interpreter (heads split by Reshape and Transpose, K^T a
     second Transpose): only the merge of the heads after P·V is copied, each layer's Q, K and
-    V are read in place by the attention kernel; the result is onnxruntime's."""
+    V (column views of one merged product) are read in place by the attention kernel; the
+    result is onnxruntime's."""
     pytest.importorskip("onnxruntime", reason="onnxruntime (the reference)")
     import onnxruntime as ort
     import test_onnx_transformer as enc
@@ -282,8 +283,9 @@ def test_interpreted_attention_reads_its_heads_in_place(autofused, monkeypatch):
     ref = ort.InferenceSession(m.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
-    products = queued.count("matmul") + queued.count("matmul_bias")  # (linear layers: bias in)
-    assert products == 6 * enc.LAYERS and queued.count("attention") == enc.LAYERS
+    # linear layers with their bias in, Q, K and V as one product (ml/fuse_linear.py)
+    products = queued.count("matmul") + queued.count("matmul_bias")
+    assert products == 4 * enc.LAYERS and queued.count("attention") == enc.LAYERS
     # from each layer's first product to the merge of its heads after the attention kernel,
     # no copy (Q, K, V and K^T: 4 copies a layer without the views)
     first = [i for i, x in enumerate(queued) if x == "layer_norm"][:2 * enc.LAYERS:2]

@@ -348,7 +348,7 @@ def run_originals(ctx, node: Node, ins: list) -> list:
     here = dict(zip(node.inputs, ins))
     env = ChainMap(here, originals.constants, *(() if ctx.scope is None else (ctx.scope,)))
     _run_nodes(ctx, originals, env)
-    return [env[originals.outputs[0]]]
+    return [env[y] for y in originals.outputs]
 
 
 def fold_originals(node: Node, ins: list) -> list:
@@ -363,7 +363,7 @@ def fold_originals(node: Node, ins: list) -> list:
     for n in g.nodes:
         outs = host_fold(fold, n, [env[x] if x else None for x in n.inputs])
         env.update((y, v) for y, v in zip(n.outputs, outs, strict=False) if y)
-    return [env[g.outputs[0]]]
+    return [env[y] for y in g.outputs]
 
 
 _NUMPY_FOLDS[FUSED_MATMUL] = fold_originals
@@ -372,11 +372,18 @@ _NUMPY_FOLDS[FUSED_MATMUL] = fold_originals
 @eager(FUSED_MATMUL)
 def _fused_matmul(ctx, node, ins):
     """act(x @ W + bias) (ml/fuse_linear.py) by the matmul kernel with an epilogue where it
-    takes the operands, else by the nodes it replaced."""
+    takes the operands, else by the nodes it replaced; merged siblings (attribute ``parts``)
+    return one view of the product's columns per layer."""
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     if not _fused_fits(ctx, node, x, w, bias):
         return run_originals(ctx, node, ins)
-    return [_wrap(ctx, node, _linear, ctx, x, ctx.buffer(w, "W"),
-                  None if bias is None else ctx.buffer(bias, "bias"),
-                  node.attrs.get("activation", "none"))]
+    y = _wrap(ctx, node, _linear, ctx, x, ctx.buffer(w, "W"),
+              None if bias is None else ctx.buffer(bias, "bias"),
+              node.attrs.get("activation", "none"))
+    parts = node.attrs.get("parts")
+    if parts is None:
+        return [y]
+    # merged siblings: each layer's output is a view of its columns of the one product
+    starts = np.cumsum([0, *parts])
+    return [y[..., int(a):int(b)] for a, b in zip(starts[:-1], starts[1:], strict=True)]

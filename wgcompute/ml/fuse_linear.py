@@ -24,6 +24,13 @@ constants they read: run by the interpreter where the kernel does not take the o
 folded on the host where the interpreter folds), named after the nodes it replaces
 ("MatMul_3+Add_4+..."). ml/eager_shape.py runs it.
 
+Then linear layers that read the same X with weights of the same K and the same activation
+(an attention block's query, key and value projections as transformers' BERT exports them)
+become one FusedMatMul of the weights and biases side by side, (K, N1 + N2 + ...), with an
+attribute ``parts`` (N1, N2, ...) and one output per layer: each a view of its columns of the
+one product (``merge_siblings``). Three 128 × 768 × 768 products at batch 1 leave most of a
+large GPU idle; one 128 × 2304 × 768 product does not.
+
 Only interpreted models are rewritten: the planned path lowers ONNX's own operators."""
 
 from __future__ import annotations
@@ -217,4 +224,48 @@ def fuse_linear(graph: Graph) -> int:
         replace[id(got[0][-1])] = got[1]
     graph.nodes = [replace.get(id(n), n) for n in graph.nodes
                    if id(n) in replace or id(n) not in drop]
+    return len(replace) + merge_siblings(graph)
+
+
+def _mergeable(graph: Graph, n: Node) -> tuple | None:
+    """(X, K, activation) of a one-output FusedMatMul with constant W (K, N) and bias (N,),
+    else None."""
+    if n.op != OP or n.domain != DOMAIN or "parts" in n.attrs or len(n.inputs) != 3:
+        return None
+    w, b = graph.constants.get(n.inputs[1]), graph.constants.get(n.inputs[2])
+    if w is None or b is None or w.ndim != 2 or b.shape != (w.shape[1],):
+        return None
+    return n.inputs[0], w.shape[0], n.attrs.get("activation", "none")
+
+
+def merge_siblings(graph: Graph) -> int:
+    """Replace each group of FusedMatMul nodes reading the same X with weights of the same K
+    and the same activation by one node computing them side by side (see the module's doc),
+    placed where the group's first node was; returns how many groups were merged."""
+    if graph.eager is None:
+        return 0
+    groups: dict[tuple, list[Node]] = {}
+    for n in graph.nodes:
+        key = _mergeable(graph, n)
+        if key is not None:
+            groups.setdefault(key, []).append(n)
+    replace: dict[int, Node] = {}
+    drop: set[int] = set()
+    for (_, _, act), nodes in groups.items():
+        if len(nodes) < 2:
+            continue
+        name = "+".join(n.name for n in nodes)
+        w_name, b_name = f"{name}/W", f"{name}/bias"
+        graph.constants[w_name] = np.concatenate(
+            [graph.constants[n.inputs[1]] for n in nodes], axis=1)
+        graph.constants[b_name] = np.concatenate([graph.constants[n.inputs[2]] for n in nodes])
+        graph.weights.update((w_name, b_name))
+        outputs = [n.outputs[0] for n in nodes]
+        replace[id(nodes[0])] = Node(
+            OP, name, [nodes[0].inputs[0], w_name, b_name], outputs,
+            {"activation": act, "min_rank": max(int(n.attrs.get("min_rank", 1)) for n in nodes),
+             "parts": [int(graph.constants[n.inputs[1]].shape[1]) for n in nodes],
+             "originals": subgraph(graph, nodes, outputs, name)}, DOMAIN)
+        drop.update(id(n) for n in nodes[1:])
+    graph.nodes = [replace.get(id(n), n) for n in graph.nodes if id(n) not in drop]
     return len(replace)

@@ -66,12 +66,13 @@ def consumers(graph: Graph) -> dict[str, list[Node]]:
     return users
 
 
-def subgraph(graph: Graph, nodes: list[Node], output: str, name: str) -> Graph:
-    """``nodes`` of ``graph`` (in its order) as a graph of their own computing ``output``, with
-    the constants they read: what a fused node keeps of the nodes it replaced, to run them
-    where its kernel does not apply."""
+def subgraph(graph: Graph, nodes: list[Node], output: str | list[str], name: str) -> Graph:
+    """``nodes`` of ``graph`` (in its order) as a graph of their own computing ``output`` (a
+    name, or a list of them), with the constants they read: what a fused node keeps of the
+    nodes it replaced, to run them where its kernel does not apply."""
     order = {id(n): i for i, n in enumerate(graph.nodes)}
     nodes = sorted(nodes, key=lambda n: order[id(n)])
     consts = {x: graph.constants[x] for n in nodes for x in n.inputs if x in graph.constants}
-    return Graph(nodes, consts, [], [output], graph.opset, name,
+    outputs = [output] if isinstance(output, str) else list(output)
+    return Graph(nodes, consts, [], outputs, graph.opset, name,
                  max_folded_bytes=graph.max_folded_bytes)

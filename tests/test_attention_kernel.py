@@ -85,6 +85,31 @@ def test_vit_like_shape():
     close(got, reference(q, k, v, 0.125))
 
 
+@pytest.mark.parametrize("B,H", [(1, 2), (40, 8)])
+def test_query_blocks_fill_the_gpu(B, H):
+    """Few heads (one image): blocks of fewer query rows, down to MIN_BQ, so the launch has
+    FILL workgroups where Sq allows; many heads keep the largest blocks. Same results."""
+    from wgcompute.kernels.core.bind import bind
+
+    rng = np.random.default_rng(B)
+    S, D = 197, 64
+    q, k, v = (randn(rng, B, H, S, D) for _ in range(3))
+    params = attention_params(B, H, S, S, D, D, 0.125)
+    bufs = [wgc.buffer(x) for x in (q, k, v)]
+    out = wgc.empty((B, H, S, D), "f32")
+    d = bind(ATTENTION, [*bufs, bufs[0]], out, params)
+    (launch,) = d.launches
+    blocks = launch.uniform["nqb"]
+    bq = dict(d.compiled.key.constants)["tiles"][0]
+    widest = attention._tiles(out.device, D, D)[0]
+    if B * H * -(-S // widest) >= attention.FILL:
+        assert blocks == -(-S // widest)
+    else:
+        assert blocks == min(-(-attention.FILL // (B * H)), -(-S // attention.MIN_BQ))
+    assert bq * blocks >= S > bq * (blocks - 1)
+    close(run(q, k, v, params), reference(q, k, v, 0.125))
+
+
 def _bias_params(B, H, Sq, Skv, D, shape, **kw):
     """attention_params for a bias stored as ``shape``, broadcast by 0 strides."""
     full = (B, H, Sq, Skv)

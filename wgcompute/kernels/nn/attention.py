@@ -25,6 +25,11 @@ TILES = ((64, 32, 16), (32, 32, 16), (32, 16, 16), (16, 16, 16))
 # The S and P·V loops written out (constant workgroup-memory offsets): 3% faster on an H200
 # (290 us against 300 for ViT-B/16), twice the compile time on lavapipe. None: on GPUs only.
 UNROLL = None
+# Workgroups a launch should have (two per SM of a large GPU, as the matmul's BUSY), and the
+# fewest query rows a block is made of to reach them: at batch 1 ViT-B/16's 12 heads launched
+# 48 workgroups of 52 rows and BERT-base's 24 of 64
+FILL = 264
+MIN_BQ = 16
 EMPTY = ("nan", "zero", "masked")
 VIEWS = ("q", "k", "v", "out", "bias")
 
@@ -68,14 +73,18 @@ def _tiles(device, D: int, Dv: int) -> tuple[int, int, int] | None:
     return None
 
 
-def _plan(device, Sq: int, D: int, Dv: int) -> tuple[int, int, int] | None:
-    """The tile for Sq query rows: _tiles' BQ made as small as the same number of query
-    blocks allows (Sq 197: 4 blocks of 52 rows, not 64; 267 us instead of 292 on an H200)."""
+def _plan(device, Sq: int, D: int, Dv: int, heads: int = 0) -> tuple[int, int, int] | None:
+    """The tile for Sq query rows of ``heads`` (B·H) heads: _tiles' BQ made as small as the
+    same number of query blocks allows (Sq 197: 4 blocks of 52 rows, not 64; 267 us instead
+    of 292 on an H200), then, where heads × blocks launch fewer than FILL workgroups (one
+    image or sentence), smaller still, down to MIN_BQ rows, until they launch FILL."""
     tiles = _tiles(device, D, Dv)
     if tiles is None:
         return None
     bq, bkv, tx = tiles
     blocks = max(-(-Sq // bq), 1)
+    if heads * blocks < FILL:  # more blocks of fewer rows (each reads all of its head's K, V)
+        blocks = min(-(-FILL // max(heads, 1)), max(-(-Sq // MIN_BQ), 1))
     return max(min(bq, 4 * -(-Sq // (4 * blocks))), 4), bkv, tx
 
 
@@ -257,7 +266,7 @@ class Attention(BuiltinKernel):
 
     def key(self, inputs, output, params) -> PipelineKey:
         D, Dv = params["D"], params["Dv"]
-        tiles = _plan(output.device, params["Sq"], D, Dv)
+        tiles = _plan(output.device, params["Sq"], D, Dv, params["B"] * params["H"])
         if tiles is None:
             raise ShapeError(f"{self.name}: D={D}, Dv={Dv}: no tile fits "
                              f"{output.device.name}'s workgroup memory")
@@ -292,7 +301,7 @@ class Attention(BuiltinKernel):
         B, H, Sq = params["B"], params["H"], params["Sq"]
         if B * H * Sq * params["Dv"] == 0:
             return []
-        bq = _plan(device, Sq, params["D"], params["Dv"])[0]
+        bq = _plan(device, Sq, params["D"], params["Dv"], B * H)[0]
         nqb = -(-Sq // bq)
         total = B * H * nqb
         u = {"total": total, "nqb": nqb, "H": H, "group": params["group"], "Sq": Sq,

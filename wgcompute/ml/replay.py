@@ -136,9 +136,9 @@ def _trace(graph, state, vals: list, device, key) -> list:
     inputs = [env[name] for name, _, _ in graph.inputs]
     cap = _lazy.Capture(batch)
     if not cap.begin():  # another thread traces on this device
-        return _read(eager.evaluate(ctx, env), graph)
+        return _read(eager.declared(eager.evaluate(ctx, env), graph), graph)
     try:
-        outs = eager.evaluate(ctx, env)
+        outs = eager.declared(eager.evaluate(ctx, env), graph)
         flags = _flags(cap.checks)
         cap.end()
     except BaseException:

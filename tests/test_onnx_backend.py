@@ -7,7 +7,9 @@ Each case either runs and matches the suite's stored outputs with the suite's to
 (rtol 1e-3, atol 1e-7 unless the case says otherwise), or is refused by ``load_onnx`` with a
 WgComputeError (or, for a model that runs interpreted, by a ModelError at its first call,
 where the reason depends on the values): a model that fails otherwise, or computes a wrong
-answer, fails here. (wgcompute.ml.coverage runs the cases; its table is in the docs.)
+answer, fails here; a case whose stored output is itself off passes only where wgcompute's
+answer matches the float64 result of onnx's reference implementation and the stored one does
+not (coverage.exact_agrees). (wgcompute.ml.coverage runs the cases; its table is in the docs.)
 A case of an operator wgcompute claims (CLAIMED) may only be refused where REFUSED_CLAIMED
 says why. EXCLUDED lists the cases not run at all, each with its reason;
 docs/guide/inference.md lists both."""
@@ -62,13 +64,10 @@ REFUSED_CLAIMED = {
 _REFUSED_RE = [(re.compile(p), why) for p, why in REFUSED_CLAIMED.items()]
 
 # pattern -> why the case is not run at all. Only cases the harness itself cannot feed or judge.
-EXCLUDED: dict[str, str] = {
-    r"^test_dft_inverse(_opset19)?$":
-        "its stored output is numpy's complex64 inverse FFT, up to 1.5e-6 from the exact "
-        "transform of its input (imaginary parts of 1.9e-7 where the exact value is 3e-15), "
-        "beyond the case's own atol of 1e-7: an exact DFT cannot match it "
-        "(tests/test_onnx_nn.py checks inverse DFTs against numpy in float64)",
-}
+# (None now: test_dft_inverse, whose stored output is numpy's complex64 inverse FFT, 1.5e-6
+# from the exact transform where its tolerance is 1e-7, was here; it now runs and is checked
+# against onnx's reference implementation in float64: wgcompute.ml.coverage.exact_agrees.)
+EXCLUDED: dict[str, str] = {}
 _EXCLUDED_RE = [(re.compile(p), why) for p, why in EXCLUDED.items()]
 
 CASES = all_cases()
@@ -128,6 +127,32 @@ def test_backend_case(name):
         assert refusal_allowed(name) is not None, \
             f"{name}: refused at load though its operator is claimed: {detail}"
         assert detail, "a refusal says why"
+
+
+@pytest.mark.parametrize("name", ["test_dft_inverse", "test_dft_inverse_opset19"])
+def test_a_stored_output_that_is_off_is_checked_against_float64(name):
+    """The float64 check passes wgcompute's inverse DFT, whose stored output is off by more
+    than the case's atol; it refuses an answer off by 1e-5 in one value, and a case whose
+    stored output is right."""
+    import numpy as np
+
+    from wgcompute.ml.coverage import exact_agrees, model_and_data
+
+    case = CASES[name]
+    model, [(ins, refs)] = model_and_data(case)
+    assert outcome(case)[0] == "exact"
+    from wgcompute.ml.backend import WgcBackend
+
+    rep = WgcBackend.prepare(model)
+    try:
+        outs = [np.asarray(o) for o in rep.run(ins)]
+    finally:
+        rep.model.free()
+    assert exact_agrees(model, ins, refs, outs, case.rtol, case.atol)
+    wrong = [o.copy() for o in outs]
+    wrong[0].flat[7] += 1e-5
+    assert not exact_agrees(model, ins, refs, wrong, case.rtol, case.atol)
+    assert not exact_agrees(model, ins, outs, outs, case.rtol, case.atol)  # stored right
 
 
 def test_exclusions_and_refusals_match_cases():

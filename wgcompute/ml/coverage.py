@@ -101,6 +101,7 @@ def outcome(case) -> tuple[str, str]:
         # an interpreted model runs each data set twice: the second call replays the first's
         # trace (ml/replay.py) where the model allows it, and must be as right
         again = 2 if rep.model.path == "interpreted" else 1
+        off = False
         for i, (ins, refs) in enumerate(d for d in data_sets for _ in range(again)):
             try:
                 outs = list(rep.run(ins))
@@ -112,11 +113,52 @@ def outcome(case) -> tuple[str, str]:
                 if i == 0:
                     return "refused", str(e)
                 raise
-            Runner.assert_similar_outputs(refs, outs, rtol=case.rtol, atol=case.atol,
-                                          model_dir=case.name)
+            try:
+                Runner.assert_similar_outputs(refs, outs, rtol=case.rtol, atol=case.atol,
+                                              model_dir=case.name)
+            except AssertionError:
+                if not exact_agrees(model, ins, refs, outs, case.rtol, case.atol):
+                    raise
+                off = True
     finally:
         rep.model.free()
-    return "passed", ""
+    return ("exact", EXACT_NOTE) if off else ("passed", "")
+
+
+EXACT_NOTE = "matches the float64 result; the suite's stored output is off"
+
+
+def exact_agrees(model, ins: list, refs: list, outs: list, rtol: float, atol: float) -> bool:
+    """Whether a case whose stored outputs ``refs`` ``outs`` does not match is the stored
+    outputs' error, not wgcompute's: onnx's reference implementation run on the inputs widened
+    from float32 to float64 gives float64 results that ``outs`` match within the case's
+    tolerances and ``refs`` do not (test_dft_inverse: the stored output is numpy's complex64
+    inverse FFT, 1.5e-6 from the exact transform where the tolerance is 1e-7)."""
+    import numpy as np
+    from onnx.reference import ReferenceEvaluator
+
+    names = [i.name for i in model.graph.input]
+    if len(names) != len(ins) or not any(np.asarray(a).dtype == np.float32 for a in ins):
+        return False
+    feeds = {n: np.asarray(a, np.float64) if np.asarray(a).dtype == np.float32 else a
+             for n, a in zip(names, ins, strict=True)}
+    try:
+        exact = ReferenceEvaluator(model).run(None, feeds)
+    except Exception:  # noqa: BLE001 - no float64 reference for this model: not decided here
+        return False
+    if len(exact) != len(outs) or len(refs) != len(outs):
+        return False
+    stored_off = False
+    for e, o, r in zip(exact, outs, refs, strict=True):
+        e, o, r = np.asarray(e), np.asarray(o), np.asarray(r)
+        if e.dtype != np.float64 or o.shape != e.shape or r.shape != e.shape \
+                or o.dtype != r.dtype:
+            return False
+        if not np.allclose(o.astype(np.float64), e, rtol=rtol, atol=atol, equal_nan=True):
+            return False
+        stored_off |= not np.allclose(r.astype(np.float64), e, rtol=rtol, atol=atol,
+                                      equal_nan=True)
+    return stored_off
 
 
 def _ops_of(case) -> list[str]:
@@ -177,12 +219,16 @@ def table(results: dict) -> str:
     per = defaultdict(Counter)
     whys = defaultdict(Counter)
     for op, kind, detail in results.values():
-        per[op][kind] += 1
-        if kind != "passed":
+        per[op]["passed" if kind == "exact" else kind] += 1
+        if kind == "exact":
+            whys[op][f"passed: {EXACT_NOTE}"] += 1
+        elif kind != "passed":
             whys[op][reason(detail) if kind == "refused" else f"FAILED: {detail[:100]}"] += 1
     total = Counter(kind for _, kind, _ in results.values())
-    lines = [f"{len(results):,} cases: {total['passed']:,} pass, {total['refused']:,} are "
-             f"refused with a reason, {total['failed']:,} fail.", "",
+    exact = (f" ({total['exact']:,} of them against the float64 result, the suite's stored "
+             f"output being off)") if total["exact"] else ""
+    lines = [f"{len(results):,} cases: {total['passed'] + total['exact']:,} pass{exact}, "
+             f"{total['refused']:,} are refused with a reason, {total['failed']:,} fail.", "",
              "| operator | passed | refused | failed | why not |", "|---|---|---|---|---|"]
     for op in sorted(per):
         c = per[op]

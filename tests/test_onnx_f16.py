@@ -121,21 +121,27 @@ def test_encoder_f16_results_become_float32_on_the_gpu(monkeypatch):
     assert _rel(first, _ort(m, feeds)[0]) < ENCODER
 
 
+def _precisions(monkeypatch) -> list:
+    """The precision each product of activations is given (eager_half.sums' answers)."""
+    from wgcompute.ml import eager_half
+
+    seen = []
+    sums = eager_half.sums
+    monkeypatch.setattr(eager_half, "sums", lambda *a: seen.append(sums(*a)) or seen[-1])
+    return seen
+
+
 def test_encoder_f16_mixed_precision(monkeypatch):
-    """precision="mixed": every product of activations runs the matmul kernel at precision
-    "mixed" (k slices summed in float16); within the mixed bound of onnxruntime."""
-    from wgcompute.ml import eager_half, eager_shape
+    """precision="mixed": every product of activations whose output fills the GPU runs the
+    matmul kernel at precision "mixed" (k slices summed in float16; here every product, the
+    threshold set to 0); within the mixed bound of onnxruntime."""
+    from wgcompute.ml import eager_half
 
     m = encoder(False, seed=12)
     model = wgc.ml.load_onnx(m, dtype="f16", precision="mixed")
     assert "mixed precision" in repr(model)
-    seen = []
-    product, linear = eager_half.matmul, eager_shape.matmul_bias
-    monkeypatch.setattr(eager_half, "matmul",
-                        lambda a, b, p: seen.append(p) or product(a, b, p))
-    # (linear layers: their product with the bias, and activation, in its epilogue)
-    monkeypatch.setattr(eager_shape, "matmul_bias",
-                        lambda *a: seen.append(a[4]) or linear(*a))
+    monkeypatch.setattr(eager_half, "MIXED_MIN_BLOCKS", 0)
+    seen = _precisions(monkeypatch)
     feeds = _inputs(np.random.default_rng(13), 2, 8)
     got = model.run(feeds)[0]
     assert got.dtype == np.float32
@@ -145,6 +151,24 @@ def test_encoder_f16_mixed_precision(monkeypatch):
     assert len(seen) >= 2 * 4 and set(seen) == {"mixed"}
     with pytest.raises(wgc.ArgumentError, match="precision.*dtype='f16'"):
         wgc.ml.load_onnx(m, precision="mixed")
+
+
+def test_small_products_of_a_mixed_model_sum_in_f32(monkeypatch):
+    """Products whose output has fewer than MIXED_MIN_BLOCKS blocks of 64 x 64 (every one of
+    this small encoder's; a transformer's at batch 1) sum in float32 under precision="mixed"
+    (the mixed tiles have no split-K); the result is within f16's bound."""
+    from wgcompute.ml import eager_half
+
+    assert eager_half.sums("mixed", 128, 768) == "f32"
+    assert eager_half.sums("mixed", 4096, 768) == "mixed"
+    assert eager_half.sums("mixed", 197, 197, batch=384) == "mixed"
+    assert eager_half.sums("f32", 4096, 768) == "f32"
+    m = encoder(False, seed=12)
+    model = wgc.ml.load_onnx(m, dtype="f16", precision="mixed")
+    seen = _precisions(monkeypatch)
+    feeds = _inputs(np.random.default_rng(13), 2, 8)
+    assert _rel(model.run(feeds)[0], _ort(m, feeds)[0]) < ENCODER
+    assert len(seen) >= 2 * 4 and set(seen) == {"f32"}
 
 
 def test_f16_is_refused_without_shader_f16(monkeypatch):

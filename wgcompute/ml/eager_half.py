@@ -55,10 +55,26 @@ def output(v: Buffer, elem: int) -> Buffer:
     return v
 
 
+# A product with fewer output blocks of 64 x 64 than this (a transformer's at batch 1) sums in
+# float32 under precision "mixed": the mixed tiles have no split-K, so its few workgroups
+# ran each its whole K (H200: ViT-B/16 batch 1 5.3 ms mixed against 3.9-4.4 in f16 with
+# float32 sums, benchmarks/results/h200/2026-11-27j); float32 sums are the more accurate.
+MIXED_MIN_BLOCKS = 264
+
+
+def sums(precision: str, m: int, n: int, batch: int = 1) -> str:
+    """The precision an (batch ×) m × n product of a dtype="f16" model runs at: "mixed" only
+    where its output fills the GPU (MIXED_MIN_BLOCKS), else "f32"."""
+    if precision == "mixed" and batch * -(-m // 64) * -(-n // 64) < MIXED_MIN_BLOCKS:
+        return "f32"
+    return precision
+
+
 def matmul(a: Buffer, b: Buffer, precision: str) -> Buffer:
     """a @ b of float16 Buffers by numpy's matmul rules, with the matmul kernel: every
     product summed in float32 (precision "f32") or each k slice of 8 or 16 in float16
-    ("mixed"), the result rounded to float16 once."""
+    ("mixed", where the output fills the GPU: ``sums``), the result rounded to float16
+    once."""
     from .. import array_api as xp
     from .._lazy import enqueue
     from ..array_api._helpers import new
@@ -69,4 +85,6 @@ def matmul(a: Buffer, b: Buffer, precision: str) -> Buffer:
     if a.size == 0 or b.size == 0:  # nothing to add up: zeros
         return astype(xp.zeros(shape, dtype=xp.float32, device=a.device), "f16")
     out = new(shape, DTYPES["f16"], a.device, "matmul")
-    return enqueue("matmul", [a, b], out, {"precision": precision})
+    m, n = (shape[-2] if len(shape) > 1 else 1), shape[-1] if shape else 1
+    batch = out.size // max(m * n, 1)
+    return enqueue("matmul", [a, b], out, {"precision": sums(precision, m, n, batch)})

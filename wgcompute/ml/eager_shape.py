@@ -324,7 +324,8 @@ def _linear(ctx, x: Buffer, w: Buffer, bias: Buffer | None, activation: str) -> 
     k, n = w.shape
     x2 = x if x.ndim == 2 else x.reshape(-1, k)
     y = matmul_bias(x2, w, None if bias is None else bias.reshape(n), activation,
-                    ctx.precision if x.dtype == "f16" else None)
+                    eager_half.sums(ctx.precision, x2.shape[0], n) if x.dtype == "f16"
+                    else None)
     return y if x.ndim == 2 else y.reshape(*x.shape[:-1], n)
 
 

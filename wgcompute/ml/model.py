@@ -502,7 +502,8 @@ def load_onnx(source, *, dtype: str = "f32", precision: str = "f32",
     slices in f32: about 1.2x faster on NVIDIA GPUs, with a larger error (docs: "f16").
     An interpreted model (a transformer) keeps its float32 tensors as f16 on the GPU the
     same way: normalizations, softmax and reductions compute in f32, its products sum in f32
-    (``precision="mixed"``: in f16 k slices), constants past f16's range saturate to ±65504.
+    (``precision="mixed"``: in f16 k slices where the output fills the GPU, in f32 where it is
+    too small to), constants past f16's range saturate to ±65504.
 
     ``max_folded_bytes`` caps what folding constants may create (a small file can describe
     huge constants): by default max(64 MiB, 16 × the model's size), or the environment

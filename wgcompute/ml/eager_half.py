@@ -10,6 +10,7 @@ import numpy as np
 from .._lazy import tracing
 from ..array import astype
 from ..buffer import Buffer
+from ..kernels.matmul.configs import BUSY
 
 F16_MAX = 65504.0  # the largest finite float16
 F16_TINY = 2.0 ** -24  # the smallest positive float16 (a subnormal)
@@ -59,7 +60,7 @@ def output(v: Buffer, elem: int) -> Buffer:
 # float32 under precision "mixed": the mixed tiles have no split-K, so its few workgroups
 # ran each its whole K (H200: ViT-B/16 batch 1 5.3 ms mixed against 3.9-4.4 in f16 with
 # float32 sums, benchmarks/results/h200/2026-11-27j); float32 sums are the more accurate.
-MIXED_MIN_BLOCKS = 264
+MIXED_MIN_BLOCKS = BUSY  # (the matmul's: two workgroups per SM of a large GPU)
 
 
 def sums(precision: str, m: int, n: int, batch: int = 1) -> str:

@@ -14,6 +14,7 @@ from ...dtypes import DTYPES
 from ...errors import ArgumentError, DtypeError, ShapeError
 from ..core import shaders
 from ..core.base import BuiltinKernel, Launch, Param, PipelineKey, fold_grid
+from ..matmul.configs import BUSY
 
 MAX_HEAD = 128  # D and Dv: at most two vec4 columns of out per invocation
 # (BQ query rows, BKV keys, TX invocations per row) per workgroup, best first: the first whose
@@ -25,10 +26,10 @@ TILES = ((64, 32, 16), (32, 32, 16), (32, 16, 16), (16, 16, 16))
 # The S and P·V loops written out (constant workgroup-memory offsets): 3% faster on an H200
 # (290 us against 300 for ViT-B/16), twice the compile time on lavapipe. None: on GPUs only.
 UNROLL = None
-# Workgroups a launch should have (two per SM of a large GPU, as the matmul's BUSY), and the
+# Workgroups a launch should have (the matmul's BUSY: two per SM of a large GPU), and the
 # fewest query rows a block is made of to reach them: at batch 1 ViT-B/16's 12 heads launched
 # 48 workgroups of 52 rows and BERT-base's 24 of 64
-FILL = 264
+FILL = BUSY
 MIN_BQ = 16
 EMPTY = ("nan", "zero", "masked")
 VIEWS = ("q", "k", "v", "out", "bias")

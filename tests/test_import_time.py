@@ -52,19 +52,26 @@ def test_deferred_names_are_listed():
     assert {"linalg", "fft"} <= set(dir(xp))
 
 
-def test_wgpu_natives_header_is_parsed_once_then_read_from_the_cache(tmp_path):
-    """wgpu-py parses wgpu-native's C header (pycparser) as it is imported: the first process
-    stores the parse in wgcompute's cache folder, later ones read it and compute the same."""
+def test_wgpu_natives_header_and_first_types_are_parsed_once_then_read_from_the_cache(tmp_path):
+    """wgpu-py parses wgpu-native's C header (pycparser) as it is imported, and cffi parses
+    each C type string behind a prelude of every typedef: the first process stores those
+    parses in wgcompute's cache folder, later ones parse nothing, lay the C types out alike
+    and compute the same."""
     import os
 
     code = ("import json, pycparser.c_parser as cp\n"
             "parses = []\n"
             "parse = cp.CParser.parse\n"
-            "cp.CParser.parse = lambda self, text, *a, **k: (  # the header, not type strings\n"
-            "    parses.append(1) if len(text) > 50000 else None) or parse(self, text, *a, **k)\n"
+            "cp.CParser.parse = lambda self, *a, **k: parses.append(1) or parse(self, *a, **k)\n"
             "import numpy as np, wgcompute as wgc\n"
+            "from wgpu.backends.wgpu_native import ffi\n"
             "y = (wgc.from_numpy(np.arange(4, dtype=np.float32)) * 2).to_numpy().tolist()\n"
-            "print(json.dumps([len(parses), y]))")
+            "n = len(parses)\n"
+            "items = [ffi.typeof(t + ' *').item for t in ('WGPUBindGroupEntry',  # (parsed\n"
+            "    'WGPUDeviceDescriptor', 'WGPUStringView', 'WGPULimits')]  # or read: primed)\n"
+            "layout = [(ffi.sizeof(t), [(f, ffi.offsetof(t, f)) for f, _ in t.fields])\n"
+            "          for t in items]\n"
+            "print(json.dumps([n, y, layout, len(parses) - n]))")
     env = dict(os.environ, WGCOMPUTE_CACHE_DIR=str(tmp_path))
     runs = []
     for _ in range(2):
@@ -72,7 +79,10 @@ def test_wgpu_natives_header_is_parsed_once_then_read_from_the_cache(tmp_path):
                            timeout=300, env=env)
         assert r.returncode == 0, r.stderr
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    assert [p.name.startswith("cdef-") for p in tmp_path.iterdir()] == [True]
-    (first, y1), (second, y2) = runs
-    assert first == 1 and second == 0
+    files = [p.name for p in tmp_path.iterdir()]
+    assert files and all(n.startswith("cdef-") for n in files), files
+    (first, y1, layout1, more1), (second, y2, layout2, more2) = runs
+    assert first >= 2 and second == 0  # (the header and the type strings; then none)
+    assert more1 == more2 == 0  # (the types asked for were parsed with the first use's)
+    assert layout1 == layout2 and len(layout1) == 4
     assert y1 == y2 == [0.0, 2.0, 4.0, 6.0]

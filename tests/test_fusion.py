@@ -199,6 +199,38 @@ def test_a_hundred_op_chain_is_one_dispatch(rng):
     assert dev.stats["bind_groups_created"] - before["bind_groups_created"] == 1
 
 
+def test_a_fused_call_is_queued_after_the_operators_it_reads(rng):
+    xn, bn = data(rng, "f32", 10_000), data(rng, "f32", 10_000)
+    x, b = wgc.from_numpy(xn), wgc.from_numpy(bn)
+    f = wgc.fuse(lambda x, b: (x * b + 1.0).relu())
+    f(x, b).to_numpy()  # traced and compiled
+    dev = x.device
+    dev.synchronize()
+    y = x + 2.0  # held by automatic fusion, or queued
+    z = f(y, b)  # reads it: the operator goes first, then the call, nothing submitted
+    assert [op.label for op in dev.lazy.ops][-1] == f"fuse {f.name}"
+    assert len(dev.lazy.ops) == 2
+    y.free()  # freed while queued: the queued call still reads it
+    b.free()
+    w = z * 3.0
+    same_bits(w, wgc.relu((x + 2.0) * wgc.from_numpy(bn) + 1.0) * 3.0)
+
+
+def test_a_fused_call_waits_in_eager_mode(rng):
+    x = wgc.from_numpy(data(rng, "f32", 1000))
+    f = wgc.fuse(lambda x: (x * 2.0 + 1.0).relu())
+    dev = x.device
+    dev.synchronize()
+    wgc.set_eager(True)
+    try:
+        z = f(x)
+        assert dev.lazy is None or not dev.lazy.ops  # run and waited for
+        want = wgc.relu(x * 2.0 + 1.0)
+    finally:
+        wgc.set_eager(False)
+    same_bits(z, want)
+
+
 def test_reductions_at_the_end(rng):
     x = wgc.from_numpy(rng.standard_normal((6, 50)).astype(np.float32))
     y = wgc.from_numpy(rng.standard_normal(50).astype(np.float32))

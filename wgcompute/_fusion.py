@@ -8,7 +8,10 @@ import threading
 import types
 from dataclasses import dataclass
 
-from . import _fusion_auto  # noqa: F401 - installs automatic fusion (WGCOMPUTE_FUSE)
+from . import (
+    _fusion_auto,  # noqa: F401 - installs automatic fusion (WGCOMPUTE_FUSE)
+    _lazy,
+)
 from ._fusion_trace import ScalarArg, Traced, _Reduction, _Trace
 from ._fusion_xp import Namespace, namespace_module
 from .array import _is_scalar
@@ -183,7 +186,7 @@ def _run(program: _Program, args, kwargs):
         held += outs
         results.append(outs)
     if calls:
-        run_blocking(f"fuse {trace.fname}", device, held, calls=calls)
+        _queue(f"fuse {trace.fname}", device, held, calls, keep)
     returned = []
     for entry in program.layout:
         if entry[0] == "arg":
@@ -194,9 +197,25 @@ def _run(program: _Program, args, kwargs):
     return program.many(returned) if program.many else returned[0]
 
 
+def _queue(label: str, device, buffers, calls, keep) -> None:
+    """A call's fused kernels queued on the device's open batch as one operation, after what
+    automatic fusion holds there (it may write the call's inputs); in eager mode run and
+    waited for, as run_kernel is."""
+    if _lazy.is_eager():
+        run_blocking(label, device, buffers, calls=calls)
+        return
+    batch = _lazy._route.get()  # (a `with stream:` block's batch)
+    if batch is None or batch.device is not device:
+        batch = _lazy.batch_of(device)
+    flush = _lazy.hooks["flush"]
+    if flush is not None and batch.held:
+        flush(batch)
+    batch.enqueue(_lazy.Op(label, calls, keep, buffers, _lazy.call_site()))
+
+
 def fuse(fn):
     """Decorator: run ``fn``, a function of elementwise operations on buffers, as ONE fused
-    kernel per call (cupy.fuse's idea).
+    kernel per call (cupy.fuse's idea), queued as the operators are.
 
     ``fn`` is traced on its first call per signature (the arguments' shapes, dtypes and
     device, which are Python scalars, other arguments by value) with stand-ins that support

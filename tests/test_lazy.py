@@ -83,6 +83,23 @@ def test_queued_results_equal_numpy(rng):
     assert float(f.max()) == pytest.approx(float(fn.max()), rel=1e-5)
 
 
+def test_item_assignment_and_cumulative_sums_are_queued(rng, unfused):
+    from wgcompute import array_api as xp
+
+    xn = rng.standard_normal(5000).astype(np.float32)
+    x = wgc.from_numpy(xn)
+    dev = x.device
+    dev.synchronize()
+    x[10:20] = 7.0  # a region copy into x's memory
+    y = xp.cumulative_sum(x)  # the scan's kernels
+    labels = [op.label for op in dev.lazy.ops]
+    assert labels[0] == "region_copy" and len(labels) >= 2, labels  # nothing submitted yet
+    want = xn.astype(np.float64)
+    want[10:20] = 7.0
+    np.testing.assert_allclose(y.to_numpy(), np.cumsum(want), rtol=1e-5, atol=1e-3)
+    assert _queued(dev) == 0
+
+
 def test_the_batch_is_submitted_at_its_size_bound(unfused):
     x = wgc.from_numpy(np.zeros(1000, np.float32))
     dev = x.device

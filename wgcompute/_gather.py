@@ -1,8 +1,9 @@
 """Advanced indexing on the GPU: gathers by integer arrays (their indices checked on the GPU),
 the flat positions of nonzero elements (count, scan, compact), boolean masks and nonzero.
 
-Functions whose result's size depends on the data (masks, nonzero) read back one count, and
-a checked gather one word (the first index out of range): both wait for the GPU."""
+Their kernels are queued as the operators' are. Functions whose result's size depends on the
+data (masks, nonzero) read back one count, and a checked gather one word (the first index out
+of range): both wait for the GPU."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import numpy as np
 
 from ._lazy import enqueue, tracing
 from .buffer import Buffer, BufferView, check_buffer, from_numpy, result_buffer
-from .commands import bound, run_blocking, run_kernel
 from .dtypes import DTYPES, convert_exact
 from .errors import ArgumentError, DtypeError, IndexingError, ShapeError
 from .kernels.core.layout import broadcast_shapes, broadcast_strides, contiguous_strides
@@ -48,7 +48,7 @@ def widen(x: Buffer, dt) -> Buffer:
     out = result_buffer(x.shape, DTYPES[str(dt)], x.device, label="convert")
     if not x.size:
         return out
-    return run_kernel("astype", [x], out, {"rounding": None, "casting": "unsafe"})
+    return enqueue("astype", [x], out, {"rounding": None, "casting": "unsafe"})
 
 
 def index_array(indices, argument: str = "indices") -> Buffer:
@@ -74,22 +74,18 @@ def _same_device(where: str, *named) -> None:
                                 f"{named[0][0]} on {dev.label}; move one with to_device()")
 
 
-def run_steps(where: str, device, steps, buffers) -> None:
-    """Kernels (kernel, inputs, output, params) run in order in one compute pass, bound
-    through the bind cache (a repeated call on pooled memory creates no GPU object)."""
-    # the raw calls name the dispatches' bind groups by handle: the dispatches are held
-    # until the calls are recorded (the bind cache may not keep them)
-    dispatches = [bound(registry_get(k), list(ins), o, params) for k, ins, o, params in steps]
-    calls = [c for d in dispatches for c in d.raw_calls()]
-    if calls:
-        run_blocking(where, device, buffers, calls=calls)
-    del dispatches
+def run_steps(where: str, steps) -> None:
+    """Kernels (kernel, inputs, output, params) queued in order on their device, as the
+    operators are (bound through the bind cache: a repeated call on pooled memory creates no
+    GPU object); the buffers they use stay alive until their work is done."""
+    for k, ins, o, params in steps:
+        enqueue(registry_get(k), list(ins), o, params, where)
 
 
 def scan_rows(where: str, op: str, x: Buffer, rows: int, out: Buffer,
               include_initial: bool) -> None:
     """The scan kernel's steps over x seen as ``rows`` rows into ``out`` (its rows one
-    longer with ``include_initial``), submitted at once. x and out are bound as they are,
+    longer with ``include_initial``), queued. x and out are bound as they are,
     not through reshaped views, and the temporaries come from the device's memory pool, so
     that a repeated call finds its steps bound already (the bind cache keys pooled memory by
     its place): a scan costs its GPU time, not the creation of bind groups."""
@@ -102,8 +98,8 @@ def scan_rows(where: str, op: str, x: Buffer, rows: int, out: Buffer,
             for shape, dt in temps]
     env = {"in0": x, "out": out, **{f"tmp{i}": b for i, b in enumerate(bufs)}}
     try:
-        run_steps(where, x.device, [(k, [env[r] for r in ins], env[o], params)
-                                    for k, ins, o, params in steps], [x, out, *bufs])
+        run_steps(where, [(k, [env[r] for r in ins], env[o], params)
+                          for k, ins, o, params in steps])
     finally:
         for b in reversed(bufs):  # the pool hands them back in this order next time
             b.free()
@@ -132,7 +128,7 @@ def checked_run(where: str, idx: Buffer, n: int, kernel, inputs, out: Buffer,
         cap.defer(flag, error)
         return out
     try:
-        run_steps(where, idx.device, steps, [idx, flag, out, *inputs])
+        run_steps(where, steps)
         bad = int(flag.to_numpy()[0])  # the documented read: one word
     finally:
         flag.free()
@@ -172,7 +168,7 @@ def broadcast_copy(x: Buffer, shape: tuple[int, ...], label: str, always: bool =
         item = DTYPES[x.dtype].itemsize
         src = BufferView(x._base, (x._base.nbytes // item,), 0, DTYPES[x.dtype])
         offset = x._offset // item
-    return run_kernel(REGION_COPY, [src], out, {
+    return enqueue(REGION_COPY, [src], out, {
         "shape": tuple(shape), "a_strides": broadcast_strides(x.shape, tuple(shape)),
         "a_offset": offset, "out_strides": contiguous_strides(tuple(shape)), "out_offset": 0})
 
@@ -216,7 +212,7 @@ def nonzero_positions(x: Buffer) -> Buffer:
     counts = result_buffer((tiles,), DTYPES["u32"], x.device, label="nonzero-counts")
     off = result_buffer((tiles + 1,), DTYPES["u32"], x.device, label="nonzero-offsets")
     try:
-        run_steps("nonzero", x.device, [(COMPACT["count"], [x], counts, {})], [x, counts])
+        run_steps("nonzero", [(COMPACT["count"], [x], counts, {})])
         scan_rows("nonzero", "sum", counts, 1, off, True)
         count = int(read_element(off, tiles))  # the documented read: one word
     finally:
@@ -224,7 +220,7 @@ def nonzero_positions(x: Buffer) -> Buffer:
     pos = result_buffer((count,), DTYPES["s32"], x.device, label="nonzero")
     try:
         if count:
-            run_kernel(COMPACT["compact"], [x, off], pos)
+            enqueue(COMPACT["compact"], [x, off], pos)
     finally:
         off.free()
     return pos
@@ -245,7 +241,7 @@ def nonzero(x: Buffer) -> tuple[Buffer, ...]:
         stride //= max(size, 1)
         out = result_buffer(pos.shape, DTYPES["s32"], x.device, label="nonzero")
         if pos.size:
-            run_kernel(COMPACT["unravel"], [pos], out, {"stride": stride, "size": size})
+            enqueue(COMPACT["unravel"], [pos], out, {"stride": stride, "size": size})
         outs.append(out)
     pos.free()
     return tuple(outs)
@@ -275,7 +271,7 @@ def mask_getitem(x: Buffer, mask: Buffer) -> Buffer:
     pos = nonzero_positions(mask)
     out = result_buffer((pos.size,) + rest, DTYPES[x.dtype], x.device, label="mask")
     if out.size:
-        run_kernel(TAKE, [x, pos], out, {"outer": 1, "n": max(mask.size, 1) if mask.ndim
+        enqueue(TAKE, [x, pos], out, {"outer": 1, "n": max(mask.size, 1) if mask.ndim
                                          else 1, "inner": math.prod(rest)})
     pos.free()
     return out
@@ -330,7 +326,7 @@ def scatter(where: str, x: Buffer, idx: Buffer, n: int, value: Buffer, vscalar: 
     if checked:
         checked_run(where, idx, n, None, [], root, {}, "axis 0")
     if idx.size and inner:
-        run_kernel(SCATTER, [value, idx], root, params)
+        enqueue(SCATTER, [value, idx], root, params)
 
 
 def _scalar(where: str, value, dt) -> np.ndarray:

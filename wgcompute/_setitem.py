@@ -16,8 +16,8 @@ from ._gather import (
     scatter,
     value_buffer,
 )
+from ._lazy import enqueue
 from .buffer import Buffer, BufferView, check_buffer
-from .commands import run_kernel
 from .dtypes import DTYPES
 from .errors import ArgumentError, IndexingError, ShapeError
 from .kernels.core.layout import broadcast_strides, contiguous_strides
@@ -54,7 +54,7 @@ def setitem(x: Buffer, key, value) -> None:
             a, a_strides, a_offset = v, (0,) * len(shape), 0
         else:
             a, a_strides, a_offset = _value_layout(where, v, shape)
-        run_kernel(REGION_COPY, [a], root, {
+        enqueue(REGION_COPY, [a], root, {
             "shape": shape, "a_strides": a_strides, "a_offset": a_offset,
             "out_strides": strides, "out_offset": x._offset // item + offset})
     finally:

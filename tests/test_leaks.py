@@ -45,6 +45,7 @@ class Growth:
 
 
 def snapshot():
+    wgc.synchronize()  # queued work keeps its objects until it is done: counted after it
     gc.collect()
     return wgc.live_buffers(), wgpu_objects(), rss()
 

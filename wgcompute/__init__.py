@@ -17,6 +17,7 @@ from . import (
 from . import array as _array
 from . import array_api as _xp
 from . import recipes as _recipes  # noqa: F401 - installs Pipeline.recipe() and pickling
+from ._lazy import enqueue as _enqueue
 from ._lazy import set_eager
 from ._version import __version__
 from .buffer import (
@@ -204,12 +205,12 @@ def kernels_stats(device: Device | None = None) -> dict:
 
 
 def _whole(name: str, inputs: list, out: Buffer | None, params=None) -> Buffer:
-    """run_kernel for a builtin that writes every element of its output: a new output is
-    memory from the device's pool, as ``a + b``'s is (a fresh WebGPU buffer is zero-filled
-    first: 9.6 against 0.34 ms for a 64M-element f32 add on an H100)."""
+    """A builtin that writes every element of its output, queued as the operators are: a new
+    output is memory from the device's pool, as ``a + b``'s is (a fresh WebGPU buffer is
+    zero-filled first: 9.6 against 0.34 ms for a 64M-element f32 add on an H100)."""
     if out is None:
         out = _prepare_output(_registry.get(name), inputs, None, params, pooled=True)
-    return run_kernel(name, inputs, out, params)
+    return _enqueue(name, inputs, out, params)
 
 
 def sub(a: Buffer, b: Buffer, out: Buffer | None = None) -> Buffer:
@@ -236,7 +237,7 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
 
 def fill(out: Buffer, value) -> Buffer:
     """Set every element of ``out`` to ``value`` (converted exactly to out's dtype)."""
-    return run_kernel("fill", [], out, {"value": value})
+    return _enqueue("fill", [], out, {"value": value})
 
 # -- reductions (wgc.sum/max/min come from __getattr__ below: no builtin is shadowed here) ----
 def _reduce(name: str, x: Buffer, axis, out: Buffer | None, keepdims: bool = False):
@@ -245,7 +246,7 @@ def _reduce(name: str, x: Buffer, axis, out: Buffer | None, keepdims: bool = Fal
     if out is None:
         shape, dt = _registry.get(name).output_spec([x], params)
         out = empty(shape, dt, label=f"{name}-out", device=x.device)
-    return run_kernel(name, [x], out, params)
+    return _enqueue(name, [x], out, params)
 
 
 def reduce_sum(x: Buffer, axis: int | tuple[int, ...] | None = -1, out: Buffer | None = None,
@@ -343,8 +344,8 @@ def matmul(x1, x2, /, out: Buffer | None = None, precision: str | None = None) -
     kernel's docs); the default sums in f32."""
     if out is None and precision is None and not _f16(x1, x2):
         return _xp.matmul(x1, x2)
-    return run_kernel("matmul", [x1, x2], out, None if precision is None else
-                      {"precision": precision})
+    return _enqueue("matmul", [x1, x2], out, None if precision is None else
+                    {"precision": precision})
 
 
 def astype(x, dtype, /, *, copy: bool = True, device=None, casting: str | None = None,
@@ -413,7 +414,7 @@ def softmax(x: Buffer, axis: int | None = -1, out: Buffer | None = None) -> Buff
     """exp(x - max) / sum(exp(x - max)) along the last axis (axis=-1) or over every element
     (axis=None); f32 or f16 (computed in f32), same shape."""
     _check_buffer(x, "x")
-    return run_kernel("softmax", [x], out, {"axis": axis})
+    return _enqueue("softmax", [x], out, {"axis": axis})
 
 
 _BUILTIN_NAMED = {"sum": _sum, "max": _max, "min": _min}

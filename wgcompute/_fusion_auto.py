@@ -192,8 +192,8 @@ def _held(batch) -> Held:
 def _fits(held: Held, k, inputs, output, params) -> bool:
     """Whether the op joins the held DAG: a fresh output of the DAG's shape, operands of one
     dtype, no view of a held value among them, and room left."""
-    if output is None or output._base is not None:
-        return False
+    if output is None or output._base is not None or output._freed:
+        return False  # (a freed output: the usual path raises BufferFreedError)
     dev = output._dev
     if held.device is not dev or len(held.nodes) + 4 > MAX_NODES or (
             held.shape is not None and output._shape != held.shape):

@@ -63,7 +63,11 @@ def rows(n: int, ops: int, repeat: int) -> dict:
     bn = (rng.standard_normal(n) * 0.1).astype(np.float32)
     x, b = wgc.from_numpy(xn), wgc.from_numpy(bn)
     fused = _fused(ops)
-    want = _EAGER(x, b, ops).to_numpy()
+    wgc.set_eager(True)  # the reference: one kernel per operator, each waited for
+    try:
+        want = _EAGER(x, b, ops).to_numpy()
+    finally:
+        wgc.set_eager(False)
     if not np.array_equal(fused(x, b).to_numpy(), want):
         raise SystemExit(f"bench_fusion: the fused chain of {ops} ops on {n} elements differs "
                          f"from the operators'")

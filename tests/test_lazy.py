@@ -100,6 +100,29 @@ def test_item_assignment_and_cumulative_sums_are_queued(rng, unfused):
     assert _queued(dev) == 0
 
 
+def test_image_and_nn_functions_are_queued(rng, unfused):
+    from wgcompute.ml import functional as F
+
+    img = wgc.from_numpy(rng.random((16, 20, 3), dtype=np.float32))
+    x = wgc.from_numpy(rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+    w = wgc.from_numpy(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    dev = img.device
+    dev.synchronize()
+    gray = wgc.image.apply("grayscale", img)
+    assert [op.label for op in dev.lazy.ops] == ["grayscale"]  # queued, not run
+    y = F.conv2d(x, w, padding=1)
+    assert [op.label for op in dev.lazy.ops][-1] == "conv2d"
+    want = img.to_numpy() @ np.array([0.299, 0.587, 0.114], np.float32)
+    np.testing.assert_allclose(gray.to_numpy().reshape(16, 20), want, rtol=1e-4, atol=1e-4)
+    xn, wn = x.to_numpy().astype(np.float64), w.to_numpy().astype(np.float64)
+    pad = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((1, 4, 8, 8))
+    for i in range(8):
+        for j in range(8):
+            ref[0, :, i, j] = np.tensordot(wn, pad[0, :, i:i + 3, j:j + 3], axes=3)
+    np.testing.assert_allclose(y.to_numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_the_batch_is_submitted_at_its_size_bound(unfused):
     x = wgc.from_numpy(np.zeros(1000, np.float32))
     dev = x.device

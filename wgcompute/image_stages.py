@@ -40,13 +40,14 @@ def apply(kernel: str, image: Buffer, *extra: Buffer, out: Buffer | None = None,
           **params) -> Buffer:
     """Run one image kernel on ``image`` (and ``extra`` inputs, e.g. convolve2d's weights)
     and return its output, sized from params when ``out`` is None, so
-    ``apply("resize", img, size=(240, 320))`` needs no output buffer."""
-    from .commands import run_kernel
+    ``apply("resize", img, size=(240, 320))`` needs no output buffer. The kernel is queued as
+    the operators' are (a read of the output waits for it)."""
+    from ._lazy import enqueue
 
     k = registry.get(kernel)
     check_buffer(image, "image")
     inputs = [image, *extra]
-    return run_kernel(k, inputs, _output_for(k, inputs, params, out), params)
+    return enqueue(k, inputs, _output_for(k, inputs, params, out), params)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The operator kernels as functions: NCHW tensors as wgc.Buffers (f32 or f16) or numpy arrays
-(uploaded as f32); numpy in, numpy out; Buffers in, a new Buffer out (or ``out=``)."""
+(uploaded as f32); numpy in, numpy out; Buffers in, a new Buffer out (or ``out=``), its kernel
+queued as the operators' are."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 
 import numpy as np
 
+from .._lazy import enqueue as _enqueue
 from ..buffer import Buffer, from_numpy
-from ..commands import run_kernel
 from ..errors import ArgumentError, ShapeError
 from ..kernels.conv.conv import CONV2D, CONV_TRANSPOSE2D, GEMM
 from ..kernels.nn.nn import (
@@ -54,7 +55,7 @@ def _run(kernel, xs, params, out=None):
     bufs, host = _buffers(*xs)
     if host and out is not None:
         raise ArgumentError(f"{kernel.name}: out= takes a Buffer when the inputs are Buffers")
-    result = run_kernel(kernel, bufs, out, params)
+    result = _enqueue(kernel, bufs, out, params)
     return _finish(result, host, [b for b, x in zip(bufs, xs, strict=True)
                                   if not isinstance(x, Buffer)])
 
@@ -104,7 +105,7 @@ def conv2d(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups: int = 1,
     pads = _pads(padding, xs[1].shape[2:], stride, dilation, xs[0].shape[2:])
     params = {"strides": stride, "pads": pads, "dilations": dilation, "group": groups,
               "activation": activation}
-    result = run_kernel(CONV2D, xs, out, params)
+    result = _enqueue(CONV2D, xs, out, params)
     return _finish(result, host, [b for b, v in zip(xs, (x, w, bias), strict=True)
                                   if not isinstance(v, Buffer)])
 
@@ -120,7 +121,7 @@ def conv_transpose2d(x, w, bias=None, *, stride=1, padding=0, output_padding=0,
               "dilations": _pair(dilation, "dilation"), "group": groups,
               "output_padding": _pair(output_padding, "output_padding"),
               "activation": activation}
-    result = run_kernel(CONV_TRANSPOSE2D, xs, out, params)
+    result = _enqueue(CONV_TRANSPOSE2D, xs, out, params)
     return _finish(result, host, [b for b, v in zip(xs, (x, w, bias), strict=True)
                                   if not isinstance(v, Buffer)])
 
@@ -263,7 +264,7 @@ def reshape(x, shape):
     from ..buffer import empty
 
     out = empty(shape, x.dtype, label="reshape")
-    return run_kernel(_COPY, [x], out, {"shapes": (x.shape, shape)})
+    return _enqueue(_COPY, [x], out, {"shapes": (x.shape, shape)})
 
 
 def flatten(x, axis: int = 1):
@@ -292,7 +293,7 @@ def concat(xs, axis: int = 1):
     inner, rows, off = math.prod(shape[axis + 1:]), math.prod(shape[:axis]), 0
     for b in bufs:
         if b.size:
-            run_kernel(_COPY, [b], out, {"rows": rows, "dst_stride": total * inner,
+            _enqueue(_COPY, [b], out, {"rows": rows, "dst_stride": total * inner,
                                          "dst_offset": off * inner})
         off += b.shape[axis]
     return _finish(out, host, [b for b, x in zip(bufs, xs, strict=True)

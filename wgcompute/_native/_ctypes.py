@@ -15,9 +15,10 @@ import re
 log = logging.getLogger("wgcompute")
 
 # What wgpu-py and wgcompute's fast path ask for between opening a device and reading a result
-# back (found by recording the strings cffi parses in a fresh process), spelled exactly as asked.
+# back (found by recording the strings cffi parses in a fresh process; "WGPUAdapter[]" where
+# the adapters are listed: wgc.devices(), an index, a name, a backend), spelled exactly as asked.
 FIRST_USE = (
-    "WGPUAdapterInfo *", "WGPUBindGroupDescriptor *", "WGPUBindGroupEntry *",
+    "WGPUAdapterInfo *", "WGPUAdapter[]", "WGPUBindGroupDescriptor *", "WGPUBindGroupEntry *",
     "WGPUBindGroupEntry[]", "WGPUBindGroupLayoutDescriptor *", "WGPUBindGroupLayoutEntry *",
     "WGPUBindGroupLayoutEntry[]", "WGPUBindGroupLayout[]", "WGPUBufferBindingLayout *",
     "WGPUBufferDescriptor *", "WGPUBufferMapCallbackInfo *", "WGPUChainedStruct *",

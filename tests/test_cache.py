@@ -28,10 +28,12 @@ def test_second_identical_run_creates_nothing():
     b = wgc.from_numpy(np.ones(1000, np.float32))
     out = wgc.empty((1000,), "f32")
     wgc.add(a, b, out)  # may compile (first use in this process) and binds
+    wgc.synchronize()  # (queued: compiled and bound when the queue runs)
     before = counts()
     n_cached = base.pipeline_cache_size(wgc.current_device())
     for _ in range(3):
         wgc.add(a, b, out)
+        wgc.synchronize()
     assert delta(before) == NONE
     assert base.pipeline_cache_size(wgc.current_device()) == n_cached
     np.testing.assert_array_equal(out.to_numpy(), np.arange(1000, dtype=np.float32) + 1)
@@ -39,10 +41,13 @@ def test_second_identical_run_creates_nothing():
 
 def test_new_buffers_bind_again_but_compile_nothing():
     a, b = wgc.buffer([1.0, 2.0]), wgc.buffer([3.0, 4.0])
-    wgc.multiply(a, b, wgc.empty((2,)))
+    first = wgc.empty((2,))  # (held: a result nobody can read is never computed)
+    wgc.multiply(a, b, first)
+    wgc.synchronize()  # (queued: compiled and bound when the queue runs)
     before = counts()
     c, d, out = wgc.buffer([5.0]), wgc.buffer([6.0]), wgc.empty((1,))
     wgc.multiply(c, d, out)
+    wgc.synchronize()
     got = delta(before)
     assert got["pipelines_created"] == 0
     assert got["bind_groups_created"] == 1
@@ -100,7 +105,7 @@ def test_pipeline_key_is_a_frozen_dataclass():
         key.kernel = "x"
     assert key == base.PipelineKey("elementwise_add", ("f32",), ())
     assert hash(key) == hash(base.PipelineKey("elementwise_add", ("f32",), ()))
-    wgc.add(wgc.buffer([1.0]), wgc.buffer([2.0]))
+    wgc.run_kernel("elementwise_add", [wgc.buffer([1.0]), wgc.buffer([2.0])])
     pipelines = wgc.current_device().pipelines
     cached = [k for k in pipelines if k.kernel == "elementwise_add" and "f32" in k.dtypes]
     assert cached, "the f32 add pipeline is not in the cache"

@@ -17,7 +17,6 @@ from ._fusion_xp import Namespace, namespace_module
 from .array import _is_scalar
 from .array import copy as _copy
 from .buffer import Buffer, check_buffer, result_buffer
-from .commands import run_blocking
 from .dtypes import DTYPES
 from .errors import ArgumentError, DeviceError, DtypeError
 from .kernels.elementwise.fused import fused_dispatch, fused_kernel, sub_dag
@@ -186,7 +185,8 @@ def _run(program: _Program, args, kwargs):
         held += outs
         results.append(outs)
     if calls:
-        _queue(f"fuse {trace.fname}", device, held, calls, keep)
+        # (after what automatic fusion holds, which may write the call's inputs)
+        _lazy.queue_calls(f"fuse {trace.fname}", device, calls, keep, held, held_first=True)
     returned = []
     for entry in program.layout:
         if entry[0] == "arg":
@@ -195,22 +195,6 @@ def _run(program: _Program, args, kwargs):
             value, reduce = results[entry[1]][entry[2]], entry[3]
         returned.append(reduce(value) if reduce is not None else value)
     return program.many(returned) if program.many else returned[0]
-
-
-def _queue(label: str, device, buffers, calls, keep) -> None:
-    """A call's fused kernels queued on the device's open batch as one operation, after what
-    automatic fusion holds there (it may write the call's inputs); in eager mode run and
-    waited for, as run_kernel is."""
-    if _lazy.is_eager():
-        run_blocking(label, device, buffers, calls=calls)
-        return
-    batch = _lazy._route.get()  # (a `with stream:` block's batch)
-    if batch is None or batch.device is not device:
-        batch = _lazy.batch_of(device)
-    flush = _lazy.hooks["flush"]
-    if flush is not None and batch.held:
-        flush(batch)
-    batch.enqueue(_lazy.Op(label, calls, keep, buffers, _lazy.call_site()))
 
 
 def fuse(fn):

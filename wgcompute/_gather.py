@@ -122,9 +122,8 @@ def checked_run(where: str, idx: Buffer, n: int, kernel, inputs, out: Buffer,
                              f"of range for {axis_text} of size {n} (valid: {-n}..{n - 1})")
 
     cap = tracing(idx.device)
-    if cap is not None:  # a trace (a replayed model): queued, the flag read after the run
-        for k, ins, o, p in steps:
-            enqueue(registry_get(k), list(ins), o, p, where)
+    if cap is not None:  # a trace (a replayed model): the flag is read after the run
+        run_steps(where, steps)
         cap.defer(flag, error)
         return out
     try:

@@ -423,20 +423,31 @@ def bind_and_queue(k: Kernel, inputs, output: Buffer | None, params, label: str 
     """``enqueue`` past its hook: bind and queue (or run, in eager mode) as given."""
     out = prepare_output(k, inputs, output, params)
     d = bound(k, inputs, out, params)
-    dev = d.device
     name = label or k.name
-    if _eager[0]:
-        run_blocking(f"run_kernel {name}", dev, [*inputs, out], calls=d.raw_calls())
-        return out
-    calls = d.raw_calls()
-    if calls:
-        batch = _route.get()
-        if batch is None or batch.device is not dev:
-            batch = dev.lazy
-            if batch is None:
-                batch = batch_of(dev)
-        batch.enqueue(Op(name, calls, d, [*inputs, out], call_site()))
+    queue_calls(name, d.device, d.raw_calls(), d, [*inputs, out], f"run_kernel {name}")
     return out
+
+
+def queue_calls(label: str, dev: Device, calls, keep, buffers, eager_label: str | None = None,
+                held_first: bool = False) -> None:
+    """Native ``calls`` (``keep`` holds their handles) queued as one operation on ``dev``'s
+    open batch, or the open `with stream:` block's; in eager mode run and waited for.
+    ``held_first``: what automatic fusion holds there is queued before them (for calls that
+    did not pass its hook, which orders the rest)."""
+    if _eager[0]:
+        run_blocking(eager_label or label, dev, buffers, calls=calls)
+        return
+    if not calls:
+        return
+    batch = _route.get()
+    if batch is None or batch.device is not dev:
+        batch = dev.lazy
+        if batch is None:
+            batch = batch_of(dev)
+    flush = hooks["flush"]
+    if held_first and flush is not None and batch.held:
+        flush(batch)
+    batch.enqueue(Op(label, calls, keep, buffers, call_site()))
 
 
 def flush(dev: Device) -> None:

@@ -142,6 +142,7 @@ KINDS = ["create_free", "create_drop", "run_kernel", "run_kernel_new_output",
 CORE_LEAKS = ["async_transfers", "stream_ops"]
 # stream_map starts threads per call: fewer rounds of it keep CI in time
 WARMUPS = {"stream_map": 300, "stream_create_close": 300}
+ATTEMPTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +155,17 @@ def ops():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.slow
 def test_no_growth_per_1000_operations(ops, kind):
-    g = growth(getattr(ops, kind), warmup=WARMUPS.get(kind, WARMUP))
-    assert g.ok(), f"{kind}: {g}"
+    """A leak of the operation grows every round; work that other tests of this process left
+    running (a cluster's threads, a closing device) may land inside one round: up to
+    ATTEMPTS rounds are measured, and one without growth passes."""
+    seen = []
+    for attempt in range(ATTEMPTS):
+        g = growth(getattr(ops, kind), warmup=WARMUPS.get(kind, WARMUP) if not attempt else 0,
+                   rounds=2 if not attempt else 1)
+        seen.append(str(g))
+        if g.ok():
+            return
+    pytest.fail(f"{kind} grew in each of {ATTEMPTS} rounds: " + "; ".join(seen))
 
 
 def test_a_buffer_freed_inside_another_buffers_creation_keeps_the_count_exact():

@@ -184,6 +184,19 @@ def test_relu_leaky_values():
     assert got == [-1.0, -0.25, 0.0, 1.5]
 
 
+def test_a_param_converted_before_keeps_its_sign_and_its_refusal():
+    """Params are converted once per (dtype, value) and then looked up: -0.0 and 0.0 stay
+    two values, and a value that does not fit the dtype is refused at every call."""
+    x = wgc.buffer([1.0, -2.0])
+    for scalar, signs in [(0.0, [False, True]), (-0.0, [True, False]), (0.0, [False, True])]:
+        assert np.signbit(wgc.scale(x, scalar).to_numpy()).tolist() == signs
+    ints = wgc.from_numpy(np.array([1, 2], np.int32))
+    for _ in range(2):
+        with pytest.raises(wgc.ArgumentError, match="scalar"):
+            wgc.scale(ints, 2.5)
+    assert wgc.scale(ints, 3).to_numpy().tolist() == [3, 6]
+
+
 # matmul: |C - A·B| <= gamma_K · (|A|·|B|) + u_out·|A·B| elementwise, the textbook bound of
 # a K-term dot product; u is the unit roundoff of the accumulator (f16 accumulates in f32)
 # and of the output type.

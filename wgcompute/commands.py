@@ -135,7 +135,7 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
         # _key is the buffer's id, or for pooled memory (memory serial, shape, dtype): a
         # result reusing pooled memory finds the run bound to it
         key = (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
-               _freeze(params) if params else ())
+               _freeze(params, key=True) if params else ())
         cache = device.binds
         # Reads take no lock (OrderedDict's get and move_to_end are atomic); a writer may
         # evict the key in between, which only makes it less recently used.

@@ -94,6 +94,12 @@ def pipeline_cache_size(device: Device) -> int:
     return len(device.pipelines)
 
 
+# Python numbers converted exactly to a dtype (the numpy round trip costs ~5 us a param):
+# (dtype name, type, value) -> the converted value. A value that does not fit raises and is
+# never stored.
+_CONVERTED: dict = {}
+
+
 class Kernel:
     """A named compute kernel. Subclasses set the class attributes and override
     ``check``/``output_spec``/``launches``/``render``; see builtin.py for examples."""
@@ -172,11 +178,22 @@ class Kernel:
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
                 raise ArgumentError(f"{self.name}: param {p.name!r} must be a number, got "
                                     f"{type(value).__name__} {value!r}")
+            t = type(value)
+            key = (target.name, t, value.hex() if t is float else value) \
+                if t is float or t is int else None  # (the hex: -0.0 is not 0.0)
+            got = _CONVERTED.get(key) if key is not None else None
+            if got is not None:
+                return got
             try:
-                return convert_exact(np.atleast_1d(np.asarray(value)), target,
-                                     f"{self.name}: param {p.name!r}")[0].item()
+                got = convert_exact(np.atleast_1d(np.asarray(value)), target,
+                                    f"{self.name}: param {p.name!r}")[0].item()
             except DtypeError as e:
                 raise ArgumentError(str(e)) from None
+            if key is not None:
+                if len(_CONVERTED) > 4096:
+                    _CONVERTED.clear()
+                _CONVERTED[key] = got
+            return got
         return value  # kernel-specific (tuples, strings): the kernel's check() validates
 
     def check(self, inputs: list[Buffer], output: Buffer, params: dict) -> None:

@@ -86,30 +86,39 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
 PART_CACHE_SIZE = 1024
 
 
-def freeze(v):
-    """``v`` (params: dicts, lists, scalars) as a hashable value, dicts' items in order."""
+def freeze(v, key: bool = False):
+    """``v`` (params: dicts, lists, scalars) as a hashable value, dicts' items in order.
+    ``key``: for a cache's key, a float -0.0 becomes a value apart from 0.0 (they compare
+    equal, but x * -0.0 is not x * 0.0); else the values stay as they are."""
     if type(v) is dict:  # the common case, flat and hashable: as below, without the walk
         try:
-            t = tuple(sorted(v.items()))
+            t = tuple(sorted([(k, _signed(x)) for k, x in v.items()] if key else v.items()))
             hash(t)
             return t
         except TypeError:
             pass
     if isinstance(v, dict):
-        items = [(k, freeze(x)) for k, x in v.items()]
+        items = [(k, freeze(x, key)) for k, x in v.items()]
         try:
             return tuple(sorted(items))
         except TypeError:  # mixed key types (a user's {1: ...}): the kernel refuses them later
             return tuple(sorted(items, key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))))
     if isinstance(v, (list, tuple)):
-        return tuple(freeze(x) for x in v)
-    return v
+        return tuple(freeze(x, key) for x in v)
+    return _signed(v) if key else v
+
+
+def _signed(x):
+    """``x``, or for a float -0.0 a key that no other value equals."""
+    if isinstance(x, (float, np.floating)) and x == 0 and np.signbit(x):
+        return ("-0.0", type(x))
+    return x
 
 
 def _part_key(fixed: bool, kernel: Kernel, inputs, output: Buffer, params) -> tuple:
     # fixed: shared with queued runs' bindings only (a pipeline's may change its params)
     return (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
-            freeze(params), fixed)
+            freeze(params, key=True), fixed)
 
 
 def _cached_parts(steps, device: Device, fixed: bool = False) -> list:

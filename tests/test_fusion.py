@@ -371,6 +371,46 @@ def test_a_hundred_queued_operators_become_one_kernel(rng, unfused):
     assert x.to_numpy().tobytes() == want.tobytes()
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "s32"])
+def test_wgc_relu_joins_the_chain_and_a_slope_does_not(rng, unfused, adapter_lacks, dtype):
+    """wgc.relu (slope 0) fuses with the operators around it: one kernel, the bits of the
+    unfused kernels' (nan stays nan, -0.0 + 0.0 is +0.0). A leaky slope runs its own kernel."""
+    if adapter_lacks(dtype):
+        pytest.skip(adapter_lacks(dtype))
+    npt = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[dtype]
+    xn = (rng.standard_normal(4096) * 8).astype(npt)
+    bn = (rng.standard_normal(4096) * 8).astype(npt)
+    if dtype != "s32":
+        xn[:4] = [np.nan, -0.0, 0.0, -np.inf]
+        bn[:4] = [1.0, 0.0, -0.0, 1.0]
+    x0, b = wgc.from_numpy(xn), wgc.from_numpy(bn)
+
+    def run():
+        x = x0
+        for _ in range(6):
+            x = wgc.relu(x + b)
+        return x
+
+    with unfused():
+        want = run().to_numpy()
+    dev = b.device
+    dev.synchronize()
+    x = run()
+    assert _queued_ops(dev) == ["fused (12 operators)"]
+    assert x.to_numpy().tobytes() == want.tobytes()
+    ref = xn + bn
+    for _ in range(5):
+        ref = np.where(ref > 0, ref, np.where(np.isnan(ref), ref, npt(0))).astype(npt) + bn
+    np.testing.assert_array_equal(want, np.where(ref > 0, ref, np.where(np.isnan(ref), ref,
+                                                                         npt(0))))
+    if dtype != "s32":
+        dev.synchronize()
+        y = wgc.relu(x0 + b, slope=0.25)
+        assert _queued_ops(dev) == ["elementwise_add", "relu"]
+        s = xn + bn
+        np.testing.assert_array_equal(y.to_numpy(), np.where(s > 0, s, s * npt(0.25)))
+
+
 def test_a_chain_reads_its_inputs_once_and_writes_only_its_result(rng, unfused):
     n = 1 << 20
     x0 = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))

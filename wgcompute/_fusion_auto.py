@@ -34,9 +34,10 @@ MAX_TRANSPOSES = 16
 
 
 def _row_of(k, params):
-    """(op table row, scalar value or None, reflected) of a fusable operator kernel, or
-    None: the built-in + - * / of equal shapes, scale, and Buffer's and the namespace's
-    ArrayOp forms."""
+    """(op table row, scalar value or None, reflected[, the row's parameter values]) of a
+    fusable operator kernel, or None: the built-in + - * / of equal shapes, scale, relu
+    without a slope (a slope of 0: every dtype takes it as it is), and Buffer's and the
+    namespace's ArrayOp forms."""
     if type(k) is ArrayOp:
         if k.scalar:
             if not params or "scalar" not in params:
@@ -48,6 +49,10 @@ def _row_of(k, params):
         return BUILTIN_OPS[name], None, False
     if name == "scale" and params and "scalar" in params:
         return "mul", params["scalar"], False
+    if name == "relu" and params and len(params) == 1:
+        slope = params.get("slope")
+        if type(slope) in (int, float) and slope == 0:
+            return "relu", None, False, (0,)
     return None
 
 
@@ -454,7 +459,7 @@ def _unmark(batch, held: Held) -> None:
 
 
 def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> None:
-    name, scalar, reflected = row
+    name, scalar, reflected = row[:3]
     dt = inputs[0]._dt.name
     if not held.nodes:
         held.shape = output.shape
@@ -465,7 +470,13 @@ def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> Non
         held.scalars.append(scalar)
         s = held.add(Node("scalar", dt, (len(held.scalars) - 1,)))
         args = [s] + args if reflected else args + [s]
-    node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args)))
+    slots = ()
+    if len(row) > 3:  # the row's parameters: scalar slots of the operands' dtype
+        cast = float if DTYPES[dt].is_float else int
+        for v in row[3]:
+            held.scalars.append(cast(v))
+        slots = tuple(range(len(held.scalars) - len(row[3]), len(held.scalars)))
+    node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args), slots))
     held.calls.setdefault(node, (k, params, label))  # (no Buffers: they must be let die)
     held.values[id(output)] = (weakref.ref(output), node)
     held.ops += 1

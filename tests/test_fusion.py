@@ -411,6 +411,25 @@ def test_wgc_relu_joins_the_chain_and_a_slope_does_not(rng, unfused, adapter_lac
         np.testing.assert_array_equal(y.to_numpy(), np.where(s > 0, s, s * npt(0.25)))
 
 
+def test_forty_distinct_row_functions_compile():
+    """Each distinct (row, parameters) of a fused program is one WGSL function: forty of them
+    (the 17th and 33rd once named f16 and f32, WGSL's types, and did not compile)."""
+    xn = np.linspace(-1, 1, 1000).astype(np.float32)
+    slopes = [0.5 + i / 64 for i in range(40)]
+
+    @wgc.fuse
+    def chain(x):
+        for s in slopes:
+            x = (x - 0.25).relu(slope=s)
+        return x
+
+    want = xn
+    for s in slopes:
+        t = want - np.float32(0.25)
+        want = np.where(t > 0, t, t * np.float32(s)).astype(np.float32)
+    assert chain(wgc.from_numpy(xn)).to_numpy().tobytes() == want.tobytes()
+
+
 def test_a_chain_reads_its_inputs_once_and_writes_only_its_result(rng, unfused):
     n = 1 << 20
     x0 = wgc.from_numpy(rng.standard_normal(n).astype(np.float32))

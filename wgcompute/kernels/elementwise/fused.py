@@ -347,7 +347,7 @@ class FusedKernel(BuiltinKernel):
                 row = OPS[node.op]
                 sig, body = _row_function(row, src, tuple(f"s{s}" for s in node.params))
                 text = f"{sig} {{\n    {body}\n}}"
-                name = functions.setdefault(text, f"f{len(functions)}")
+                name = functions.setdefault(text, f"row{len(functions)}")  # (f16, f32: types)
                 if row.helpers == "divmod" and src.is_float and not helpers:
                     helpers.append(_float_divmod(_work(src)))
                 w = _work(src)

@@ -117,6 +117,7 @@ class Held:
         self.leaf_of: dict = {}  # id(buffer) (and its view, if any) -> node, for leaves
         self.values: dict[int, tuple] = {}  # id(Buffer) -> (weakref, node) of held values
         self.scalars: list = []
+        self.params: dict = {}  # (dtype, value) -> the scalar slot of a row's parameter
         self.shape = None
         self.ops = 0
         self.calls: dict[int, tuple] = {}  # node -> the op that made it (kernel, params, label)
@@ -471,11 +472,17 @@ def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> Non
         s = held.add(Node("scalar", dt, (len(held.scalars) - 1,)))
         args = [s] + args if reflected else args + [s]
     slots = ()
-    if len(row) > 3:  # the row's parameters: scalar slots of the operands' dtype
-        cast = float if DTYPES[dt].is_float else int
+    if len(row) > 3:  # the row's parameters: scalar slots of the operands' dtype, one per
+        cast = float if DTYPES[dt].is_float else int  # value (relu's slope 0: one slot)
+        found = []
         for v in row[3]:
-            held.scalars.append(cast(v))
-        slots = tuple(range(len(held.scalars) - len(row[3]), len(held.scalars)))
+            key = (dt, cast(v).hex() if cast is float else v)
+            slot = held.params.get(key)
+            if slot is None:
+                held.scalars.append(cast(v))
+                slot = held.params[key] = len(held.scalars) - 1
+            found.append(slot)
+        slots = tuple(found)
     node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args), slots))
     held.calls.setdefault(node, (k, params, label))  # (no Buffers: they must be let die)
     held.values[id(output)] = (weakref.ref(output), node)

@@ -411,6 +411,25 @@ def test_wgc_relu_joins_the_chain_and_a_slope_does_not(rng, unfused, adapter_lac
         np.testing.assert_array_equal(y.to_numpy(), np.where(s > 0, s, s * npt(0.25)))
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_value_read_twice_by_one_row_keeps_inf_and_nan(adapter_lacks, dtype):
+    """y - y, y / y and y != y of a value computed in the same fused program: the shader
+    compiler may fold them (to 0, 1, false) where y is inf or nan; they keep numpy's
+    answers, as separate kernels give them."""
+    if adapter_lacks(dtype):
+        pytest.skip(adapter_lacks(dtype))
+    npt = {"f32": np.float32, "f16": np.float16}[dtype]
+    xn = np.array([np.inf, -np.inf, np.nan, 1.0, 0.0, -0.0, 3.0e4], npt)
+    x = wgc.from_numpy(xn)
+    y = x + x
+    got = [(y - y).to_numpy(), (y / y).to_numpy(), (y != y).to_numpy()]
+    with np.errstate(all="ignore"):
+        yn = xn + xn
+        want = [yn - yn, yn / yn, yn != yn]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_forty_distinct_row_functions_compile():
     """Each distinct (row, parameters) of a fused program is one WGSL function: forty of them
     (the 17th and 33rd once named f16 and f32, WGSL's types, and did not compile)."""

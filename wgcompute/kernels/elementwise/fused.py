@@ -174,6 +174,20 @@ def _row_function(row, dt, params: tuple[str, ...]) -> tuple[str, str]:
     return f"({args}) -> {'u32' if row.truth else w}", body
 
 
+def _operand(a: int, i: int, args: tuple[int, ...], w: str, src, keep64: bool) -> str:
+    """Value ``a`` as a row's operand ``i``. A float value passed twice (y - y, y / y, y != y)
+    goes through the opaque barrier the second time: the shader compiler may otherwise fold
+    y - y to 0 (lavapipe does, at y = inf or nan), as one kernel reading y from two bindings
+    never does."""
+    v = f"f32(v{a})" if w != _rep(src) else f"v{a}"
+    if a in args[:i] and src.is_float:
+        if w == "f32":
+            return f"keep32({v})"
+        if w == "f64" and keep64:
+            return f"keep64({v})"
+    return v
+
+
 def _node_value(call: str, dst, keep64: bool) -> str:
     """A row's result stored as its dtype's value: rounded to f16, wrapped to a packed
     integer's bits (as a store and a load of its lane do), or passed through the barrier of
@@ -351,8 +365,8 @@ class FusedKernel(BuiltinKernel):
                 if row.helpers == "divmod" and src.is_float and not helpers:
                     helpers.append(_float_divmod(_work(src)))
                 w = _work(src)
-                args = ", ".join(f"f32(v{a})" if w != _rep(src) else f"v{a}"
-                                 for a in node.args)
+                args = ", ".join(_operand(a, i, node.args, w, src, keep64)
+                                 for i, a in enumerate(node.args))
                 lines.append(f"let v{k} = {_node_value(f'{name}({args})', dt, keep64)};")
         for j, k in enumerate(dag.outputs):
             dt = DTYPES[dag.nodes[k].dtype]

@@ -1,0 +1,163 @@
+"""Automatic fusion against eager mode, program by program: hypothesis writes random chains of
+elementwise operators and functions (Buffer operators, the namespace's maximum / minimum / abs /
+negative / where / sum, wgc.relu / wgc.scale / wgc.sub, views of a column) over buffers that
+broadcast against each other, with Python scalars that include -0.0, nan, the infinities and
+the dtype's extremes, keeping some intermediate results alive and dropping others. Each program
+runs queued (automatic fusion on) and then in eager mode (one kernel per operator, each waited
+for); every value the program kept must have the same bits both ways (nan compared as nan, the
+sign of a zero compared).
+
+CI runs a fixed, derandomized set of programs; ``WGCOMPUTE_FUZZ_EXAMPLES=2000`` runs more."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import wgcompute as wgc
+from wgcompute import array_api as xp
+
+EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "60"))
+NP = {"f32": np.float32, "f16": np.float16, "s32": np.int32, "u32": np.uint32}
+SCALARS = {
+    "f": [0.0, -0.0, 1.5, -2.25, 1e-30, 3e38, float("nan"), float("inf"), float("-inf")],
+    "s": [0, 1, -1, 7, -(2**31), 2**31 - 1],
+    "u": [0, 1, 7, 2**32 - 1],
+}
+# (name, operands: "bb" two values, "bs" a value and a scalar, "b" one value; kinds it takes)
+OPS = [("add", "bb", "fsu"), ("sub", "bb", "fsu"), ("mul", "bb", "fsu"), ("add", "bs", "fsu"),
+       ("rsub", "bs", "fsu"), ("mul", "bs", "fsu"), ("div", "bs", "f"), ("maximum", "bb", "fsu"),
+       ("minimum", "bb", "fsu"), ("maximum", "bs", "fsu"), ("abs", "b", "fs"),
+       ("negative", "b", "fs"), ("relu", "b", "fs"), ("scale", "bs", "fsu"), ("wsub", "bb", "fsu"),
+       ("where", "bb", "fsu"), ("sum", "b", "fsu"), ("column", "b", "fsu"),
+       ("square", "b", "f")]
+
+
+def _apply(op: str, x, y):
+    """One step: ``y`` a value, a scalar or None."""
+    if op == "add":
+        return x + y
+    if op == "sub":
+        return x - y
+    if op == "rsub":
+        return y - x
+    if op == "mul":
+        return x * y
+    if op == "div":
+        return x / y
+    if op == "maximum":
+        return xp.maximum(x, y)
+    if op == "minimum":
+        return xp.minimum(x, y)
+    if op == "abs":
+        return xp.abs(x)
+    if op == "negative":
+        return -x
+    if op == "relu":
+        return wgc.relu(x)
+    if op == "scale":
+        return wgc.scale(x, y)
+    if op == "wsub":  # wgc.sub takes equal shapes: the broadcast one as the other's shape
+        return wgc.sub(x, y) if x.shape == y.shape else x - y
+    if op == "where":
+        return xp.where(x > y, x, y)
+    if op == "sum":  # a reduction reading the chain (a fused prologue)
+        return xp.sum(x, axis=-1, keepdims=True)
+    if op == "column":  # a view of (maybe held) memory
+        return x[..., :1]
+    if op == "square":
+        return x * x
+    raise AssertionError(op)
+
+
+@st.composite
+def programs(draw):
+    dtype = draw(st.sampled_from(sorted(NP)))
+    kind = {"f32": "f", "f16": "f", "s32": "s", "u32": "u"}[dtype]
+    m, n = draw(st.sampled_from([(1, 1), (3, 5), (4, 64), (7, 129)]))
+    shapes = [(m, n), (n,), (m, 1), (1, n)]
+    inputs = [draw(st.sampled_from(shapes)) for _ in range(draw(st.integers(1, 3)))]
+    inputs[0] = (m, n)  # the program's values grow to (m, n)
+    ops = [o for o in OPS if kind in o[2]]
+    steps = []
+    for _ in range(draw(st.integers(1, 24))):
+        name, operands, _ = draw(st.sampled_from(ops))
+        a = draw(st.integers(0, 64))
+        b = draw(st.integers(0, 64)) if operands == "bb" else \
+            draw(st.sampled_from(SCALARS[kind])) if operands == "bs" else None
+        keep = draw(st.booleans())
+        steps.append((name, operands, a, b, keep))
+    seed = draw(st.integers(0, 2**16))
+    return dtype, inputs, steps, seed
+
+
+def _data(dtype: str, shapes, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    npt = NP[dtype]
+    out = []
+    for shape in shapes:
+        if dtype in ("f32", "f16"):
+            v = (rng.standard_normal(shape) * 4).astype(npt)
+            flat = v.reshape(-1)
+            specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf], npt)
+            k = min(flat.size, rng.integers(0, 4))
+            flat[rng.choice(flat.size, k, replace=False)] = rng.choice(specials, k)
+        else:
+            info = np.iinfo(npt)
+            v = rng.integers(info.min, info.max, shape, dtype=npt, endpoint=True)
+        out.append(v)
+    return out
+
+
+def _run(dtype, inputs, steps, seed):
+    """The program's kept values (numpy), and the error it raised (or None)."""
+    pool = [wgc.from_numpy(a) for a in _data(dtype, inputs, seed)]
+    kept = []
+    try:
+        with np.errstate(all="ignore"):
+            for name, operands, a, b, keep in steps:
+                x = pool[a % len(pool)]
+                y = pool[b % len(pool)] if operands == "bb" else b
+                r = _apply(name, x, y)
+                if keep:
+                    pool.append(r)
+                    kept.append(r)
+                else:
+                    pool[a % len(pool)] = r  # the operand's slot: the old value may die
+        return [v.to_numpy() for v in kept + pool], None
+    except wgc.WgComputeError as e:
+        return None, type(e)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind != "f":
+        return a.tobytes() == b.tobytes()
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    return bool((nan_a == nan_b).all() and (a[~nan_a] == b[~nan_b]).all()
+                and (np.signbit(a[~nan_a]) == np.signbit(b[~nan_b])).all())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(programs())
+def test_automatic_fusion_gives_the_eager_bits(adapter_lacks, program):
+    dtype, inputs, steps, seed = program
+    assume(not adapter_lacks(dtype))  # (f16 where the adapter has it)
+    fused, fused_error = _run(dtype, inputs, steps, seed)
+    wgc.set_eager(True)
+    try:
+        eager, eager_error = _run(dtype, inputs, steps, seed)
+    finally:
+        wgc.set_eager(False)
+    assert fused_error == eager_error, (fused_error, eager_error)
+    if eager is None:
+        return
+    assert len(fused) == len(eager)
+    for i, (f, e) in enumerate(zip(fused, eager)):
+        assert _same(f, e), f"value {i} of {dtype} program {steps}:\nfused {f}\neager {e}"

@@ -100,6 +100,23 @@ def test_item_assignment_and_cumulative_sums_are_queued(rng, unfused):
     assert _queued(dev) == 0
 
 
+def test_assigning_a_held_transpose_into_a_held_value_lands_after_it(rng):
+    """y = clip(a @ b) is held (automatic fusion), t = c.T is held (a copy nobody has needed
+    yet); y[...] = t must land after y's own write, and twice in a row the last one wins."""
+    from wgcompute import array_api as xp
+
+    an, bn, cn, dn = (rng.integers(-3, 4, (4, 4)).astype(np.float32) for _ in range(4))
+    a, b, c, d = map(wgc.from_numpy, (an, bn, cn, dn))
+    t = c.T
+    y = xp.clip(a @ b, -16.0, 16.0)
+    y[...] = t
+    np.testing.assert_array_equal(xp.stack([t, y]).to_numpy(), np.stack([cn.T, cn.T]))
+    z = a + 1.0
+    z[...] = c.T
+    z[...] = d.T  # both held: the last one wins
+    np.testing.assert_array_equal(z.to_numpy(), dn.T)
+
+
 def test_image_and_nn_functions_are_queued(rng, unfused):
     from wgcompute.ml import functional as F
 

@@ -338,6 +338,9 @@ def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:
     if len(held.transposes) >= MAX_TRANSPOSES:
         _queue_transpose(batch, held, next(iter(held.transposes)))
     src._pin("fusion", ": buffer")  # (released once it is queued, or its result died)
+    old = held.transposes.pop(id(output), None)
+    if old is not None:  # a held copy into the same buffer (or a dead one's id): this one
+        old[1]._release()  # writes all of it, so the earlier one is never needed
     held.transposes[id(output)] = (weakref.ref(output), src, d, label, _lazy.call_site(), view)
     if not batch.held:
         batch.held.append(held)  # a submit on this device now flushes (queues it) first
@@ -369,9 +372,11 @@ def _after_transposes(batch, held: Held, k, inputs, output, params, label, route
     matmul of held results reads their sources in place (queued here; returns its output);
     the held copies anything else needs are queued first (returns None), but for those an
     elementwise op reads through their views (``viewed``, from _viewable)."""
-    if not routed and k.name in _TRANSPOSES and _hold_composed(batch, held, k, inputs, output,
-                                                               params, label):
-        return output
+    if not routed and k.name in _TRANSPOSES:
+        if held.conflicts(inputs, output):  # (a copy into a held value, or into a buffer
+            _queue(batch, held)  # the held DAG reads: the DAG goes first, as the copy would)
+        if _hold_composed(batch, held, k, inputs, output, params, label):
+            return output
     swapped = _before_transposes(batch, held, k, inputs, output, params, routed, viewed)
     if swapped is None:
         return None

@@ -1,0 +1,137 @@
+"""Queued layout and product work against eager mode, program by program: hypothesis writes
+random programs over square f32 matrices (one size per program) and batches of them: products
+(@, xp.matmul, xp.tensordot), transposes (.T, .mT, wgc.transpose, xp.permute_dims, strided views
+of them), reshapes, flips and rolls, copies, item assignment into a kept value (whole, a block,
+a row), slices, concatenation, and elementwise operators between them, keeping some results
+and dropping others. Automatic fusion holds transposes for the products that read them in place
+and elementwise chains for one kernel; each program runs queued and then in eager mode (each
+operator waited for), and every kept value must have the same bits both ways.
+
+CI runs a fixed, derandomized set of programs; ``WGCOMPUTE_FUZZ_EXAMPLES=2000`` runs more."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import wgcompute as wgc
+from wgcompute import array_api as xp
+
+EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "60"))
+STEPS = ["matmul", "xp_matmul", "tensordot", "T", "mT", "transpose", "permute", "reshape",
+         "flip", "roll", "copy", "set_all", "set_block", "set_row", "slice", "concat", "add",
+         "mul", "relu", "sub_scalar", "batch", "unbatch", "T_view_add"]
+
+
+def _step(name: str, x, y, n: int):
+    """One step on values ``x`` and ``y`` ((n, n) or (2, n, n)); returns the new value, or
+    None for an item assignment (it changed ``x`` in place)."""
+    two = x.ndim == 2 and y.ndim == 2
+    if name == "matmul":
+        return x @ y if x.ndim == y.ndim else x @ (y if y.ndim == 2 else y[0])
+    if name == "xp_matmul":
+        return xp.matmul(x, y)
+    if name == "tensordot":
+        return xp.tensordot(x, y, axes=1) if two else x + 1.0
+    if name == "T":
+        return x.T if x.ndim == 2 else x.mT
+    if name == "mT":
+        return x.mT
+    if name == "transpose":
+        return wgc.transpose(x) if x.ndim == 2 else xp.permute_dims(x, (0, 2, 1))
+    if name == "permute":
+        return xp.permute_dims(x, (1, 0) if x.ndim == 2 else (2, 1, 0))
+    if name == "reshape":
+        return xp.reshape(x, (n * n,))[::-1].reshape((n, n)) if x.ndim == 2 else \
+            xp.reshape(x, (n, 2, n)).mT.reshape((2, n, n))
+    if name == "flip":
+        return xp.flip(x, axis=-1)
+    if name == "roll":
+        return xp.roll(x, 1, axis=0)
+    if name == "copy":
+        return x.copy()
+    if name == "set_all":
+        if x.shape == y.shape:
+            x[...] = y
+        return None
+    if name == "set_block":
+        x[..., 1:, :2] = y[..., :-1, 1:3] if y.ndim == x.ndim else 0.5
+        return None
+    if name == "set_row":
+        x[..., 0, :] = 2.0
+        return None
+    if name == "slice":
+        return x[..., ::2, :] @ y[..., :, ::2] if two else x[..., ::-1, :]
+    if name == "concat":
+        return xp.concat([x[..., :1, :], x[..., 1:, :]], axis=-2)
+    if name == "add":
+        return x + y
+    if name == "mul":
+        return x * y
+    if name == "relu":
+        return wgc.relu(x)
+    if name == "sub_scalar":
+        return x - 0.25
+    if name == "batch":
+        return xp.stack([x, y]) if two else x
+    if name == "unbatch":
+        return x[1] if x.ndim == 3 else x
+    if name == "T_view_add":  # an elementwise op reading a held transpose
+        return x.T + y if two else x.mT + y
+    raise AssertionError(name)
+
+
+@st.composite
+def programs(draw):
+    n = draw(st.sampled_from([2, 3, 4, 8, 17]))
+    steps = [(draw(st.sampled_from(STEPS)), draw(st.integers(0, 99)), draw(st.integers(0, 99)),
+              draw(st.booleans())) for _ in range(draw(st.integers(1, 20)))]
+    return n, steps, draw(st.integers(0, 2**16))
+
+
+_PRODUCTS = ("matmul", "xp_matmul", "tensordot", "slice", "mul")
+
+
+def _run(n, steps, seed):
+    """The program's values at its end (numpy), and the error type it raised (or None)."""
+    rng = np.random.default_rng(seed)
+    # small integers: every product and sum is exact in f32, whatever the order of its terms
+    pool = [wgc.from_numpy(rng.integers(-3, 4, (n, n)).astype(np.float32)) for _ in range(3)]
+    try:
+        for name, a, b, keep in steps:
+            i = a % len(pool)
+            r = _step(name, pool[i], pool[b % len(pool)], n)
+            if r is None:
+                continue
+            if name in _PRODUCTS:  # values stay small integers: every order of sums is exact
+                r = xp.clip(r, -16.0, 16.0)
+            if keep:
+                pool.append(r)
+            else:
+                pool[i] = r  # the operand's slot: the old value may die
+        return [v.to_numpy() for v in pool], None
+    except wgc.WgComputeError as e:
+        return None, type(e)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs())
+def test_queued_programs_give_the_eager_bits(program):
+    n, steps, seed = program
+    queued, queued_error = _run(n, steps, seed)
+    wgc.set_eager(True)
+    try:
+        eager, eager_error = _run(n, steps, seed)
+    finally:
+        wgc.set_eager(False)
+    assert queued_error == eager_error, (queued_error, eager_error)
+    if eager is None:
+        return
+    assert len(queued) == len(eager)
+    for i, (q, e) in enumerate(zip(queued, eager)):
+        assert q.shape == e.shape and q.tobytes() == e.tobytes(), \
+            f"value {i} of program {steps} (n={n}):\nqueued {q}\neager {e}"

@@ -1,9 +1,10 @@
 """Queued layout and product work against eager mode, program by program: hypothesis writes
 random programs over square f32 matrices (one size per program) and batches of them: products
-(@, xp.matmul, xp.tensordot), transposes (.T, .mT, wgc.transpose, xp.permute_dims, strided views
-of them), reshapes, flips and rolls, copies, item assignment into a kept value (whole, a block,
-a row), slices, concatenation, and elementwise operators between them, keeping some results
-and dropping others. Automatic fusion holds transposes for the products that read them in place
+(@, xp.matmul, xp.tensordot, matmul into an existing buffer), transposes (.T, .mT,
+wgc.transpose, xp.permute_dims, strided views of them), reshapes, flips and rolls, copies, item
+assignment into a kept value (whole, a block, a row, a buffer's own transpose, through a view),
+in-place operators, slices, concatenation, elementwise operators between them, reads and
+synchronizes in the middle, frees and `with stream:` blocks, keeping some results and dropping others. Automatic fusion holds transposes for the products that read them in place
 and elementwise chains for one kernel; each program runs queued and then in eager mode (each
 operator waited for), and every kept value must have the same bits both ways.
 
@@ -23,7 +24,10 @@ from wgcompute import array_api as xp
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "60"))
 STEPS = ["matmul", "xp_matmul", "tensordot", "T", "mT", "transpose", "permute", "reshape",
          "flip", "roll", "copy", "set_all", "set_block", "set_row", "slice", "concat", "add",
-         "mul", "relu", "sub_scalar", "batch", "unbatch", "T_view_add"]
+         "mul", "relu", "sub_scalar", "batch", "unbatch", "T_view_add", "read", "sync",
+         "free", "iadd", "imul_T", "matmul_out", "self_T", "view_write", "flat_view",
+         "stream"]
+_STREAM = []  # one stream for the programs' `with stream:` blocks (made at first use)
 
 
 def _step(name: str, x, y, n: int):
@@ -81,6 +85,39 @@ def _step(name: str, x, y, n: int):
         return x[1] if x.ndim == 3 else x
     if name == "T_view_add":  # an elementwise op reading a held transpose
         return x.T + y if two else x.mT + y
+    if name == "read":  # a read in the middle: runs what is queued
+        x.to_numpy()
+        return None
+    if name == "sync":
+        wgc.synchronize()
+        return None
+    if name == "iadd":  # in place: x's memory
+        x += y
+        return None
+    if name == "imul_T":
+        x *= y.T if y.ndim == 2 else y.mT
+        return None
+    if name == "matmul_out":  # into an existing buffer (y's, when shapes allow)
+        if two and x is not y:
+            wgc.matmul(x, x, out=y)
+        return None
+    if name == "self_T":  # reads and writes one buffer
+        x[...] = x.T if two else x.mT
+        return None
+    if name == "view_write":  # through a view at an offset
+        v = x[..., 1:, :]
+        v[...] = v * 2.0
+        return None
+    if name == "stream":  # a block of work on a stream, reading held work
+        if not _STREAM:
+            _STREAM.append(wgc.create_stream("lazy-fuzz"))
+        with _STREAM[0]:
+            r = xp.clip(x.T @ y if x.ndim == y.ndim else x + 1.0, -16.0, 16.0)
+            x[..., :1, :] = r[..., 1:2, :]
+            return r - 1.0
+    if name == "flat_view":  # views at an element offset (off the binding alignment)
+        flat = xp.reshape(x, (-1,))
+        return xp.reshape(xp.concat([flat[1:], flat[:1]]), (n, n))
     raise AssertionError(name)
 
 
@@ -103,6 +140,13 @@ def _run(n, steps, seed):
     try:
         for name, a, b, keep in steps:
             i = a % len(pool)
+            if name == "free":  # its slot gets a new buffer of the same values
+                values = pool[i].to_numpy()
+                pool[i].free()
+                pool[i] = wgc.from_numpy(values)
+                continue
+            if name == "flat_view" and pool[i].ndim != 2:
+                continue
             r = _step(name, pool[i], pool[b % len(pool)], n)
             if r is None:
                 continue

@@ -33,11 +33,16 @@ OPS = [("add", "bb", "fsu"), ("sub", "bb", "fsu"), ("mul", "bb", "fsu"), ("add",
        ("minimum", "bb", "fsu"), ("maximum", "bs", "fsu"), ("abs", "b", "fs"),
        ("negative", "b", "fs"), ("relu", "b", "fs"), ("scale", "bs", "fsu"), ("wsub", "bb", "fsu"),
        ("where", "bb", "fsu"), ("sum", "b", "fsu"), ("column", "b", "fsu"),
-       ("square", "b", "f")]
+       ("square", "b", "f"), ("floordiv", "bs", "fsu"), ("floordiv", "bb", "fsu"),
+       ("mod", "bs", "fsu"), ("mod", "bb", "fsu"), ("pow", "bs", "f"), ("sqrt", "b", "f"),
+       ("exp", "b", "f"), ("log", "b", "f"), ("tanh", "b", "f"), ("floor", "b", "f"),
+       ("round", "b", "f"), ("lt", "bb", "fsu"), ("eq", "bs", "fsu"), ("logical", "bb", "fsu"),
+       ("widen", "b", "f")]
 
 
-def _apply(op: str, x, y):
-    """One step: ``y`` a value, a scalar or None."""
+def _apply(op: str, x, y, xp=xp):
+    """One step: ``y`` a value, a scalar or None; ``xp`` the namespace (a fused function's
+    traced values have their own)."""
     if op == "add":
         return x + y
     if op == "sub":
@@ -70,6 +75,22 @@ def _apply(op: str, x, y):
         return x[..., :1]
     if op == "square":
         return x * x
+    if op == "floordiv":
+        return x // y
+    if op == "mod":
+        return x % y
+    if op == "pow":
+        return x ** y
+    if op in ("sqrt", "exp", "log", "tanh", "floor", "round"):
+        return getattr(xp, op)(x)
+    if op == "lt":  # a bool value, and where() of it
+        return xp.where(x < y, y, x)
+    if op == "eq":
+        return xp.where(x == y, x, -x if x.dtype != "u32" else x + 1)
+    if op == "logical":
+        return xp.where(xp.logical_and(x > y, xp.logical_not(x == y)), x, y)
+    if op == "widen":  # f16 -> f32 holds every value; f32 stays
+        return x.astype("f32")
     raise AssertionError(op)
 
 
@@ -161,3 +182,55 @@ def test_automatic_fusion_gives_the_eager_bits(adapter_lacks, program):
     assert len(fused) == len(eager)
     for i, (f, e) in enumerate(zip(fused, eager)):
         assert _same(f, e), f"value {i} of {dtype} program {steps}:\nfused {f}\neager {e}"
+
+
+# what a wgc.fuse function takes (no where(), no functions of wgcompute's own but relu())
+_FUSABLE = ("add", "sub", "mul", "rsub", "div", "maximum", "minimum", "abs", "negative", "relu",
+            "square", "floordiv", "mod", "pow", "sqrt", "exp", "log", "tanh", "floor", "round",
+            "widen")
+
+
+def _traced(op: str, x, y):
+    return x.relu() if op == "relu" else _apply(op, x, y, x.__array_namespace__())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(programs())
+def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
+    """The same programs (their elementwise steps) as one wgc.fuse function returning the
+    last value, against the steps run eagerly."""
+    dtype, inputs, steps, seed = program
+    assume(not adapter_lacks(dtype))
+    steps = [s for s in steps if s[0] in _FUSABLE]
+    assume(steps)
+    data = _data(dtype, inputs, seed)
+
+    def program_of(apply):
+        def run(*xs):
+            pool = list(xs)
+            with np.errstate(all="ignore"):
+                for name, operands, a, b, _keep in steps:
+                    x = pool[a % len(pool)]
+                    y = pool[b % len(pool)] if operands == "bb" else b
+                    pool.append(apply(name, x, y))
+            return pool[-1]
+        return run
+
+    fused = wgc.fuse(program_of(_traced))
+    try:
+        got = fused(*map(wgc.from_numpy, data)).to_numpy()
+    except wgc.WgComputeError as e:
+        got = type(e)
+    wgc.set_eager(True)
+    try:
+        want = program_of(_apply)(*map(wgc.from_numpy, data)).to_numpy()
+    except wgc.WgComputeError as e:
+        want = type(e)
+    finally:
+        wgc.set_eager(False)
+    if isinstance(want, type) or isinstance(got, type):
+        assert isinstance(got, type) and got is want, (got, want)
+        return
+    assert _same(got, want), f"{dtype} program {steps}:\nfused {got}\neager {want}"

@@ -1,12 +1,13 @@
-"""Queued layout and product work against eager mode, program by program: hypothesis writes
-random programs over square f32 matrices (one size per program) and batches of them: products
-(@, xp.matmul, xp.tensordot, matmul into an existing buffer), transposes (.T, .mT,
-wgc.transpose, xp.permute_dims, strided views of them), reshapes, flips and rolls, copies, item
-assignment into a kept value (whole, a block, a row, a buffer's own transpose, through a view),
-in-place operators, slices, concatenation, elementwise operators between them, reads and
-synchronizes in the middle, frees and `with stream:` blocks, keeping some results and dropping others. Automatic fusion holds transposes for the products that read them in place
-and elementwise chains for one kernel; each program runs queued and then in eager mode (each
-operator waited for), and every kept value must have the same bits both ways.
+"""Queued layout and product work against eager mode, program by program: hypothesis writes random
+programs over square f32 matrices (one size per program) and batches of them: products (@,
+xp.matmul, xp.tensordot, matmul into an existing buffer), transposes (.T, .mT, wgc.transpose,
+xp.permute_dims, strided views of them), reshapes, flips and rolls, copies, item assignment into
+a kept value (whole, a block, a row, a buffer's own transpose, through a view), in-place
+operators, slices, concatenation, elementwise operators between them, reads and synchronizes in
+the middle, frees and `with stream:` blocks, keeping some results and dropping others. Automatic
+fusion holds transposes for the products that read them in place and elementwise chains for one
+kernel; each program runs queued and then in eager mode (each operator waited for), and every
+kept value must have the same bits both ways.
 
 CI runs a fixed, derandomized set of programs; ``WGCOMPUTE_FUZZ_EXAMPLES=2000`` runs more."""
 

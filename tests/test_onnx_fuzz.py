@@ -1,0 +1,140 @@
+"""Random transformer-like ONNX graphs against onnxruntime: hypothesis builds graphs from linear
+layers (MatMul + Add, with ReLU, Tanh, opset 20's Gelu or torch's erf form of it after them),
+residual adds, LayerNormalization, products and softmaxes of activations (attention's scores,
+scaled by a Div or a Mul, keys masked by an additive mask), heads split by Reshape and
+Transpose, and Erf on the input (which keeps a model interpreted, as BERT's integer inputs do)
+or not. Values the fusions would swallow are sometimes graph outputs too. Each model is loaded,
+run twice (the second call of a shape replays) and compared with onnxruntime's CPU provider.
+
+CI runs a fixed, derandomized set of graphs; ``WGCOMPUTE_FUZZ_EXAMPLES=300`` runs more."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import wgcompute as wgc
+
+onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
+                                          "pip install 'wgcompute[ml]'")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "12"))
+K, HEADS = 16, 2
+LAYERS = ["linear", "linear_relu", "linear_tanh", "linear_gelu", "linear_erf_gelu", "residual",
+          "layer_norm", "attention", "masked_attention", "heads", "scale"]
+
+
+class _Graph:
+    def __init__(self, rng):
+        self.rng, self.nodes, self.inits, self.k = rng, [], [], 0
+
+    def const(self, value, dtype=np.float32):
+        self.k += 1
+        name = f"c{self.k}"
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
+        return name
+
+    def op(self, op, *ins, **attrs):
+        self.k += 1
+        out = f"v{self.k}"
+        self.nodes.append(helper.make_node(op, list(ins), [out], name=f"{op}_{self.k}", **attrs))
+        return out
+
+    def linear(self, x, act=None):
+        y = self.op("Add", self.op("MatMul", x, self.const(self.rng.standard_normal((K, K)) / 4)),
+                    self.const(self.rng.standard_normal(K) / 4))
+        if act == "erf_gelu":  # 0.5 * y * (1 + erf(y / sqrt(2))), as torch exports it
+            e = self.op("Erf", self.op("Div", y, self.const(math.sqrt(2))))
+            return self.op("Mul", self.op("Mul", y, self.op("Add", e, self.const(1.0))),
+                           self.const(0.5))
+        if act == "Gelu":
+            return self.op("Gelu", y)
+        return self.op(act, y) if act else y
+
+    def layer(self, kind: str, x: str, other: str) -> str:
+        if kind.startswith("linear"):
+            act = {"linear": None, "linear_relu": "Relu", "linear_tanh": "Tanh",
+                   "linear_gelu": "Gelu", "linear_erf_gelu": "erf_gelu"}[kind]
+            return self.linear(x, act)
+        if kind == "residual":
+            return self.op("Add", x, other)
+        if kind == "layer_norm":
+            return self.op("LayerNormalization", x, self.const(1 + self.rng.standard_normal(K) / 8),
+                           self.const(self.rng.standard_normal(K) / 8), axis=-1, epsilon=1e-5)
+        if kind == "attention":  # softmax(x · otherᵀ / √K) · other
+            scores = self.op("MatMul", x, self.op("Transpose", other, perm=[0, 2, 1]))
+            scaled = self.op("Div", scores, self.const(math.sqrt(K))) if self.rng.random() < 0.5 \
+                else self.op("Mul", scores, self.const(1 / math.sqrt(K)))
+            return self.op("MatMul", self.op("Softmax", scaled, axis=-1), other)
+        if kind == "masked_attention":  # keys masked out by the sign of a projection, added
+            # as BERT's exports add (1 - mask) * -10000 to the scores
+            key = self.op("Transpose", self.op("MatMul", other, self.const(
+                self.rng.standard_normal((K, 1)))), perm=[0, 2, 1])  # (b, 1, s)
+            masked = self.op("Mul", self.op("Cast", self.op("Less", key, self.const(-0.5)),
+                                            to=T.FLOAT), self.const(-10000.0))
+            scores = self.op("MatMul", x, self.op("Transpose", other, perm=[0, 2, 1]))
+            scaled = self.op("Add", self.op("Mul", scores, self.const(1 / math.sqrt(K))), masked)
+            return self.op("MatMul", self.op("Softmax", scaled, axis=-1), other)
+        if kind == "heads":  # split into heads, attend per head, merge back
+            shape = self.const([0, 0, HEADS, K // HEADS], np.int64)
+            q, v = (self.op("Transpose", self.op("Reshape", t, shape), perm=[0, 2, 1, 3])
+                    for t in (x, other))
+            kt = self.op("Transpose", self.op("Reshape", other, shape), perm=[0, 2, 3, 1])
+            s = self.op("Softmax", self.op("Mul", self.op("MatMul", q, kt),
+                                           self.const(1 / math.sqrt(K // HEADS))), axis=-1)
+            o = self.op("Transpose", self.op("MatMul", s, v), perm=[0, 2, 1, 3])
+            return self.op("Reshape", o, self.const([0, 0, K], np.int64))
+        if kind == "scale":
+            return self.op("Mul", x, self.const(0.5))
+        raise AssertionError(kind)
+
+    def model(self, outs):
+        graph = helper.make_graph(
+            self.nodes, "fuzz", [helper.make_tensor_value_info("x", T.FLOAT, ["b", "s", K])],
+            [helper.make_tensor_value_info(o, T.FLOAT, ["b", "s", K]) for o in outs], self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+        m.ir_version = 9
+        onnx.checker.check_model(m)
+        return m
+
+
+@st.composite
+def graphs(draw):
+    layers = [(draw(st.sampled_from(LAYERS)), draw(st.integers(0, 99)), draw(st.integers(0, 99)))
+              for _ in range(draw(st.integers(1, 12)))]
+    outputs = draw(st.lists(st.integers(0, 99), min_size=0, max_size=4))
+    return draw(st.booleans()), layers, outputs, draw(st.integers(0, 2**16))
+
+
+def _build(erf_input, layers, outputs, seed):
+    g = _Graph(np.random.default_rng(seed))
+    pool = [g.op("Erf", "x") if erf_input else g.op("Identity", "x")]
+    for kind, a, b in layers:
+        pool.append(g.layer(kind, pool[a % len(pool)], pool[b % len(pool)]))
+    outs = list(dict.fromkeys([pool[-1]] + [pool[i % len(pool)] for i in outputs]))
+    return g.model(outs)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(graphs())
+def test_random_transformer_graphs_match_onnxruntime(graph):
+    m = _build(*graph)
+    model = wgc.ml.load_onnx(m)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(graph[-1])
+    for shape in ((2, 5, K), (2, 5, K), (1, 3, K)):  # the second call of a shape replays
+        x = rng.standard_normal(shape).astype(np.float32)
+        got, want = model.run({"x": x}), sess.run(None, {"x": x})
+        for name, g_, w in zip([o.name for o in m.graph.output], got, want, strict=True):
+            assert g_.shape == w.shape, name
+            np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()),
+                                       err_msg=f"{name} of {graph}")

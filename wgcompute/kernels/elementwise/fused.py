@@ -195,7 +195,7 @@ def _node_value(call: str, dst, keep64: bool) -> str:
     if dst.packed:
         return f"extractBits({call}, 0u, {dst.bits}u)" if dst.kind != "b" else call
     if dst.name == "f16":
-        return f"f16({call})"
+        return f"f16(round16({call}))"
     if dst.name == "f32":
         return f"keep32({call})"
     if dst.name == "f64" and keep64:
@@ -329,6 +329,7 @@ class FusedKernel(BuiltinKernel):
             "WORD_VARS": self._word_lines(dag)[0],
             "WORD_STORES": self._word_lines(dag)[1],
             "KEEP64": keep64,
+            "KEEP16": "f16" in self.dtypes,
             "HELPERS": "\n".join(helpers),
             "FUNCTIONS": functions,
             "HEAD": head, "LANE_START": start, "LANE_NEXT": nxt, "ADVANCE": advance,

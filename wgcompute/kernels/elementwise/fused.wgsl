@@ -19,8 +19,9 @@
 //   elements before p.total).
 // Every row's result goes through keep32 / keep64, an exclusive or with p.opaque: a value the
 // compiler cannot know, so it cannot contract one row's product into the next row's sum (an
-// fma rounds once where separate kernels round twice). f16 values are stored as f16 between
-// rows (computed in f32, as the one-op kernels do), a rounding no compiler removes.
+// fma rounds once where separate kernels round twice). f16 values are rounded to f16 between
+// rows (computed in f32, as the one-op kernels do) by round16 (quantizeToF16): NVIDIA's
+// compiler removed a bare conversion to f16 and back (f32(f16(x)) taken as x).
 ${ENABLE}
 
 struct Params {
@@ -42,6 +43,22 @@ ${BINDINGS}
 fn keep32(v: f32) -> f32 {
     return bitcast<f32>(bitcast<u32>(v) ^ p.opaque);
 }
+#if KEEP16
+
+// x rounded to binary16 (and back to f32), as storing it as f16 rounds it. quantizeToF16
+// leaves nan and values past binary16's range undefined: nan stays, |x| >= 65520 is inf.
+fn round16(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    let mag = bits & 0x7fffffffu;
+    if (mag > 0x7f800000u) {
+        return x;
+    }
+    if (mag >= 0x477ff000u) {
+        return bitcast<f32>((bits & 0x80000000u) | 0x7f800000u);
+    }
+    return quantizeToF16(x);
+}
+#endif
 #if KEEP64
 
 fn keep64(v: f64) -> f64 {

@@ -20,8 +20,8 @@
 // Every row's result goes through keep32 / keep64, an exclusive or with p.opaque: a value the
 // compiler cannot know, so it cannot contract one row's product into the next row's sum (an
 // fma rounds once where separate kernels round twice). f16 values are rounded to f16 between
-// rows (computed in f32, as the one-op kernels do) by round16 (quantizeToF16): NVIDIA's
-// compiler removed a bare conversion to f16 and back (f32(f16(x)) taken as x).
+// rows (computed in f32, as the one-op kernels do) by round16: NVIDIA's compiler removed a
+// bare conversion to f16 and back (f32(f16(x)) taken as x).
 ${ENABLE}
 
 struct Params {
@@ -45,8 +45,10 @@ fn keep32(v: f32) -> f32 {
 }
 #if KEEP16
 
-// x rounded to binary16 (and back to f32), as storing it as f16 rounds it. quantizeToF16
-// leaves nan and values past binary16's range undefined: nan stays, |x| >= 65520 is inf.
+// x rounded to binary16 (to nearest, ties to even) and kept as the f32 of that value, as
+// storing it as f16 rounds it: in integer arithmetic on its bits where binary16 is normal (no
+// float operation a compiler could remove), through a scale by 2^24 where it is subnormal
+// (quantizeToF16 flushed those to 0 on lavapipe); nan stays, |x| >= 65520 is inf.
 fn round16(x: f32) -> f32 {
     let bits = bitcast<u32>(x);
     let mag = bits & 0x7fffffffu;
@@ -56,7 +58,10 @@ fn round16(x: f32) -> f32 {
     if (mag >= 0x477ff000u) {
         return bitcast<f32>((bits & 0x80000000u) | 0x7f800000u);
     }
-    return quantizeToF16(x);
+    if (mag < 0x38800000u) {
+        return ldexp(round(ldexp(x, 24)), -24);
+    }
+    return bitcast<f32>((bits + 0xfffu + ((bits >> 13u) & 1u)) & 0xffffe000u);
 }
 #endif
 #if KEEP64

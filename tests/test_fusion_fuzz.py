@@ -5,7 +5,8 @@ broadcast against each other, with Python scalars that include -0.0, nan, the in
 the dtype's extremes, keeping some intermediate results alive and dropping others. Each program
 runs queued (automatic fusion on) and then in eager mode (one kernel per operator, each waited
 for); every value the program kept must have the same bits both ways (nan compared as nan, the
-sign of a zero compared).
+sign of a zero compared), but for what division, the transcendental functions and sums made
+(see INEXACT).
 
 CI runs a fixed, derandomized set of programs; ``WGCOMPUTE_FUZZ_EXAMPLES=2000`` runs more."""
 
@@ -133,24 +134,61 @@ def _data(dtype: str, shapes, seed: int) -> list[np.ndarray]:
     return out
 
 
+# WGSL computes these within an error bound (2.5 ULP for a division, more for exp, log, tanh
+# and pow, a sum in its kernel's order), and a GPU's compiler may meet the bound differently
+# in a fused kernel and in the operation's own (NVIDIA's f16 division, its sums): a float
+# value they made is compared within a tolerance, and one that then went through an
+# operation that jumps (floor, round, ==, // and %) is not compared
+INEXACT = ("div", "sqrt", "exp", "log", "tanh", "pow", "sum", "floordiv", "mod")
+JUMPS = ("floor", "round", "floordiv", "mod", "eq")
+EXACT, NEAR, WILD = 0, 1, 2
+
+
+def _taint(dtype: str, name: str, *operands: int) -> int:
+    t = max(operands)
+    if dtype[0] != "f":
+        return EXACT
+    if name in JUMPS and t:
+        return WILD
+    return max(t, NEAR) if name in INEXACT else t
+
+
 def _run(dtype, inputs, steps, seed):
-    """The program's kept values (numpy), and the error it raised (or None)."""
+    """(the program's kept values (numpy), how each was made: EXACT, NEAR or WILD), and the
+    error it raised (or None)."""
     pool = [wgc.from_numpy(a) for a in _data(dtype, inputs, seed)]
-    kept = []
+    taint = [EXACT] * len(pool)
+    kept, kept_taint = [], []
     try:
         with np.errstate(all="ignore"):
             for name, operands, a, b, keep in steps:
-                x = pool[a % len(pool)]
+                i = a % len(pool)
+                x = pool[i]
                 y = pool[b % len(pool)] if operands == "bb" else b
                 r = _apply(name, x, y)
+                t = _taint(dtype, name, taint[i],
+                           taint[b % len(pool)] if operands == "bb" else EXACT)
                 if keep:
                     pool.append(r)
+                    taint.append(t)
                     kept.append(r)
+                    kept_taint.append(t)
                 else:
-                    pool[a % len(pool)] = r  # the operand's slot: the old value may die
-        return [v.to_numpy() for v in kept + pool], None
+                    pool[i], taint[i] = r, t  # the operand's slot: the old value may die
+        return [v.to_numpy() for v in kept + pool], kept_taint + taint, None
     except wgc.WgComputeError as e:
-        return None, type(e)
+        return None, None, type(e)
+
+
+def _check(got: np.ndarray, want: np.ndarray, taint: int, what: str) -> None:
+    if taint == EXACT:
+        assert _same(got, want), f"{what}:\nfused {got}\neager {want}"
+    elif taint == NEAR:
+        assert got.dtype == want.dtype and got.shape == want.shape, what
+        tol = 2e-2 if got.dtype == np.float16 else 1e-4
+        finite = np.abs(want[np.isfinite(want)])
+        np.testing.assert_allclose(got, want, rtol=tol, err_msg=what,
+                                   atol=tol * max(1.0, finite.max() if finite.size else 1.0))
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -170,18 +208,18 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 def test_automatic_fusion_gives_the_eager_bits(adapter_lacks, program):
     dtype, inputs, steps, seed = program
     assume(not adapter_lacks(dtype))  # (f16 where the adapter has it)
-    fused, fused_error = _run(dtype, inputs, steps, seed)
+    fused, _, fused_error = _run(dtype, inputs, steps, seed)
     wgc.set_eager(True)
     try:
-        eager, eager_error = _run(dtype, inputs, steps, seed)
+        eager, taints, eager_error = _run(dtype, inputs, steps, seed)
     finally:
         wgc.set_eager(False)
     assert fused_error == eager_error, (fused_error, eager_error)
     if eager is None:
         return
     assert len(fused) == len(eager)
-    for i, (f, e) in enumerate(zip(fused, eager)):
-        assert _same(f, e), f"value {i} of {dtype} program {steps}:\nfused {f}\neager {e}"
+    for i, (f, e, t) in enumerate(zip(fused, eager, taints)):
+        _check(f, e, t, f"value {i} of {dtype} program {steps}")
 
 
 # what a wgc.fuse function takes (no where(), no functions of wgcompute's own but relu())
@@ -206,6 +244,11 @@ def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
     steps = [s for s in steps if s[0] in _FUSABLE]
     assume(steps)
     data = _data(dtype, inputs, seed)
+
+    taint = [EXACT] * len(data)
+    for name, operands, a, b, _keep in steps:  # how the last value is made
+        taint.append(_taint(dtype, name, taint[a % len(taint)],
+                            taint[b % len(taint)] if operands == "bb" else EXACT))
 
     def program_of(apply):
         def run(*xs):
@@ -233,4 +276,4 @@ def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
     if isinstance(want, type) or isinstance(got, type):
         assert isinstance(got, type) and got is want, (got, want)
         return
-    assert _same(got, want), f"{dtype} program {steps}:\nfused {got}\neager {want}"
+    _check(got, want, taint[-1], f"{dtype} program {steps}")

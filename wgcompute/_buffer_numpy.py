@@ -36,6 +36,7 @@ class ArrayOps(Protocol):
                   ) -> Buffer: ...
     def astype(self, x: Buffer, dtype: Any, *, rounding: str | None = None,
                casting: str = "exact") -> Buffer: ...
+    def relu(self, x: Buffer, slope: Any) -> Buffer: ...
 
 
 class NotInstalled:
@@ -415,3 +416,8 @@ class NumpyMethods:
                ) -> Buffer:
         """u32 index of the first maximum (of the flattened buffer by default)."""
         return _array.reduction("argmax", self, axis, keepdims, out)
+
+    def relu(self, slope: float = 0.0) -> Buffer:
+        """max(x, 0), or x * slope where x < 0: wgc.relu as a method, as a wgc.fuse function's
+        arrays have it (one function then runs fused or not)."""
+        return _array.relu(self, slope)

@@ -424,6 +424,14 @@ def _unary(op: str, a: Buffer) -> Buffer:
     return enqueue(array_op(op, 1), [a], out)
 
 
+def relu(x: Buffer, slope=0.0) -> Buffer:
+    """x.relu(slope): the relu kernel into a new result, queued (slope 0 joins automatic
+    fusion)."""
+    check_buffer(x, "self")
+    out = result_buffer(x._shape, x._dt, x._dev, label="relu")
+    return enqueue("relu", [x], out, {"slope": slope})
+
+
 def matmul_op(a: Buffer, b, reflected: bool = False) -> Buffer:
     if not isinstance(b, Buffer):
         _other(b, "operator @")

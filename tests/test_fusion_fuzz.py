@@ -277,3 +277,41 @@ def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
         assert isinstance(got, type) and got is want, (got, want)
         return
     _check(got, want, taint[-1], f"{dtype} program {steps}")
+
+
+@settings(max_examples=max(4, EXAMPLES // 6), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(st.lists(programs(), min_size=2, max_size=4))
+def test_threads_fusing_on_one_device_give_each_programs_values(adapter_lacks, progs):
+    """Several threads run their programs at once on one device: their operators meet in the
+    device's one held program and batch. Each thread's values are those of its program run
+    alone in eager mode."""
+    import threading
+
+    progs = [p for p in progs if not adapter_lacks(p[0])]
+    assume(progs)
+    wgc.set_eager(True)
+    try:
+        wants = [_run(*p) for p in progs]
+    finally:
+        wgc.set_eager(False)
+    got: list = [None] * len(progs)
+    start = threading.Barrier(len(progs))
+
+    def work(i):
+        start.wait()
+        got[i] = _run(*progs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(progs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    for (dtype, _, steps, _), (f, _, fe), (e, taints, ee) in zip(progs, got, wants):
+        assert fe == ee, (fe, ee)
+        if e is None:
+            continue
+        for i, (a, b, t) in enumerate(zip(f, e, taints)):
+            _check(a, b, t, f"value {i} of {dtype} program {steps} (in a thread)")

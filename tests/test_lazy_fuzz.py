@@ -180,3 +180,40 @@ def test_queued_programs_give_the_eager_bits(program):
     for i, (q, e) in enumerate(zip(queued, eager)):
         assert q.shape == e.shape and q.tobytes() == e.tobytes(), \
             f"value {i} of program {steps} (n={n}):\nqueued {q}\neager {e}"
+
+
+@settings(max_examples=max(4, EXAMPLES // 6), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(programs(), min_size=2, max_size=4))
+def test_threads_queueing_on_one_device_give_each_programs_values(progs):
+    """Several threads run their programs at once on one device (their queued work meets in
+    its one batch and held program; `with stream:` blocks left out: one stream, one thread).
+    Each thread's values are those of its program run alone in eager mode."""
+    import threading
+
+    progs = [(n, [s for s in steps if s[0] != "stream"], seed) for n, steps, seed in progs]
+    wgc.set_eager(True)
+    try:
+        wants = [_run(*p) for p in progs]
+    finally:
+        wgc.set_eager(False)
+    got: list = [None] * len(progs)
+    start = threading.Barrier(len(progs))
+
+    def work(i):
+        start.wait()
+        got[i] = _run(*progs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(progs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    for (n, steps, _), (q, qe), (e, ee) in zip(progs, got, wants):
+        assert qe == ee, (qe, ee)
+        if e is None:
+            continue
+        for i, (a, b) in enumerate(zip(q, e)):
+            assert a.shape == b.shape and a.tobytes() == b.tobytes(), \
+                f"value {i} of program {steps} (n={n}, in a thread):\nqueued {a}\neager {b}"

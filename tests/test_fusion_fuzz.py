@@ -1,12 +1,12 @@
 """Automatic fusion against eager mode, program by program: hypothesis writes random chains of
 elementwise operators and functions (Buffer operators, the namespace's maximum / minimum / abs /
-negative / where / sum, wgc.relu / wgc.scale / wgc.sub, views of a column) over buffers that
-broadcast against each other, with Python scalars that include -0.0, nan, the infinities and
-the dtype's extremes, keeping some intermediate results alive and dropping others. Each program
-runs queued (automatic fusion on) and then in eager mode (one kernel per operator, each waited
-for); every value the program kept must have the same bits both ways (nan compared as nan, the
-sign of a zero compared), but for what division, the transcendental functions and sums made
-(see INEXACT).
+negative / where / sum, wgc.relu / wgc.scale / wgc.sub / wgc.add into a buffer, in-place
+operators, f16 with f32, views of a column) over buffers that broadcast against each other, with
+Python scalars that include -0.0, nan, the infinities and the dtype's extremes, keeping some
+intermediate results alive and dropping others. Each program runs queued (automatic fusion on)
+and then in eager mode (one kernel per operator, each waited for); every value the program kept
+must have the same bits both ways (nan compared as nan, the sign of a zero compared), but for
+what division, the transcendental functions and sums made (see INEXACT).
 
 CI runs a fixed, derandomized set of programs; ``WGCOMPUTE_FUZZ_EXAMPLES=2000`` runs more."""
 
@@ -38,7 +38,8 @@ OPS = [("add", "bb", "fsu"), ("sub", "bb", "fsu"), ("mul", "bb", "fsu"), ("add",
        ("mod", "bs", "fsu"), ("mod", "bb", "fsu"), ("pow", "bs", "f"), ("sqrt", "b", "f"),
        ("exp", "b", "f"), ("log", "b", "f"), ("tanh", "b", "f"), ("floor", "b", "f"),
        ("round", "b", "f"), ("lt", "bb", "fsu"), ("eq", "bs", "fsu"), ("logical", "bb", "fsu"),
-       ("widen", "b", "f")]
+       ("widen", "b", "f"), ("iadd", "bb", "fsu"), ("imul", "bs", "fsu"),
+       ("add_out", "bb", "fsu"), ("mix", "bb", "f")]
 
 
 def _apply(op: str, x, y, xp=xp):
@@ -90,6 +91,18 @@ def _apply(op: str, x, y, xp=xp):
         return xp.where(x == y, x, -x if x.dtype != "u32" else x + 1)
     if op == "logical":
         return xp.where(xp.logical_and(x > y, xp.logical_not(x == y)), x, y)
+    if op == "iadd":  # in place: x's memory (every other reference sees it)
+        x += y
+        return x
+    if op == "imul":
+        x *= y
+        return x
+    if op == "add_out":  # into an existing buffer of the result's shape and dtype
+        if x.shape == y.shape and x.dtype == y.dtype and x is not y:
+            return wgc.add(x, y, out=y)
+        return x + y
+    if op == "mix":  # f16 and f32 in one operation: promoted to f32
+        return x.astype("f32") * 0.5 + y
     if op == "widen":  # f16 -> f32 holds every value; f32 stays
         return x.astype("f32")
     raise AssertionError(op)
@@ -142,6 +155,7 @@ def _data(dtype: str, shapes, seed: int) -> list[np.ndarray]:
 INEXACT = ("div", "sqrt", "exp", "log", "tanh", "pow", "sum", "floordiv", "mod")
 JUMPS = ("floor", "round", "floordiv", "mod", "eq")
 EXACT, NEAR, WILD = 0, 1, 2
+IN_PLACE = ("iadd", "imul", "add_out")
 
 
 def _taint(dtype: str, name: str, *operands: int) -> int:
@@ -168,6 +182,9 @@ def _run(dtype, inputs, steps, seed):
                 r = _apply(name, x, y)
                 t = _taint(dtype, name, taint[i],
                            taint[b % len(pool)] if operands == "bb" else EXACT)
+                if name in IN_PLACE:  # every reference to the buffer written sees it
+                    taint = [max(u, t) if v is r else u for v, u in zip(pool, taint)]
+                    kept_taint = [max(u, t) if v is r else u for v, u in zip(kept, kept_taint)]
                 if keep:
                     pool.append(r)
                     taint.append(t)

@@ -138,3 +138,25 @@ def test_random_transformer_graphs_match_onnxruntime(graph):
             assert g_.shape == w.shape, name
             np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()),
                                        err_msg=f"{name} of {graph}")
+
+
+@settings(max_examples=max(4, EXAMPLES // 2), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(graphs(), st.sampled_from(["f32", "mixed"]))
+def test_random_graphs_in_f16_stay_near_onnxruntime(adapter_lacks, graph, precision):
+    """The same graphs loaded with dtype="f16" (weights and activations stored as f16,
+    arithmetic in f32; "mixed": products summed in f16 slices where they fill the GPU):
+    within f16's error of onnxruntime's f32 (a few units of 2^-11 per operation)."""
+    if adapter_lacks("f16"):
+        pytest.skip(adapter_lacks("f16"))
+    m = _build(*graph)
+    model = wgc.ml.load_onnx(m, dtype="f16", precision=precision)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(graph[-1]).standard_normal((2, 5, K)).astype(np.float32)
+    for name, g_, w in zip([o.name for o in m.graph.output], model.run({"x": x}),
+                           sess.run(None, {"x": x}), strict=True):
+        assert g_.shape == w.shape, name
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(g_, w, rtol=3e-2, atol=3e-2 * scale,
+                                   err_msg=f"{name} of {graph}, {precision}")

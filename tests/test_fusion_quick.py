@@ -81,6 +81,23 @@ def test_a_fused_chain_costs_few_python_calls_per_operator(chain_inputs):
     np.testing.assert_allclose(y[0].to_numpy(), want, rtol=1e-6)
 
 
+@fused
+def test_a_relu_chain_costs_what_the_operators_cost(chain_inputs):
+    """x = (x + b).relu() and wgc.relu(x + b) take the short path (relu's slope 0 planned)."""
+    a, b = chain_inputs
+    y = [a]
+    want = a.to_numpy()
+
+    def step():
+        y[0] = wgc.relu((y[0] + b).relu())
+
+    n = 20
+    assert calls_per_op(step, n) / 3 <= 62
+    for _ in range(3 * _lazy.MAX_OPS + n):
+        want = np.maximum(want + np.float32(0.25), np.float32(0))
+    np.testing.assert_allclose(y[0].to_numpy(), want, rtol=1e-6)
+
+
 def test_an_unfused_queued_add_costs_few_python_calls(chain_inputs, monkeypatch):
     monkeypatch.setitem(_lazy.hooks, "enqueue", None)
     monkeypatch.setitem(_lazy.hooks, "flush", None)

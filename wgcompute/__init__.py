@@ -225,6 +225,8 @@ def scale(inp: Buffer, scalar, out: Buffer | None = None) -> Buffer:
 
 def relu(inp: Buffer, out: Buffer | None = None, slope: float = 0.0) -> Buffer:
     """out = max(inp, 0), or inp * slope where inp < 0 (leaky ReLU)."""
+    if out is None and type(inp) is Buffer and type(slope) in (int, float) and slope == 0:
+        return _array.relu(inp, slope, "inp")  # (the operators' short path)
     return _whole("relu", [inp], out, {"slope": slope})
 
 

@@ -476,22 +476,26 @@ def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> Non
         held.scalars.append(scalar)
         s = held.add(Node("scalar", dt, (len(held.scalars) - 1,)))
         args = [s] + args if reflected else args + [s]
-    slots = ()
-    if len(row) > 3:  # the row's parameters: scalar slots of the operands' dtype, one per
-        cast = float if DTYPES[dt].is_float else int  # value (relu's slope 0: one slot)
-        found = []
-        for v in row[3]:
-            key = (dt, cast(v).hex() if cast is float else v)
-            slot = held.params.get(key)
-            if slot is None:
-                held.scalars.append(cast(v))
-                slot = held.params[key] = len(held.scalars) - 1
-            found.append(slot)
-        slots = tuple(found)
+    slots = param_slots(held, dt, row[3]) if len(row) > 3 else ()
     node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args), slots))
     held.calls.setdefault(node, (k, params, label))  # (no Buffers: they must be let die)
     held.values[id(output)] = (weakref.ref(output), node)
     held.ops += 1
+
+
+def param_slots(held: Held, dt: str, values) -> tuple[int, ...]:
+    """The scalar slots of a row's parameter ``values`` for operands of ``dt``: one slot per
+    value in a held program (relu's slope 0 of a hundred relus: one)."""
+    cast = float if DTYPES[dt].is_float else int
+    found = []
+    for v in values:
+        key = (dt, cast(v).hex() if cast is float else v)
+        slot = held.params.get(key)
+        if slot is None:
+            held.scalars.append(cast(v))
+            slot = held.params[key] = len(held.scalars) - 1
+        found.append(slot)
+    return tuple(found)
 
 
 def _queue(batch, held: Held) -> None:

@@ -29,9 +29,10 @@ class Plan:
     the fused DAG's node (row name, its dtype, its operands' dtype)."""
 
     __slots__ = ("kernel", "shape", "dtype", "label", "nbytes", "size", "bounds", "swap",
-                 "reflected", "row", "out_dtype", "in_dtype", "bindings")
+                 "reflected", "row", "out_dtype", "in_dtype", "bindings", "row_params",
+                 "params")
 
-    def __init__(self, k, inputs, out, row, bounds, swap: bool):
+    def __init__(self, k, inputs, out, row, bounds, swap: bool, params=None):
         self.kernel = k
         self.shape, self.dtype, self.label = out._shape, out._dt, out._label
         self.nbytes = out.nbytes
@@ -41,6 +42,9 @@ class Plan:
         self.in_dtype = inputs[0]._dt.name
         self.out_dtype = OPS[row[0]].out_dtype(self.in_dtype)
         self.bindings = len(inputs) + 1
+        # the row's parameter values (relu's slope 0), and the kernel's params with them
+        self.row_params = row[3] if len(row) > 3 else ()
+        self.params = params if self.row_params else None
 
 
 def _key(op: str, flag, a: Buffer, b):
@@ -69,6 +73,7 @@ def quick(op: str, flag, a: Buffer, b):
         inputs = [a]
     elif b is None:
         inputs = [a]
+        params = plan.params
     else:
         if b._freed or b._base is not None or b._dev is not dev:
             return None
@@ -112,15 +117,16 @@ def _take(held, plan: Plan, inputs, out, params) -> None:
             continue
         e = values.get(i)
         args.append(e[1] if e is not None and e[0]() is b else held.operand(b))
-    if params is not None:
+    if plan.bounds is not None:  # a scalar operand
         held.scalars.append(params["scalar"])
         s = held.add(Node("scalar", plan.in_dtype, (len(held.scalars) - 1,)))
         args = [s] + args if plan.reflected else args + [s]
-    key = (plan.row, plan.out_dtype, tuple(args), ())  # (Held.add's memo key)
+    slots = auto.param_slots(held, plan.in_dtype, plan.row_params) if plan.row_params else ()
+    key = (plan.row, plan.out_dtype, tuple(args), slots)  # (Held.add's memo key)
     node = memo.get(key)
     if node is None:
         node = memo[key] = len(nodes)
-        nodes.append(Node(plan.row, plan.out_dtype, key[2]))
+        nodes.append(Node(plan.row, plan.out_dtype, key[2], slots))
         held.calls[node] = (plan.kernel, params, None)  # (the op that made it: its first)
     values[id(out)] = (weakref.ref(out), node)
     held.ops += 1
@@ -167,8 +173,8 @@ def _plan(k, inputs, out, params, a, b) -> Plan | None:
             return None
         swap = inputs[0] is b and b is not a
     elif b is None:
-        if n != 1 or inputs[0] is not a or params:
-            return None
+        if n != 1 or inputs[0] is not a or params and len(row) < 4:
+            return None  # (a row's parameters: relu's slope 0, kept in the plan)
     elif n == 1 and inputs[0] is a and type(b) in (int, float) and params and \
             list(params) == ["scalar"]:
         bounds = _bounds(a._dt, type(b))
@@ -177,7 +183,7 @@ def _plan(k, inputs, out, params, a, b) -> Plan | None:
             return None
     else:
         return None
-    return Plan(k, inputs, out, row, bounds, swap)
+    return Plan(k, inputs, out, row, bounds, swap, params)
 
 
 def _bounds(dt, scalar_type):

@@ -424,10 +424,19 @@ def _unary(op: str, a: Buffer) -> Buffer:
     return enqueue(array_op(op, 1), [a], out)
 
 
-def relu(x: Buffer, slope=0.0) -> Buffer:
-    """x.relu(slope): the relu kernel into a new result, queued (slope 0 joins automatic
-    fusion)."""
-    check_buffer(x, "self")
+def relu(x: Buffer, slope=0.0, argument: str = "self") -> Buffer:
+    """x.relu(slope) (and wgc.relu's, ``argument`` naming x in errors): the relu kernel into
+    a new result, queued (slope 0 joins automatic fusion, a signature seen before through
+    the short path)."""
+    if type(slope) in (int, float) and slope == 0 and type(x) is Buffer:
+        out = quick("relu", "relu", x, None)
+        return out if out is not None else learn("relu", "relu", x, None, _relu, x, slope,
+                                                 argument)
+    return _relu(x, slope, argument)
+
+
+def _relu(x: Buffer, slope, argument: str) -> Buffer:
+    check_buffer(x, argument)
     out = result_buffer(x._shape, x._dt, x._dev, label="relu")
     return enqueue("relu", [x], out, {"slope": slope})
 

@@ -255,7 +255,8 @@ def _traced(op: str, x, y):
 @given(programs())
 def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
     """The same programs (their elementwise steps) as one wgc.fuse function returning the
-    last value, against the steps run eagerly."""
+    last value (and, for a third of them, a reduction of it along its last axis), against the
+    steps run eagerly."""
     dtype, inputs, steps, seed = program
     assume(not adapter_lacks(dtype))
     steps = [s for s in steps if s[0] in _FUSABLE]
@@ -267,6 +268,8 @@ def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
         taint.append(_taint(dtype, name, taint[a % len(taint)],
                             taint[b % len(taint)] if operands == "bb" else EXACT))
 
+    reduction = ("sum", "max", "min", None, None, None)[seed % 6]
+
     def program_of(apply):
         def run(*xs):
             pool = list(xs)
@@ -275,25 +278,31 @@ def test_a_fused_function_gives_the_eager_bits(adapter_lacks, program):
                     x = pool[a % len(pool)]
                     y = pool[b % len(pool)] if operands == "bb" else b
                     pool.append(apply(name, x, y))
-            return pool[-1]
+            last = pool[-1]
+            if reduction is None:
+                return (last,)
+            return last, getattr(last.__array_namespace__(), reduction)(last, axis=-1)
         return run
 
-    fused = wgc.fuse(program_of(_traced))
-    try:
-        got = fused(*map(wgc.from_numpy, data)).to_numpy()
-    except wgc.WgComputeError as e:
-        got = type(e)
+    def values(fn):
+        try:
+            return [v.to_numpy() for v in fn(*map(wgc.from_numpy, data))]
+        except wgc.WgComputeError as e:
+            return type(e)
+
+    got = values(wgc.fuse(program_of(_traced)))
     wgc.set_eager(True)
     try:
-        want = program_of(_apply)(*map(wgc.from_numpy, data)).to_numpy()
-    except wgc.WgComputeError as e:
-        want = type(e)
+        want = values(program_of(_apply))
     finally:
         wgc.set_eager(False)
     if isinstance(want, type) or isinstance(got, type):
         assert isinstance(got, type) and got is want, (got, want)
         return
-    _check(got, want, taint[-1], f"{dtype} program {steps}")
+    what = f"{dtype} program {steps}, then {reduction}"
+    _check(got[0], want[0], taint[-1], what)
+    if reduction is not None:  # a sum in its kernel's order; max and min as the value
+        _check(got[1], want[1], max(taint[-1], NEAR if reduction == "sum" else EXACT), what)
 
 
 @settings(max_examples=max(4, EXAMPLES // 6), deadline=None, derandomize=True,

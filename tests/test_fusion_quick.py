@@ -136,7 +136,10 @@ def test_planned_ops_give_the_generic_results(rng, expr):
     assert first.dtype == second.dtype == want.dtype and first.shape == want.shape
     assert first.tobytes() == second.tobytes()
     np.testing.assert_allclose(second, want, rtol=2e-6, equal_nan=True)
-    assert np.array_equal(np.signbit(second), np.signbit(want))
+    # (the sign of a nan an operation makes is the hardware's: inf * -0.0 is -nan on x86 and
+    # +nan on an H200)
+    number = ~np.isnan(want)
+    assert np.array_equal(np.signbit(second[number]), np.signbit(want[number]))
 
 
 def test_integer_scalars_are_checked_on_every_call(rng):

@@ -4,10 +4,11 @@ xp.matmul, xp.tensordot, matmul into an existing buffer), transposes (.T, .mT, w
 xp.permute_dims, strided views of them), reshapes, flips and rolls, copies, item assignment into
 a kept value (whole, a block, a row, a buffer's own transpose, through a view), in-place
 operators, slices, concatenation, elementwise operators between them, reads and synchronizes in
-the middle, frees and `with stream:` blocks, keeping some results and dropping others. Automatic
-fusion holds transposes for the products that read them in place and elementwise chains for one
-kernel; each program runs queued and then in eager mode (each operator waited for), and every
-kept value must have the same bits both ways.
+the middle, frees, `with stream:` blocks, commands (run_kernel_async, read_async), pipeline runs
+and host writes, keeping some results and dropping others. Automatic fusion holds transposes for
+the products that read them in place and elementwise chains for one kernel; each program runs
+queued and then in eager mode (each operator waited for), and every kept value must have the
+same bits both ways.
 
 CI runs a fixed, derandomized set of programs; ``WGCOMPUTE_FUZZ_EXAMPLES=2000`` runs more."""
 
@@ -27,7 +28,7 @@ STEPS = ["matmul", "xp_matmul", "tensordot", "T", "mT", "transpose", "permute", 
          "flip", "roll", "copy", "set_all", "set_block", "set_row", "slice", "concat", "add",
          "mul", "relu", "sub_scalar", "batch", "unbatch", "T_view_add", "read", "sync",
          "free", "iadd", "imul_T", "matmul_out", "self_T", "view_write", "flat_view",
-         "stream"]
+         "stream", "async", "pipeline", "host_write", "read_async"]
 _STREAM = []  # one stream for the programs' `with stream:` blocks (made at first use)
 
 
@@ -116,6 +117,30 @@ def _step(name: str, x, y, n: int):
             r = xp.clip(x.T @ y if x.ndim == y.ndim else x + 1.0, -16.0, 16.0)
             x[..., :1, :] = r[..., 1:2, :]
             return r - 1.0
+    if name == "async":  # a command of its own after queued work (it sees that work)
+        if x.ndim != 2:
+            return None
+        out = wgc.empty(x.shape)
+        cmd = wgc.run_kernel_async("scale", [x], out, {"scalar": 0.5})
+        if x is not y:
+            cmd.wait()
+        return out
+    if name == "pipeline":  # a recorded pipeline run between queued operators
+        if not two:
+            return None
+        mid, out = wgc.empty(x.shape), wgc.empty(x.shape)
+        p = wgc.pipeline()
+        p.add(kernel="matmul", inputs=[x, y], output=mid)
+        p.add(kernel="relu", inputs=[mid], output=out)
+        p.run()
+        p.free()
+        return xp.clip(out, -16.0, 16.0)
+    if name == "host_write":  # the host writes x after queued work that reads it
+        x.write(np.full(x.shape, 1.5, np.float32))
+        return None
+    if name == "read_async":  # a read as a command, in the middle
+        x.read_async().wait()
+        return None
     if name == "flat_view":  # views at an element offset (off the binding alignment)
         flat = xp.reshape(x, (-1,))
         return xp.reshape(xp.concat([flat[1:], flat[:1]]), (n, n))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from fuzz_helpers import in_threads
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -313,8 +314,6 @@ def test_threads_fusing_on_one_device_give_each_programs_values(adapter_lacks, p
     """Several threads run their programs at once on one device: their operators meet in the
     device's one held program and batch. Each thread's values are those of its program run
     alone in eager mode."""
-    import threading
-
     progs = [p for p in progs if not adapter_lacks(p[0])]
     assume(progs)
     wgc.set_eager(True)
@@ -322,19 +321,7 @@ def test_threads_fusing_on_one_device_give_each_programs_values(adapter_lacks, p
         wants = [_run(*p) for p in progs]
     finally:
         wgc.set_eager(False)
-    got: list = [None] * len(progs)
-    start = threading.Barrier(len(progs))
-
-    def work(i):
-        start.wait()
-        got[i] = _run(*progs[i])
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(progs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    got = in_threads(lambda i: _run(*progs[i]), len(progs))
     for (dtype, _, steps, _), (f, _, fe), (e, taints, ee) in zip(progs, got, wants):
         assert fe == ee, (fe, ee)
         if e is None:

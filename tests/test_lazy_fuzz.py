@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from fuzz_helpers import in_threads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -214,27 +215,13 @@ def test_threads_queueing_on_one_device_give_each_programs_values(progs):
     """Several threads run their programs at once on one device (their queued work meets in
     its one batch and held program; `with stream:` blocks left out: one stream, one thread).
     Each thread's values are those of its program run alone in eager mode."""
-    import threading
-
     progs = [(n, [s for s in steps if s[0] != "stream"], seed) for n, steps, seed in progs]
     wgc.set_eager(True)
     try:
         wants = [_run(*p) for p in progs]
     finally:
         wgc.set_eager(False)
-    got: list = [None] * len(progs)
-    start = threading.Barrier(len(progs))
-
-    def work(i):
-        start.wait()
-        got[i] = _run(*progs[i])
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(progs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    got = in_threads(lambda i: _run(*progs[i]), len(progs))
     for (n, steps, _), (q, qe), (e, ee) in zip(progs, got, wants):
         assert qe == ee, (qe, ee)
         if e is None:

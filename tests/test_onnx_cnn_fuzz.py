@@ -23,8 +23,9 @@ import wgcompute as wgc
 onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+from fuzz_helpers import OnnxGraph  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
-from onnx import helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "10"))
 C = 8
@@ -32,22 +33,7 @@ LAYERS = ["conv3", "conv3_s2", "conv1", "conv1_nobias", "depthwise", "bn", "relu
           "hardswish", "residual", "maxpool", "avgpool"]
 
 
-class _Graph:
-    def __init__(self, rng):
-        self.rng, self.nodes, self.inits, self.k = rng, [], [], 0
-
-    def const(self, value, dtype=np.float32):
-        self.k += 1
-        name = f"c{self.k}"
-        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
-        return name
-
-    def op(self, op, *ins, **attrs):
-        self.k += 1
-        out = f"v{self.k}"
-        self.nodes.append(helper.make_node(op, list(ins), [out], name=f"{op}_{self.k}", **attrs))
-        return out
-
+class _Graph(OnnxGraph):
     def conv(self, x, k, stride=1, group=1, bias=True):
         w = self.const(self.rng.standard_normal((C, C // group, k, k)) / (k * np.sqrt(C)))
         ins = [x, w] + ([self.const(self.rng.standard_normal(C) / 4)] if bias else [])

@@ -23,8 +23,9 @@ import wgcompute as wgc
 onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
+from fuzz_helpers import OnnxGraph  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
-from onnx import helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "12"))
 K, HEADS = 16, 2
@@ -32,22 +33,7 @@ LAYERS = ["linear", "linear_relu", "linear_tanh", "linear_gelu", "linear_erf_gel
           "layer_norm", "attention", "masked_attention", "heads", "scale"]
 
 
-class _Graph:
-    def __init__(self, rng):
-        self.rng, self.nodes, self.inits, self.k = rng, [], [], 0
-
-    def const(self, value, dtype=np.float32):
-        self.k += 1
-        name = f"c{self.k}"
-        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
-        return name
-
-    def op(self, op, *ins, **attrs):
-        self.k += 1
-        out = f"v{self.k}"
-        self.nodes.append(helper.make_node(op, list(ins), [out], name=f"{op}_{self.k}", **attrs))
-        return out
-
+class _Graph(OnnxGraph):
     def linear(self, x, act=None):
         y = self.op("Add", self.op("MatMul", x, self.const(self.rng.standard_normal((K, K)) / 4)),
                     self.const(self.rng.standard_normal(K) / 4))

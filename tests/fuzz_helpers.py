@@ -1,0 +1,50 @@
+"""What the differential tests share: an ONNX graph under construction (constants and nodes
+named in order) and a run of functions in threads that start together."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+
+class OnnxGraph:
+    """Nodes and initializers of a graph being built; ``rng`` draws the constants."""
+
+    def __init__(self, rng):
+        from onnx import helper, numpy_helper
+
+        self.helper, self.numpy_helper = helper, numpy_helper
+        self.rng, self.nodes, self.inits, self.k = rng, [], [], 0
+
+    def const(self, value, dtype=np.float32) -> str:
+        self.k += 1
+        name = f"c{self.k}"
+        self.inits.append(self.numpy_helper.from_array(np.asarray(value, dtype), name))
+        return name
+
+    def op(self, op: str, *ins: str, **attrs) -> str:
+        self.k += 1
+        out = f"v{self.k}"
+        self.nodes.append(self.helper.make_node(op, list(ins), [out], name=f"{op}_{self.k}",
+                                                **attrs))
+        return out
+
+
+def in_threads(fn, n: int, timeout: float = 120) -> list:
+    """``fn(i)`` for i in range(n), each in a thread of its own, all released at once; their
+    results in order (a thread that does not finish within ``timeout`` s fails the test)."""
+    results: list = [None] * n
+    start = threading.Barrier(n)
+
+    def work(i):
+        start.wait()
+        results[i] = fn(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    return results

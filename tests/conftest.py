@@ -304,6 +304,25 @@ def adapter_lacks():
     return lacks
 
 
+@pytest.fixture
+def unfused():
+    """``with unfused():`` runs a block with automatic fusion off (each operator its own
+    kernel): the reference of the fusion tests (test_lazy.py has a fixture of its own)."""
+    from contextlib import contextmanager
+
+    from wgcompute import _fusion_auto
+
+    @contextmanager
+    def off():
+        _fusion_auto.set_enabled(False)
+        try:
+            yield
+        finally:
+            _fusion_auto.set_enabled(True)
+
+    return off
+
+
 # -- test ids ----------------------------------------------------------------------------------
 # `make test` runs the suite on several pytest-xdist workers; each collects the suite and they
 # must find the same test ids. An id made by repr() of an object names its memory address,

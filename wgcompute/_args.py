@@ -1,5 +1,5 @@
-"""Argument checks shared by several layers (a blocking call's timeout), so every entry
-point refuses the same values with the same message."""
+"""Argument checks shared by several layers (a blocking call's timeout, a transpose's axes),
+so every entry point refuses the same values with the same message."""
 
 from __future__ import annotations
 
@@ -39,3 +39,21 @@ def check_buffer_list(inputs, prefix: str = "") -> None:
     if not isinstance(inputs, (list, tuple)):
         raise ArgumentError(f"{prefix}inputs must be a list of buffers ([buf] for one buffer), "
                             f"got {type(inputs).__name__}")
+
+
+def normalize_permutation(axes, ndim: int, where: str) -> tuple[int, ...]:
+    """numpy's ``axes`` of a transpose: None (reversed) or a permutation of range(ndim)."""
+    if axes is None:
+        return tuple(range(ndim - 1, -1, -1))
+    try:
+        perm = tuple(axes)
+        ok = all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in perm)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ArgumentError(f"{where}: axes must be a tuple of ints, got {axes!r}")
+    norm = tuple(int(d) % ndim if -ndim <= d < ndim else -1 for d in perm) if ndim else perm
+    if sorted(norm) != list(range(ndim)):
+        raise ArgumentError(f"{where}: axes {perm} is not a permutation of the {ndim} axes "
+                            f"of a")
+    return norm

@@ -18,8 +18,7 @@ from .dtypes import DTYPES
 from .errors import BufferFreedError, DtypeError, WgComputeError
 from .kernels import registry
 from .kernels.core.bind import _checked as _bind_checks
-from .kernels.elementwise.arrayops import ArrayOp
-from .kernels.elementwise.builtin import BUILTIN_OPS
+from .kernels.elementwise.arrayops import row_of
 from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
@@ -31,29 +30,6 @@ from .kernels.views import IN_PLACE, held_view
 MAX_NODES = 320
 # Strided copies (transposes) a batch holds for a later matmul; more are queued (oldest first).
 MAX_TRANSPOSES = 16
-
-
-def _row_of(k, params):
-    """(op table row, scalar value or None, reflected[, the row's parameter values]) of a
-    fusable operator kernel, or None: the built-in + - * / of equal shapes, scale, relu
-    without a slope (a slope of 0: every dtype takes it as it is), and Buffer's and the
-    namespace's ArrayOp forms."""
-    if type(k) is ArrayOp:
-        if k.scalar:
-            if not params or "scalar" not in params:
-                return None
-            return k.row.name, params["scalar"], k.reflected
-        return k.row.name, None, False
-    name = k.name
-    if name in BUILTIN_OPS and not params:
-        return BUILTIN_OPS[name], None, False
-    if name == "scale" and params and "scalar" in params:
-        return "mul", params["scalar"], False
-    if name == "relu" and params and len(params) == 1:
-        slope = params.get("slope")
-        if type(slope) in (int, float) and slope == 0:
-            return "relu", None, False, (0,)
-    return None
 
 
 _VALID: dict = {}  # what one op's kernel accepted: (kernel, buffers' shapes and dtypes, params)
@@ -227,7 +203,7 @@ def on_enqueue(k, inputs, output, params, label):
     batch = dev.lazy if dev.lazy is not None else _lazy.batch_of(dev)
     # (ops inside `with stream:` go to the stream's batch, in order: not held)
     routed = _lazy._route.get() is not None
-    row = _row_of(k, params) if inputs and not routed else None
+    row = row_of(k, params) if inputs and not routed else None
     if row is None and not batch.held and (routed or k.name not in _TRANSPOSES):
         return None
     held = _held(batch)

@@ -13,6 +13,7 @@ from . import _fusion_auto as auto
 from . import _lazy
 from ._pools import result_class
 from .buffer import Buffer, result_buffer
+from .kernels.elementwise.arrayops import row_of
 from .kernels.elementwise.fused import Node
 from .kernels.elementwise.optable import OPS
 
@@ -159,7 +160,7 @@ def learn(op: str, flag, a: Buffer, b, fn, *args):
 def _plan(k, inputs, out, params, a, b) -> Plan | None:
     """The Plan of an op the generic path queued (``k`` on ``inputs`` into ``out``), or
     None where the short path would not run it the same way."""
-    row = auto._row_of(k, params)
+    row = row_of(k, params)
     if (type(a) is not Buffer or out is None or row is None or out._base is not None
             or out is a or out is b or not out.size):
         return None

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from . import transfers
+from ._args import normalize_permutation
 from ._fusion_quick import learn, quick
 from ._gather import array_getitem
 from ._lazy import enqueue
@@ -174,24 +175,6 @@ def transpose(a: Buffer, out: Buffer | None = None, *, axes=None) -> Buffer:
                          f"with axes {perm}")
     strides = contiguous_strides(a.shape)
     return _strided_copy(a, out, {"strides": tuple(strides[d] for d in perm), "offset": 0})
-
-
-def normalize_permutation(axes, ndim: int, where: str) -> tuple[int, ...]:
-    """numpy's ``axes`` of a transpose: None (reversed) or a permutation of range(ndim)."""
-    if axes is None:
-        return tuple(range(ndim - 1, -1, -1))
-    try:
-        perm = tuple(axes)
-        ok = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in perm)
-    except TypeError:
-        ok = False
-    if not ok:
-        raise ArgumentError(f"{where}: axes must be a tuple of ints, got {axes!r}")
-    norm = tuple(int(d) % ndim if -ndim <= d < ndim else -1 for d in perm) if ndim else perm
-    if sorted(norm) != list(range(ndim)):
-        raise ArgumentError(f"{where}: axes {perm} is not a permutation of the {ndim} axes "
-                            f"of a")
-    return norm
 
 
 # -- operators ---------------------------------------------------------------------------------

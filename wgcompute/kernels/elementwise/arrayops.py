@@ -14,7 +14,7 @@ from ..core import shaders
 from ..core.base import Launch, Param, PipelineKey, fold_grid
 from ..core.layout import index_wgsl, step_values, uniform_fields, uniform_values
 from . import packing
-from .builtin import Elementwise, split_launches
+from .builtin import BUILTIN_OPS, Elementwise, split_launches
 from .elementwise import broadcast_source, packed_item, stepped_index
 from .optable import OPS
 
@@ -243,3 +243,26 @@ def array_op(op: str, arity: int, scalar: bool = False, reflected: bool = False)
     if k is None:
         k = _OPS.setdefault(key, ArrayOp(op, arity, scalar, reflected))
     return k
+
+
+def row_of(k, params):
+    """(op table row, scalar value or None, reflected[, the row's parameter values]) of a
+    fusable operator kernel, or None: the built-in + - * / of equal shapes, scale, relu
+    without a slope (a slope of 0: every dtype takes it as it is), and Buffer's and the
+    namespace's ArrayOp forms."""
+    if type(k) is ArrayOp:
+        if k.scalar:
+            if not params or "scalar" not in params:
+                return None
+            return k.row.name, params["scalar"], k.reflected
+        return k.row.name, None, False
+    name = k.name
+    if name in BUILTIN_OPS and not params:
+        return BUILTIN_OPS[name], None, False
+    if name == "scale" and params and "scalar" in params:
+        return "mul", params["scalar"], False
+    if name == "relu" and params and len(params) == 1:
+        slope = params.get("slope")
+        if type(slope) in (int, float) and slope == 0:
+            return "relu", None, False, (0,)
+    return None

@@ -43,70 +43,53 @@ OPS = [("add", "bb", "fsu"), ("sub", "bb", "fsu"), ("mul", "bb", "fsu"), ("add",
        ("add_out", "bb", "fsu"), ("mix", "bb", "f")]
 
 
+def _iadd(x, y, xp):  # in place: x's memory (every other reference sees it)
+    x += y
+    return x
+
+
+def _imul(x, y, xp):
+    x *= y
+    return x
+
+
+def _add_out(x, y, xp):  # into an existing buffer of the result's shape and dtype
+    if x.shape == y.shape and x.dtype == y.dtype and x is not y:
+        return wgc.add(x, y, out=y)
+    return x + y
+
+
+# one step: f(x, y, xp), ``y`` a value, a scalar or None; ``xp`` the namespace (a fused
+# function's traced values have their own)
+STEPS = {
+    "add": lambda x, y, xp: x + y, "sub": lambda x, y, xp: x - y,
+    "rsub": lambda x, y, xp: y - x, "mul": lambda x, y, xp: x * y,
+    "div": lambda x, y, xp: x / y, "floordiv": lambda x, y, xp: x // y,
+    "mod": lambda x, y, xp: x % y, "pow": lambda x, y, xp: x ** y,
+    "square": lambda x, y, xp: x * x, "negative": lambda x, y, xp: -x,
+    "maximum": lambda x, y, xp: xp.maximum(x, y), "minimum": lambda x, y, xp: xp.minimum(x, y),
+    "abs": lambda x, y, xp: xp.abs(x), "relu": lambda x, y, xp: wgc.relu(x),
+    "scale": lambda x, y, xp: wgc.scale(x, y),
+    # wgc.sub takes equal shapes: the broadcast one as the other's shape
+    "wsub": lambda x, y, xp: wgc.sub(x, y) if x.shape == y.shape else x - y,
+    "where": lambda x, y, xp: xp.where(x > y, x, y),
+    # a reduction reading the chain, and a view of (maybe held) memory
+    "sum": lambda x, y, xp: xp.sum(x, axis=-1, keepdims=True),
+    "column": lambda x, y, xp: x[..., :1],
+    **{f: (lambda x, y, xp, f=f: getattr(xp, f)(x))
+       for f in ("sqrt", "exp", "log", "tanh", "floor", "round")},
+    "lt": lambda x, y, xp: xp.where(x < y, y, x),  # a bool value, and where() of it
+    "eq": lambda x, y, xp: xp.where(x == y, x, -x if x.dtype != "u32" else x + 1),
+    "logical": lambda x, y, xp: xp.where(xp.logical_and(x > y, xp.logical_not(x == y)), x, y),
+    "iadd": _iadd, "imul": _imul, "add_out": _add_out,
+    # f16 and f32 in one operation (promoted to f32); f16 -> f32 holds every value
+    "mix": lambda x, y, xp: x.astype("f32") * 0.5 + y,
+    "widen": lambda x, y, xp: x.astype("f32"),
+}
+
+
 def _apply(op: str, x, y, xp=xp):
-    """One step: ``y`` a value, a scalar or None; ``xp`` the namespace (a fused function's
-    traced values have their own)."""
-    if op == "add":
-        return x + y
-    if op == "sub":
-        return x - y
-    if op == "rsub":
-        return y - x
-    if op == "mul":
-        return x * y
-    if op == "div":
-        return x / y
-    if op == "maximum":
-        return xp.maximum(x, y)
-    if op == "minimum":
-        return xp.minimum(x, y)
-    if op == "abs":
-        return xp.abs(x)
-    if op == "negative":
-        return -x
-    if op == "relu":
-        return wgc.relu(x)
-    if op == "scale":
-        return wgc.scale(x, y)
-    if op == "wsub":  # wgc.sub takes equal shapes: the broadcast one as the other's shape
-        return wgc.sub(x, y) if x.shape == y.shape else x - y
-    if op == "where":
-        return xp.where(x > y, x, y)
-    if op == "sum":  # a reduction reading the chain (a fused prologue)
-        return xp.sum(x, axis=-1, keepdims=True)
-    if op == "column":  # a view of (maybe held) memory
-        return x[..., :1]
-    if op == "square":
-        return x * x
-    if op == "floordiv":
-        return x // y
-    if op == "mod":
-        return x % y
-    if op == "pow":
-        return x ** y
-    if op in ("sqrt", "exp", "log", "tanh", "floor", "round"):
-        return getattr(xp, op)(x)
-    if op == "lt":  # a bool value, and where() of it
-        return xp.where(x < y, y, x)
-    if op == "eq":
-        return xp.where(x == y, x, -x if x.dtype != "u32" else x + 1)
-    if op == "logical":
-        return xp.where(xp.logical_and(x > y, xp.logical_not(x == y)), x, y)
-    if op == "iadd":  # in place: x's memory (every other reference sees it)
-        x += y
-        return x
-    if op == "imul":
-        x *= y
-        return x
-    if op == "add_out":  # into an existing buffer of the result's shape and dtype
-        if x.shape == y.shape and x.dtype == y.dtype and x is not y:
-            return wgc.add(x, y, out=y)
-        return x + y
-    if op == "mix":  # f16 and f32 in one operation: promoted to f32
-        return x.astype("f32") * 0.5 + y
-    if op == "widen":  # f16 -> f32 holds every value; f32 stays
-        return x.astype("f32")
-    raise AssertionError(op)
+    return STEPS[op](x, y, xp)
 
 
 @st.composite

@@ -25,133 +25,142 @@ import wgcompute as wgc
 from wgcompute import array_api as xp
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "60"))
-STEPS = ["matmul", "xp_matmul", "tensordot", "T", "mT", "transpose", "permute", "reshape",
-         "flip", "roll", "copy", "set_all", "set_block", "set_row", "slice", "concat", "add",
-         "mul", "relu", "sub_scalar", "batch", "unbatch", "T_view_add", "read", "sync",
-         "free", "iadd", "imul_T", "matmul_out", "self_T", "view_write", "flat_view",
-         "stream", "async", "pipeline", "host_write", "read_async"]
 _STREAM = []  # one stream for the programs' `with stream:` blocks (made at first use)
 
 
+def _two(x, y) -> bool:
+    return x.ndim == 2 and y.ndim == 2
+
+
+def _set_all(x, y, n):
+    if x.shape == y.shape:
+        x[...] = y
+
+
+def _set_block(x, y, n):
+    x[..., 1:, :2] = y[..., :-1, 1:3] if y.ndim == x.ndim else 0.5
+
+
+def _set_row(x, y, n):
+    x[..., 0, :] = 2.0
+
+
+def _iadd(x, y, n):  # in place: x's memory
+    x += y
+
+
+def _imul_t(x, y, n):
+    x *= y.T if y.ndim == 2 else y.mT
+
+
+def _matmul_out(x, y, n):  # into an existing buffer (y's, when shapes allow)
+    if _two(x, y) and x is not y:
+        wgc.matmul(x, x, out=y)
+
+
+def _self_t(x, y, n):  # reads and writes one buffer
+    x[...] = x.T if _two(x, y) else x.mT
+
+
+def _view_write(x, y, n):  # through a view at an offset
+    v = x[..., 1:, :]
+    v[...] = v * 2.0
+
+
+def _stream(x, y, n):  # a block of work on a stream, reading held work
+    if not _STREAM:
+        _STREAM.append(wgc.create_stream("lazy-fuzz"))
+    with _STREAM[0]:
+        r = xp.clip(x.T @ y if x.ndim == y.ndim else x + 1.0, -16.0, 16.0)
+        x[..., :1, :] = r[..., 1:2, :]
+        return r - 1.0
+
+
+def _async(x, y, n):  # a command of its own after queued work (it sees that work)
+    if x.ndim != 2:
+        return None
+    out = wgc.empty(x.shape)
+    cmd = wgc.run_kernel_async("scale", [x], out, {"scalar": 0.5})
+    if x is not y:
+        cmd.wait()
+    return out
+
+
+def _pipeline(x, y, n):  # a recorded pipeline run between queued operators
+    if not _two(x, y):
+        return None
+    mid, out = wgc.empty(x.shape), wgc.empty(x.shape)
+    p = wgc.pipeline()
+    p.add(kernel="matmul", inputs=[x, y], output=mid)
+    p.add(kernel="relu", inputs=[mid], output=out)
+    p.run()
+    p.free()
+    return xp.clip(out, -16.0, 16.0)
+
+
+def _flat_view(x, y, n):  # views at an element offset (off the binding alignment)
+    flat = xp.reshape(x, (-1,))
+    return xp.reshape(xp.concat([flat[1:], flat[:1]]), (n, n))
+
+
+def _discard(_value) -> None:
+    return None
+
+
+def _reshape(x, y, n):
+    if x.ndim == 2:
+        return xp.reshape(x, (n * n,))[::-1].reshape((n, n))
+    return xp.reshape(x, (n, 2, n)).mT.reshape((2, n, n))
+
+
+# one step on values x and y ((n, n) or (2, n, n)): f(x, y, n) returns the new value, or
+# None for a step that changed x in place (or only read)
+STEPS = {
+    "matmul": lambda x, y, n: x @ y if x.ndim == y.ndim else x @ (y if y.ndim == 2 else y[0]),
+    "xp_matmul": lambda x, y, n: xp.matmul(x, y),
+    "tensordot": lambda x, y, n: xp.tensordot(x, y, axes=1) if _two(x, y) else x + 1.0,
+    "T": lambda x, y, n: x.T if x.ndim == 2 else x.mT,
+    "mT": lambda x, y, n: x.mT,
+    "transpose": lambda x, y, n: wgc.transpose(x) if x.ndim == 2 else
+    xp.permute_dims(x, (0, 2, 1)),
+    "permute": lambda x, y, n: xp.permute_dims(x, (1, 0) if x.ndim == 2 else (2, 1, 0)),
+    "reshape": _reshape,
+    "flip": lambda x, y, n: xp.flip(x, axis=-1),
+    "roll": lambda x, y, n: xp.roll(x, 1, axis=0),
+    "copy": lambda x, y, n: x.copy(),
+    "set_all": _set_all, "set_block": _set_block, "set_row": _set_row,
+    "slice": lambda x, y, n: x[..., ::2, :] @ y[..., :, ::2] if _two(x, y) else
+    x[..., ::-1, :],
+    "concat": lambda x, y, n: xp.concat([x[..., :1, :], x[..., 1:, :]], axis=-2),
+    "add": lambda x, y, n: x + y, "mul": lambda x, y, n: x * y,
+    "relu": lambda x, y, n: wgc.relu(x), "sub_scalar": lambda x, y, n: x - 0.25,
+    "batch": lambda x, y, n: xp.stack([x, y]) if _two(x, y) else x,
+    "unbatch": lambda x, y, n: x[1] if x.ndim == 3 else x,
+    # an elementwise op reading a held transpose
+    "T_view_add": lambda x, y, n: x.T + y if _two(x, y) else x.mT + y,
+    # a read, a synchronize and a read as a command in the middle: run what is queued
+    "read": lambda x, y, n: _discard(x.to_numpy()),
+    "sync": lambda x, y, n: wgc.synchronize(),
+    "read_async": lambda x, y, n: _discard(x.read_async().wait()),
+    "iadd": _iadd, "imul_T": _imul_t, "matmul_out": _matmul_out, "self_T": _self_t,
+    "view_write": _view_write, "stream": _stream, "async": _async, "pipeline": _pipeline,
+    # the host writes x after queued work that reads it
+    "host_write": lambda x, y, n: x.write(np.full(x.shape, 1.5, np.float32)),
+    "flat_view": _flat_view,
+}
+
+
+NAMES = [*STEPS, "free"]  # (a free is _run's: its slot gets a new buffer)
+
+
 def _step(name: str, x, y, n: int):
-    """One step on values ``x`` and ``y`` ((n, n) or (2, n, n)); returns the new value, or
-    None for an item assignment (it changed ``x`` in place)."""
-    two = x.ndim == 2 and y.ndim == 2
-    if name == "matmul":
-        return x @ y if x.ndim == y.ndim else x @ (y if y.ndim == 2 else y[0])
-    if name == "xp_matmul":
-        return xp.matmul(x, y)
-    if name == "tensordot":
-        return xp.tensordot(x, y, axes=1) if two else x + 1.0
-    if name == "T":
-        return x.T if x.ndim == 2 else x.mT
-    if name == "mT":
-        return x.mT
-    if name == "transpose":
-        return wgc.transpose(x) if x.ndim == 2 else xp.permute_dims(x, (0, 2, 1))
-    if name == "permute":
-        return xp.permute_dims(x, (1, 0) if x.ndim == 2 else (2, 1, 0))
-    if name == "reshape":
-        return xp.reshape(x, (n * n,))[::-1].reshape((n, n)) if x.ndim == 2 else \
-            xp.reshape(x, (n, 2, n)).mT.reshape((2, n, n))
-    if name == "flip":
-        return xp.flip(x, axis=-1)
-    if name == "roll":
-        return xp.roll(x, 1, axis=0)
-    if name == "copy":
-        return x.copy()
-    if name == "set_all":
-        if x.shape == y.shape:
-            x[...] = y
-        return None
-    if name == "set_block":
-        x[..., 1:, :2] = y[..., :-1, 1:3] if y.ndim == x.ndim else 0.5
-        return None
-    if name == "set_row":
-        x[..., 0, :] = 2.0
-        return None
-    if name == "slice":
-        return x[..., ::2, :] @ y[..., :, ::2] if two else x[..., ::-1, :]
-    if name == "concat":
-        return xp.concat([x[..., :1, :], x[..., 1:, :]], axis=-2)
-    if name == "add":
-        return x + y
-    if name == "mul":
-        return x * y
-    if name == "relu":
-        return wgc.relu(x)
-    if name == "sub_scalar":
-        return x - 0.25
-    if name == "batch":
-        return xp.stack([x, y]) if two else x
-    if name == "unbatch":
-        return x[1] if x.ndim == 3 else x
-    if name == "T_view_add":  # an elementwise op reading a held transpose
-        return x.T + y if two else x.mT + y
-    if name == "read":  # a read in the middle: runs what is queued
-        x.to_numpy()
-        return None
-    if name == "sync":
-        wgc.synchronize()
-        return None
-    if name == "iadd":  # in place: x's memory
-        x += y
-        return None
-    if name == "imul_T":
-        x *= y.T if y.ndim == 2 else y.mT
-        return None
-    if name == "matmul_out":  # into an existing buffer (y's, when shapes allow)
-        if two and x is not y:
-            wgc.matmul(x, x, out=y)
-        return None
-    if name == "self_T":  # reads and writes one buffer
-        x[...] = x.T if two else x.mT
-        return None
-    if name == "view_write":  # through a view at an offset
-        v = x[..., 1:, :]
-        v[...] = v * 2.0
-        return None
-    if name == "stream":  # a block of work on a stream, reading held work
-        if not _STREAM:
-            _STREAM.append(wgc.create_stream("lazy-fuzz"))
-        with _STREAM[0]:
-            r = xp.clip(x.T @ y if x.ndim == y.ndim else x + 1.0, -16.0, 16.0)
-            x[..., :1, :] = r[..., 1:2, :]
-            return r - 1.0
-    if name == "async":  # a command of its own after queued work (it sees that work)
-        if x.ndim != 2:
-            return None
-        out = wgc.empty(x.shape)
-        cmd = wgc.run_kernel_async("scale", [x], out, {"scalar": 0.5})
-        if x is not y:
-            cmd.wait()
-        return out
-    if name == "pipeline":  # a recorded pipeline run between queued operators
-        if not two:
-            return None
-        mid, out = wgc.empty(x.shape), wgc.empty(x.shape)
-        p = wgc.pipeline()
-        p.add(kernel="matmul", inputs=[x, y], output=mid)
-        p.add(kernel="relu", inputs=[mid], output=out)
-        p.run()
-        p.free()
-        return xp.clip(out, -16.0, 16.0)
-    if name == "host_write":  # the host writes x after queued work that reads it
-        x.write(np.full(x.shape, 1.5, np.float32))
-        return None
-    if name == "read_async":  # a read as a command, in the middle
-        x.read_async().wait()
-        return None
-    if name == "flat_view":  # views at an element offset (off the binding alignment)
-        flat = xp.reshape(x, (-1,))
-        return xp.reshape(xp.concat([flat[1:], flat[:1]]), (n, n))
-    raise AssertionError(name)
+    return STEPS[name](x, y, n)
 
 
 @st.composite
 def programs(draw):
     n = draw(st.sampled_from([2, 3, 4, 8, 17]))
-    steps = [(draw(st.sampled_from(STEPS)), draw(st.integers(0, 99)), draw(st.integers(0, 99)),
+    steps = [(draw(st.sampled_from(NAMES)), draw(st.integers(0, 99)), draw(st.integers(0, 99)),
               draw(st.booleans())) for _ in range(draw(st.integers(1, 20)))]
     return n, steps, draw(st.integers(0, 2**16))
 

@@ -1,5 +1,6 @@
 """What the differential tests share: an ONNX graph under construction (constants and nodes
-named in order) and a run of functions in threads that start together."""
+named in order), onnxruntime's session of it (the reference), and a run of functions in
+threads that start together."""
 
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ class OnnxGraph:
         self.nodes.append(self.helper.make_node(op, list(ins), [out], name=f"{op}_{self.k}",
                                                 **attrs))
         return out
+
+
+def reference(model):
+    """onnxruntime's CPU session of ``model`` with its basic graph optimizations only: its
+    extended ones broke a valid graph of linear layers and an attention (onnxruntime 1.32:
+    "Node input 'v3' is not a graph input, initializer, or output of a previous node")."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
 
 
 def in_threads(fn, n: int, timeout: float = 120) -> list:

@@ -23,7 +23,7 @@ import wgcompute as wgc
 onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
-from fuzz_helpers import OnnxGraph  # noqa: E402
+from fuzz_helpers import OnnxGraph, reference  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper  # noqa: E402
 
@@ -115,7 +115,7 @@ def _build(erf_input, layers, outputs, seed):
 def test_random_transformer_graphs_match_onnxruntime(graph):
     m = _build(*graph)
     model = wgc.ml.load_onnx(m)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference(m)
     rng = np.random.default_rng(graph[-1])
     for shape in ((2, 5, K), (2, 5, K), (1, 3, K)):  # the second call of a shape replays
         x = rng.standard_normal(shape).astype(np.float32)
@@ -138,7 +138,7 @@ def test_random_graphs_in_f16_stay_near_onnxruntime(adapter_lacks, graph, precis
         pytest.skip(adapter_lacks("f16"))
     m = _build(*graph)
     model = wgc.ml.load_onnx(m, dtype="f16", precision=precision)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = reference(m)
     x = np.random.default_rng(graph[-1]).standard_normal((2, 5, K)).astype(np.float32)
     for name, g_, w in zip([o.name for o in m.graph.output], model.run({"x": x}),
                            sess.run(None, {"x": x}), strict=True):

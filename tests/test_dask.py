@@ -502,6 +502,34 @@ def test_a_worker_killed_mid_process_leaves_complete_exact_outputs(client, tmp_p
     client.wait_for_workers(2, timeout=120)
 
 
+def test_a_restarting_worker_keeps_its_place_for_lost_worker_timeout():
+    """A killed worker's nanny starts a new process, which imports wgcompute and opens its
+    device again: the cluster waits lost_worker_timeout for it (120 s by default; with
+    distributed's 15 s a loaded machine lost the worker for good). A timeout shorter than a
+    restart gives the place up, which shows the setting is the one in force."""
+    for timeout, kept in ((120.0, True), (0.2, False)):
+        with wgc.dask.LocalCluster(n_workers=1, threads_per_worker=1,
+                                   lost_worker_timeout=timeout) as cluster, \
+                cluster.get_client() as c:
+            c.wait_for_workers(1, timeout=120)
+            (pid,) = _pids(c).values()
+            os.kill(pid, signal.SIGKILL)
+            if kept:
+                deadline = time.monotonic() + 120
+                while {w.get("pid") for w in c.scheduler_info()["workers"].values()} in (
+                        set(), {pid}):
+                    assert time.monotonic() < deadline, "the worker did not come back"
+                    time.sleep(0.2)
+                assert len(cluster.workers) == 1
+            else:
+                deadline = time.monotonic() + 60
+                while cluster.workers:
+                    assert time.monotonic() < deadline, "the cluster kept the lost worker"
+                    time.sleep(0.1)
+    with pytest.raises(wgc.ArgumentError, match="lost_worker_timeout"):
+        wgc.dask.LocalCluster(lost_worker_timeout=-1)
+
+
 def test_an_onnx_model_runs_on_every_chunk_as_locally(client, tmp_path):
     """A wgc.ml.Model is work too: it travels as its file (or bytes), each worker loads it
     once, and every chunk's logits equal the model run here (onnxruntime is the referee of

@@ -19,12 +19,20 @@ class LocalCluster(distributed.LocalCluster):
 
     ``adapters`` limits the choice (indices of wgc.adapters() or parts of names).
     ``threads_per_worker`` (4) is how many chunks a worker takes at once: they overlap on
-    its GPU (upload, compute, download). Other keywords go to distributed.LocalCluster.
-    Use it as distributed's: ``with wgc.dask.LocalCluster() as cluster, cluster.get_client()
-    as client: ...``."""
+    its GPU (upload, compute, download). ``lost_worker_timeout`` (seconds, 120): how long a
+    worker whose process died (its nanny starts a new one, which opens its device again) may
+    take to come back before the cluster gives its place up; distributed's default, 15 s,
+    closed a restarting worker for good on a loaded machine. Other keywords go to
+    distributed.LocalCluster. Use it as distributed's: ``with wgc.dask.LocalCluster() as
+    cluster, cluster.get_client() as client: ...``."""
 
     def __init__(self, n_workers: int | None = None, *, adapters=None,
-                 threads_per_worker: int = 4, **kwargs):
+                 threads_per_worker: int = 4, lost_worker_timeout: float = 120.0, **kwargs):
+        if isinstance(lost_worker_timeout, bool) or not isinstance(
+                lost_worker_timeout, (int, float)) or not 0 < lost_worker_timeout < 1e6:
+            raise wgc.ArgumentError(f"lost_worker_timeout: expected seconds (a positive "
+                                    f"number), got {lost_worker_timeout!r}")
+        self._lost_worker_timeout = float(lost_worker_timeout)
         self._adapters = _choose(adapters)
         if n_workers is None:
             n_workers = len(self._adapters)
@@ -54,6 +62,15 @@ class LocalCluster(distributed.LocalCluster):
         env[ADAPTER_ENV] = str(adapter)
         spec["options"]["env"] = env
         return {name: spec}
+
+    def _update_worker_status(self, op, msg):
+        # distributed reads its lost-worker timeout while it schedules the check that closes
+        # a worker which has not come back (SpecCluster._update_worker_status)
+        import dask
+
+        with dask.config.set({"distributed.deploy.lost-worker-timeout":
+                              f"{self._lost_worker_timeout}s"}):
+            super()._update_worker_status(op, msg)
 
     @property
     def adapters(self) -> list[int]:

@@ -53,7 +53,10 @@ def is_eager() -> bool:
     return _eager[0]
 
 
-_OURS: dict = {}  # code object -> whether it is wgcompute's (a dict look-up per frame)
+# id(code object) -> (the code object, whether it is wgcompute's): a look-up per frame. Keyed
+# by id, as a code object's own hash reads its whole bytecode every time; the entry holds the
+# code object, so its id is not reused while the entry lives.
+_OURS: dict = {}
 
 
 def call_site() -> str:
@@ -62,12 +65,12 @@ def call_site() -> str:
     ours = _OURS
     while f is not None:
         code = f.f_code
-        inside = ours.get(code)
-        if inside is None:
+        e = ours.get(id(code))
+        if e is None:
             if len(ours) > 4096:
                 ours.clear()
-            inside = ours[code] = code.co_filename.startswith(_PKG)
-        if not inside:
+            e = ours[id(code)] = (code, code.co_filename.startswith(_PKG))
+        if not e[1]:
             break
         f = f.f_back
     return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"

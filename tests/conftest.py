@@ -130,6 +130,16 @@ def queued_labels(dev) -> list[str]:
 
 
 @pytest.fixture
+def held_copies():
+    """Automatic fusion holds strided copies of every size in the test (by default only those
+    of 1 MiB up): the tests of products reading them in place use small data."""
+    from fuzz_helpers import held_copies as hold
+
+    with hold(0):
+        yield
+
+
+@pytest.fixture
 def autofused():
     """Skips where automatic fusion is off."""
     from wgcompute import _fusion_auto

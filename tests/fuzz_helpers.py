@@ -61,3 +61,25 @@ def in_threads(fn, n: int, timeout: float = 120) -> list:
         t.join(timeout)
     assert not any(t.is_alive() for t in threads), "a thread did not finish"
     return results
+
+
+class held_copies:
+    """``with held_copies(nbytes):`` automatic fusion holds strided copies (transposes) of
+    results from ``nbytes`` up (0: of every size, as the tests of reading them in place need
+    on their small data; None: its default), as it was on leaving."""
+
+    def __init__(self, nbytes: int | None):
+        self.nbytes = nbytes
+
+    def __enter__(self):
+        from wgcompute import _fusion_auto
+
+        self.old = _fusion_auto.HOLD_BYTES
+        if self.nbytes is not None:
+            _fusion_auto.HOLD_BYTES = self.nbytes
+        return self
+
+    def __exit__(self, *exc):
+        from wgcompute import _fusion_auto
+
+        _fusion_auto.HOLD_BYTES = self.old

@@ -2,6 +2,8 @@
 plain), values a row reads twice, f16 rounding that a compiler must not drop, programs of
 many distinct rows: each against the operations run one at a time, or numpy."""
 
+import sys
+
 import numpy as np
 import pytest
 from test_fusion import _queued_ops, data, one_at_a_time
@@ -110,3 +112,23 @@ def test_forty_distinct_row_functions_compile():
         t = want - np.float32(0.25)
         want = np.where(t > 0, t, t * np.float32(s)).astype(np.float32)
     assert chain(wgc.from_numpy(xn)).to_numpy().tobytes() == want.tobytes()
+
+
+def test_held_transposes_and_the_products_reading_them_name_the_users_line(autofused, held_copies):
+    """The call site an error of queued work names: a transpose automatic fusion holds, and
+    the product that reads its source in place, each at the line that asked for it (the
+    frames looked at skip wgcompute's own callers)."""
+    dev = wgc.current_device()
+    dev.synchronize()
+    a = wgc.from_numpy(np.arange(32, dtype=np.float32).reshape(4, 8))
+    q = wgc.from_numpy(np.eye(4, dtype=np.float32))
+    t = a.T; line_t = sys._getframe().f_lineno  # noqa: E702 - the line of the call
+    held = dev.lazy.fusion
+    assert [e[4] for e in held.transposes.values()] == [f"{__file__}:{line_t}"]
+    y = t @ q; line_y = sys._getframe().f_lineno  # noqa: E702
+    assert [op.site for op in dev.lazy.ops] == [f"{__file__}:{line_y}"]
+    z = wgc.matmul(t, q); line_z = sys._getframe().f_lineno  # noqa: E702 - through a function
+    assert [op.site for op in dev.lazy.ops][1:] == [f"{__file__}:{line_z}"]
+    want = np.arange(32, dtype=np.float32).reshape(4, 8).T
+    np.testing.assert_array_equal(y.to_numpy(), want)
+    np.testing.assert_array_equal(z.to_numpy(), want)

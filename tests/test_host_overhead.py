@@ -294,7 +294,7 @@ def _labels(dev) -> list[str]:
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_a_held_permutation_scaled_then_multiplied_is_never_copied(fused, rng, dt):
+def test_a_held_permutation_scaled_then_multiplied_is_never_copied(fused, held_copies, rng, dt):
     """Attention's scores: q's heads permuted, scaled, times k's permuted view. The scale
     reads q through the permutation's strides (no copy) and the product reads k's view in
     place; the results equal numpy's."""

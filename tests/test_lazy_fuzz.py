@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from fuzz_helpers import in_threads
+from fuzz_helpers import held_copies, in_threads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -202,7 +202,9 @@ def _run(n, steps, seed):
 @given(programs())
 def test_queued_programs_give_the_eager_bits(program):
     n, steps, seed = program
-    queued, queued_error = _run(n, steps, seed)
+    # strided copies held of every size, of some, or from the default size (none here)
+    with held_copies((0, 64, None)[seed % 3]):
+        queued, queued_error = _run(n, steps, seed)
     wgc.set_eager(True)
     try:
         eager, eager_error = _run(n, steps, seed)
@@ -230,7 +232,8 @@ def test_threads_queueing_on_one_device_give_each_programs_values(progs):
         wants = [_run(*p) for p in progs]
     finally:
         wgc.set_eager(False)
-    got = in_threads(lambda i: _run(*progs[i]), len(progs))
+    with held_copies(0):
+        got = in_threads(lambda i: _run(*progs[i]), len(progs))
     for (n, steps, _), (q, qe), (e, ee) in zip(progs, got, wants):
         assert qe == ee, (qe, ee)
         if e is None:

@@ -75,7 +75,7 @@ def test_matmul_refuses_a_transposed_vector():
                                  wgc.buffer(np.ones((4, 2), np.float32))], None, {"_ta": True})
 
 
-def test_chain_of_products_and_transposes_queues_no_copies(autofused, rng):
+def test_chain_of_products_and_transposes_queues_no_copies(autofused, held_copies, rng):
     xn = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
     wn = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
     x, w = wgc.buffer(xn), wgc.buffer(wn)
@@ -94,7 +94,26 @@ def test_chain_of_products_and_transposes_queues_no_copies(autofused, rng):
     assert not queued_labels(dev)
 
 
-def test_batched_matrix_transpose_is_read_in_place(autofused, rng):
+def test_small_transposes_are_copied_and_large_ones_read_in_place(autofused, rng):
+    """A transpose under 1 MiB is queued as a copy (holding it costs the host more than the
+    copy costs the GPU); from 1 MiB up the product reads its source in place. Both give
+    numpy's product."""
+    from wgcompute import _fusion_auto
+
+    assert _fusion_auto.HOLD_BYTES == 1 << 20
+    dev = wgc.current_device()
+    for n, want in ((64, ["transpose", "matmul"]), (511, ["transpose", "matmul"]),
+                    (512, ["matmul"])):  # (512 x 512 f32: 1 MiB)
+        an = (rng.standard_normal((n, n)) / 8).astype(np.float32)
+        bn = (rng.standard_normal((n, n)) / 8).astype(np.float32)
+        a, b = wgc.buffer(an), wgc.buffer(bn)
+        dev.synchronize()
+        y = a.T @ b
+        assert queued_labels(dev) == want, n
+        assert_product_close(y.to_numpy(), an.T.astype(np.float64) @ bn, "f32")
+
+
+def test_batched_matrix_transpose_is_read_in_place(autofused, held_copies, rng):
     an = rng.standard_normal((3, 6, 5)).astype(np.float32)
     bn = rng.standard_normal((3, 4, 5)).astype(np.float32)
     a, b = wgc.buffer(an), wgc.buffer(bn)

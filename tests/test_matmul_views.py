@@ -13,6 +13,9 @@ from wgcompute import _lazy
 from wgcompute import array_api as xp
 from wgcompute.errors import ArgumentError, ShapeError
 
+# (automatic fusion holds the strided copies of these small arrays, as it does from 1 MiB up)
+pytestmark = pytest.mark.usefixtures("held_copies")
+
 
 def _product(rng, dt, a_src, a_perm, b_src, b_perm):
     """(labels queued by permute, permute, matmul; the product; numpy's product in f64)."""

@@ -30,6 +30,16 @@ from .kernels.views import IN_PLACE, held_view
 MAX_NODES = 320
 # Strided copies (transposes) a batch holds for a later matmul; more are queued (oldest first).
 MAX_TRANSPOSES = 16
+# A strided copy is held (a product then reads its source in place: no copy) where the copy
+# would cost the GPU more than holding it costs the host: from HOLD_BYTES of result up, and
+# always while a model's call is traced for replay (its host work is done once). Below it, a
+# dependent 256x256 f32 matmul / transpose chain on an H200 recorded 32 us an op holding
+# its transposes, 13 copying them, whose copies cost the GPU 5.6 us each.
+HOLD_BYTES = 1 << 20
+
+
+def _worth_holding(batch, output) -> bool:
+    return output.nbytes >= HOLD_BYTES or batch.capture is not None
 
 
 _VALID: dict = {}  # what one op's kernel accepted: (kernel, buffers' shapes and dtypes, params)
@@ -39,7 +49,7 @@ def _valid(k, inputs, output, params) -> bool:
     """Whether the op's kernel takes these buffers (its own checks, as bind runs them; once
     per signature): one it refuses goes the usual way, which raises the kernel's error."""
     features = output._dev.features
-    key = [id(k), output._shape, output._dt.name, tuple(params) if params else ()]
+    key = [k, output._shape, output._dt.name, tuple(params) if params else ()]
     for b in (*inputs, output):  # a dtype the adapter cannot compute: the kernel says so now
         dt = b._dt
         if dt.feature is not None and dt.feature not in features:
@@ -78,7 +88,7 @@ class Held:
         # reentrant: queueing the DAG may fill the batch, whose flush calls on_flush
         self.lock = threading.RLock()
         self.limit = device.limit("max-storage-buffers-per-shader-stage")
-        # held transposes: id(result) -> (weakref to result, source, (kernel, params) of
+        # held transposes: result._id -> (weakref to result, source, (kernel, params) of
         # the copy, checked but bound only once queued, label, call site, view: (shape,
         # strides, offset) of the source that the copy reads); the source is held (a strong
         # reference and a hold on its memory)
@@ -90,8 +100,8 @@ class Held:
         self.memo: dict[tuple, int] = {}  # a node's fields -> its number
         self.leaves: list[Buffer] = []
         self.views: list = []  # per leaf: None, or the (strides, offset) it is read through
-        self.leaf_of: dict = {}  # id(buffer) (and its view, if any) -> node, for leaves
-        self.values: dict[int, tuple] = {}  # id(Buffer) -> (weakref, node) of held values
+        self.leaf_of: dict = {}  # buffer._id (and its view, if any) -> node, for leaves
+        self.values: dict[int, tuple] = {}  # Buffer._id -> (weakref, node) of held values
         self.scalars: list = []
         self.params: dict = {}  # (dtype, value) -> the scalar slot of a row's parameter
         self.shape = None
@@ -113,21 +123,21 @@ class Held:
         return k
 
     def value(self, b: Buffer) -> int | None:
-        entry = self.values.get(id(b))
+        entry = self.values.get(b._id)
         return entry[1] if entry is not None and entry[0]() is b else None
 
     def operand(self, b: Buffer) -> int:
         k = self.value(b)
         if k is not None:
             return k
-        k = self.leaf_of.get(id(b))
+        k = self.leaf_of.get(b._id)
         if k is not None and self.leaves[self.nodes[k].args[0]] is b:
             return k
-        return self._leaf(b, id(b), None)
+        return self._leaf(b, b._id, None)
 
     def viewed(self, src: Buffer, view) -> int:
         """The leaf reading ``src`` through ``view``: a held copy's source, read in place."""
-        key = (id(src), view)
+        key = (src._id, view)
         k = self.leaf_of.get(key)
         if k is not None and self.leaves[self.nodes[k].args[0]] is src:
             return k
@@ -147,13 +157,13 @@ class Held:
         if not self.nodes:
             return False
         self.live()
-        held_roots = {id(_root(ref())) for ref, _ in self.values.values()}
+        held_roots = {_root(ref())._id for ref, _ in self.values.values()}
         for b in inputs:
-            if id(_root(b)) in held_roots:
+            if _root(b)._id in held_roots:
                 return True
         if output is not None:
             r = _root(output)
-            if id(r) in held_roots or any(_root(x) is r for x in self.leaves):
+            if r._id in held_roots or any(_root(x) is r for x in self.leaves):
                 return True
         return False
 
@@ -204,7 +214,8 @@ def on_enqueue(k, inputs, output, params, label):
     # (ops inside `with stream:` go to the stream's batch, in order: not held)
     routed = _lazy._route.get() is not None
     row = row_of(k, params) if inputs and not routed else None
-    if row is None and not batch.held and (routed or k.name not in _TRANSPOSES):
+    if row is None and not batch.held and (routed or k.name not in _TRANSPOSES or (
+            output is not None and not _worth_holding(batch, output))):
         return None
     held = _held(batch)
     with held.lock:
@@ -222,8 +233,8 @@ def on_enqueue(k, inputs, output, params, label):
             _queue(batch, held)
         if not fits:
             for i in viewed or ():  # read as they are after all: their copies first
-                if id(inputs[i]) in held.transposes:
-                    _queue_transpose(batch, held, id(inputs[i]))
+                if inputs[i]._id in held.transposes:
+                    _queue_transpose(batch, held, inputs[i]._id)
             return None
         _take(held, row, k, inputs, output, params, label, viewed)
         if not batch.held:
@@ -250,7 +261,7 @@ def _viewable(held: Held, inputs, output) -> dict | None:
     of its shape, which the fused kernel reads through the copies' views of their sources
     (no copy: attention's scaled heads), where all binds whole (no split launches); or None."""
     limit = output._dev.limit("max-storage-buffer-binding-size") if output is not None else 0
-    return {i: e for i, b in enumerate(inputs) if (e := held.transposes.get(id(b))) is not None
+    return {i: e for i, b in enumerate(inputs) if (e := held.transposes.get(b._id)) is not None
             and e[0]() is b and b._shape == output._shape and not e[1]._freed
             and e[1]._bindable() and e[1]._bound_bytes() * 2 <= limit
             and output.size * 16 <= limit} or None
@@ -270,7 +281,7 @@ def _view_of(k, src: Buffer, output, params) -> tuple | None:
 def _hold_transpose(batch, held: Held, k, inputs, output, params, label) -> bool:
     """Hold a strided copy (a transpose) of a matmul dtype that a matmul could read in place
     (checked now: its errors raise at the call) instead of queueing it; True if held."""
-    if len(inputs) != 1 or output is None:
+    if len(inputs) != 1 or output is None or not _worth_holding(batch, output):
         return False
     src = inputs[0]
     if src._dt.name not in _MATMUL_DTYPES or src._dt is not output._dt or \
@@ -289,7 +300,7 @@ def _checks(k, inputs, output, params) -> bool:
     that both buffers live); False (bind it now) where a buffer may be too large to bind."""
     src = inputs[0]
     try:
-        key = (id(k), src._shape, src._dt.name, src._offset, output._shape, output._dt.name,
+        key = (k, src._shape, src._dt.name, src._offset, output._shape, output._dt.name,
                tuple(params.items()) if params else ())
         fits = _CHECKED.get(key) if src._dev is output._dev else None
     except TypeError:  # unhashable params: checked in full every time
@@ -314,10 +325,13 @@ def _hold(batch, held: Held, src: Buffer, output, d, label: str, view) -> None:
     if len(held.transposes) >= MAX_TRANSPOSES:
         _queue_transpose(batch, held, next(iter(held.transposes)))
     src._pin("fusion", ": buffer")  # (released once it is queued, or its result died)
-    old = held.transposes.pop(id(output), None)
+    old = held.transposes.pop(output._id, None)
     if old is not None:  # a held copy into the same buffer (or a dead one's id): this one
         old[1]._release()  # writes all of it, so the earlier one is never needed
-    held.transposes[id(output)] = (weakref.ref(output), src, d, label, _lazy.call_site(), view)
+    # (the site looked for from on_enqueue on: past _hold_transpose or _hold_composed and
+    # their callers)
+    held.transposes[output._id] = (weakref.ref(output), src, d, label, _lazy.call_site(3),
+                                   view)
     if not batch.held:
         batch.held.append(held)  # a submit on this device now flushes (queues it) first
 
@@ -424,7 +438,7 @@ def _bind_freed(k, src: Buffer, res: Buffer, params):
     hold's (its freed marks lifted under the memory's lock while it binds)."""
     root = _root(src)
     with root._lock:
-        marked = [b for b in {id(src): src, id(root): root}.values() if b._freed]
+        marked = [b for b in {src._id: src, root._id: root}.values() if b._freed]
         for b in marked:
             b._freed = False
         try:
@@ -455,7 +469,7 @@ def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> Non
     slots = param_slots(held, dt, row[3]) if len(row) > 3 else ()
     node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args), slots))
     held.calls.setdefault(node, (k, params, label))  # (no Buffers: they must be let die)
-    held.values[id(output)] = (weakref.ref(output), node)
+    held.values[output._id] = (weakref.ref(output), node)
     held.ops += 1
 
 

@@ -111,7 +111,7 @@ def _take(held, plan: Plan, inputs, out, params) -> None:
     values, memo, nodes = held.values, held.memo, held.nodes
     args = []
     for b in inputs:  # (a buffer is a leaf or a held value, never both: leaves are read)
-        i = id(b)
+        i = b._id
         e = held.leaf_of.get(i)
         if e is not None and held.leaves[nodes[e].args[0]] is b:  # a leaf read before
             args.append(e)
@@ -129,7 +129,7 @@ def _take(held, plan: Plan, inputs, out, params) -> None:
         node = memo[key] = len(nodes)
         nodes.append(Node(plan.row, plan.out_dtype, key[2], slots))
         held.calls[node] = (plan.kernel, params, None)  # (the op that made it: its first)
-    values[id(out)] = (weakref.ref(out), node)
+    values[out._id] = (weakref.ref(out), node)
     held.ops += 1
 
 
@@ -170,7 +170,7 @@ def _plan(k, inputs, out, params, a, b) -> Plan | None:
         return None  # (an integer power's check reads the exponent's value)
     bounds, swap, n = None, False, len(inputs)  # (Buffers compared by identity: == is an op)
     if type(b) is Buffer:
-        if n != 2 or params or {id(inputs[0]), id(inputs[1])} != {id(a), id(b)}:
+        if n != 2 or params or {inputs[0]._id, inputs[1]._id} != {a._id, b._id}:
             return None
         swap = inputs[0] is b and b is not a
     elif b is None:

@@ -53,27 +53,32 @@ def is_eager() -> bool:
     return _eager[0]
 
 
-# id(code object) -> (the code object, whether it is wgcompute's): a look-up per frame. Keyed
-# by id, as a code object's own hash reads its whole bytecode every time; the entry holds the
-# code object, so its id is not reused while the entry lives.
-_OURS: dict = {}
+# a module's __file__ -> whether it is wgcompute's: a look-up per frame (a str caches its
+# hash). Frames are told apart by their module, not their code object: reading a frame's
+# f_code is an audited event, and an audit hook (filelock's, on Python 3.12+) ran for every
+# frame of every queued op (a quarter of a dependent chain's host time).
+_OURS: dict = {None: False}
 
 
-def call_site() -> str:
-    """file:line of the first frame outside wgcompute (the user's call)."""
-    f = sys._getframe(1)
+def call_site(skip: int = 0) -> str:
+    """file:line of the first frame outside wgcompute (the user's call). ``skip``: how many
+    frames past the caller's are wgcompute's for sure (its callers'), not looked at."""
+    f = sys._getframe(1 + skip)
     ours = _OURS
     while f is not None:
-        code = f.f_code
-        e = ours.get(id(code))
-        if e is None:
+        path = f.f_globals.get("__file__")
+        inside = ours.get(path)
+        if inside is None:
             if len(ours) > 4096:
                 ours.clear()
-            e = ours[id(code)] = (code, code.co_filename.startswith(_PKG))
-        if not e[1]:
+                ours[None] = False
+            inside = ours[path] = isinstance(path, str) and path.startswith(_PKG)
+        if not inside:
             break
         f = f.f_back
-    return "?" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+    if f is None:
+        return "?"
+    return f"{path if type(path) is str else f.f_code.co_filename}:{f.f_lineno}"
 
 
 class Op:
@@ -427,12 +432,13 @@ def bind_and_queue(k: Kernel, inputs, output: Buffer | None, params, label: str 
     out = prepare_output(k, inputs, output, params)
     d = bound(k, inputs, out, params)
     name = label or k.name
-    queue_calls(name, d.device, d.raw_calls(), d, [*inputs, out], f"run_kernel {name}")
+    queue_calls(name, d.device, d.raw_calls(), d, [*inputs, out], f"run_kernel {name}",
+                site=1)
     return out
 
 
 def queue_calls(label: str, dev: Device, calls, keep, buffers, eager_label: str | None = None,
-                held_first: bool = False) -> None:
+                held_first: bool = False, site: int = 0) -> None:
     """Native ``calls`` (``keep`` holds their handles) queued as one operation on ``dev``'s
     open batch, or the open `with stream:` block's; in eager mode run and waited for.
     ``held_first``: what automatic fusion holds there is queued before them (for calls that
@@ -450,7 +456,7 @@ def queue_calls(label: str, dev: Device, calls, keep, buffers, eager_label: str 
     flush = hooks["flush"]
     if held_first and flush is not None and batch.held:
         flush(batch)
-    batch.enqueue(Op(label, calls, keep, buffers, call_site()))
+    batch.enqueue(Op(label, calls, keep, buffers, call_site(1 + site)))
 
 
 def flush(dev: Device) -> None:

@@ -134,7 +134,7 @@ def bound(kernel: Kernel, inputs, output: Buffer, params) -> Dispatch:
         device = output._dev
         # _key is the buffer's id, or for pooled memory (memory serial, shape, dtype): a
         # result reusing pooled memory finds the run bound to it
-        key = (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
+        key = (kernel.name, kernel, tuple([b._key for b in inputs]), output._key,
                _freeze(params, key=True) if params else ())
         cache = device.binds
         # Reads take no lock (OrderedDict's get and move_to_end are atomic); a writer may

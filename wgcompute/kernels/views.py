@@ -21,11 +21,11 @@ def held_view(held: dict, x, out_root) -> tuple | None:
     one constant index: Q, K or V of a packed projection), and its source may be read instead
     by an op writing ``out_root``; else None. ``held``: automatic fusion's held copies by id
     of their result, entries (weakref of the result, source, ..., view of the source)."""
-    e, view = held.get(id(x)), None
+    e, view = held.get(x._id), None
     if e is not None and e[0]() is x:
         view = e[5]
     elif x._base is not None:
-        e = held.get(id(x._base))
+        e = held.get(x._base._id)
         if e is not None and e[0]() is x._base:
             view = _block_view(e[5], x)
     src = e[1] if view is not None else None

@@ -62,7 +62,7 @@ def _bind_passes(kernel: Kernel, inputs: list[Buffer], output: Buffer, resolved:
         parts = [part if part is not None else next(made) for part in parts]
         if scratch:
             _keep_parts(bound, parts, device, fixed)
-    keep = list({id(r): r for _, ins, o, _ in steps for r in [*ins, o]
+    keep = list({r._id: r for _, ins, o, _ in steps for r in [*ins, o]
                  if isinstance(r, Buffer)}.values())
     # Tables (numpy temporaries) are small; memory of its own ties it to its buffers
     reusable = all(isinstance(spec, np.ndarray) or scratch for spec in temp_specs)
@@ -117,7 +117,7 @@ def _signed(x):
 
 def _part_key(fixed: bool, kernel: Kernel, inputs, output: Buffer, params) -> tuple:
     # fixed: shared with queued runs' bindings only (a pipeline's may change its params)
-    return (kernel.name, id(kernel), tuple([b._key for b in inputs]), output._key,
+    return (kernel.name, kernel, tuple([b._key for b in inputs]), output._key,
             freeze(params, key=True), fixed)
 
 

@@ -449,7 +449,7 @@ def fused_dispatch(kernel: FusedKernel, inputs, outputs, scalars, device: Device
     caller checked that each reads within its input, which binds whole: not past the
     adapter's binding size)."""
     # (values by repr: 0.0 and -0.0 are equal as keys but not as scalars)
-    key = (KERNEL, id(kernel), tuple(b._key for b in inputs), tuple(b._key for b in outputs),
+    key = (KERNEL, kernel, tuple(b._key for b in inputs), tuple(b._key for b in outputs),
            tuple(map(repr, scalars)), views)
     cache = device.binds
     d = None if held else cache.get(key)

@@ -47,6 +47,7 @@ LAYERS = {
     "wgcompute.array_api": 11,  # the array API standard's namespace, over arrays and kernels
     "wgcompute._fusion": 11, "wgcompute._fusion_trace": 10,  # wgc.fuse and what it traces with
     "wgcompute._fusion_auto": 10,  # queued elementwise operators held and fused (_lazy's hooks)
+    "wgcompute._fusion_held": 10,  # automatic fusion's held DAG and copies on a batch
     "wgcompute._fusion_quick": 10,  # the short path of a planned elementwise operator
     "wgcompute._fusion_xp": 11,  # the array namespace's elementwise functions, traced
     "wgcompute": 13,  # the facade (__init__): may use every layer, no library module uses it

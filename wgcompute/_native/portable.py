@@ -165,6 +165,13 @@ class Link:
     def call(pipeline, bind_group, x, y, z) -> tuple:
         return (pipeline, bind_group, x, y, z)
 
+    # -- bindings ----------------------------------------------------------------------------
+    def bind_group(self, label: str, layout, entries):
+        """A bind group of buffer ``entries`` ((binding, GPUBuffer, offset, size) tuples)."""
+        return self.gpu_device.create_bind_group(label=label, layout=layout, entries=[
+            {"binding": binding, "resource": {"buffer": buf, "offset": offset, "size": size}}
+            for binding, buf, offset, size in entries])
+
     # -- queue -------------------------------------------------------------------------------
     def submit(self, command_buffers) -> int:
         self._queue.submit(list(command_buffers))

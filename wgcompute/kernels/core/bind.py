@@ -423,7 +423,7 @@ def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
     """One bind group per launch of ``d``: each storage buffer's bytes (the launch's range of
     them, if it has ranges) and the launch's slice of the uniform."""
     kernel, compiled, device = d.kernel, d.compiled, d.device
-    dev = device.gpu_device
+    link = device.link
     n_storage = len(storage)
     slots = kernel.binding_slots()
     names = kernel.storage_bindings()
@@ -451,15 +451,12 @@ def _create_bind_groups(d: Dispatch, storage: list[Buffer]) -> None:
             # a pooled result's may be larger
             off, size = launch.ranges[j] if launch.ranges is not None else (0,
                                                                             b._bound_bytes())
-            res = {"buffer": gpu, "offset": base + off, "size": size}
-            entries.append({"binding": slots[j], "resource": res})
+            entries.append((slots[j], gpu, base + off, size))
         if fields:
-            entries.append({"binding": slots[n_storage], "resource": {
-                "buffer": d.uniform, "offset": i * UNIFORM_STRIDE,
-                "size": params_size or len(pack_uniform(fields, launch.uniform))}})
+            entries.append((slots[n_storage], d.uniform, i * UNIFORM_STRIDE,
+                            params_size or len(pack_uniform(fields, launch.uniform))))
         try:
-            bg = dev.create_bind_group(label=kernel.name, layout=compiled.layout,
-                                       entries=entries)
+            bg = link.bind_group(kernel.name, compiled.layout, entries)
         except Exception as e:  # what the checks above did not foresee: wrap, never leak
             for name, buf in zip(kernel.storage_bindings(), storage):
                 buf._check(f"{kernel.name}: {name!r}")  # freed by another thread meanwhile

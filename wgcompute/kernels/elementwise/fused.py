@@ -488,15 +488,11 @@ def _held_bind_groups(d: Dispatch, storage) -> None:
         for j, b in enumerate(storage):
             off, size = launch.ranges[j] if launch.ranges is not None else (0,
                                                                             b._bound_bytes())
-            entries.append({"binding": j, "resource": {"buffer": where[j][0],
-                                                       "offset": where[j][1] + off,
-                                                       "size": size}})
-        entries.append({"binding": len(storage), "resource": {
-            "buffer": d.uniform, "offset": i * UNIFORM_STRIDE,
-            "size": len(pack_uniform(d.compiled.uniform_fields, launch.uniform))}})
+            entries.append((j, where[j][0], where[j][1] + off, size))
+        entries.append((len(storage), d.uniform, i * UNIFORM_STRIDE,
+                        len(pack_uniform(d.compiled.uniform_fields, launch.uniform))))
         try:
-            bg = device.gpu_device.create_bind_group(label=KERNEL, layout=d.compiled.layout,
-                                                     entries=entries)
+            bg = device.link.bind_group(KERNEL, d.compiled.layout, entries)
         except Exception as e:
             raise device.wrap(e, f"{KERNEL}: binding its buffers") from e
         d.bind_groups.append(bg)

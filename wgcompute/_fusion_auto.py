@@ -19,7 +19,7 @@ from .errors import BufferFreedError, DtypeError, WgComputeError
 from .kernels import registry
 from .kernels.core.bind import _checked as _bind_checks
 from .kernels.elementwise.arrayops import row_of
-from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
+from .kernels.elementwise.fused import LEAVES, ZERO, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
 from .kernels.matmul.shapes import compose_views, copy_view, reads_in_place
@@ -368,10 +368,16 @@ def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> Non
 
 def param_slots(held: Held, dt: str, values) -> tuple[int, ...]:
     """The scalar slots of a row's parameter ``values`` for operands of ``dt``: one slot per
-    value in a held program (relu's slope 0 of a hundred relus: one)."""
+    value in a held program. A 0 is ZERO, the literal 0 in the program: relu's slope (the one
+    row parameter fusion takes) then folds away, as its ``slope == 0`` test selects the
+    literal (on an H200 the ten-op relu(x + b) program took 0.305 ms a call on 64M f32 with
+    the slope read from the uniform, where one relu(x + b) took 0.224)."""
     cast = float if DTYPES[dt].is_float else int
     found = []
     for v in values:
+        if v == 0:
+            found.append(ZERO)
+            continue
         key = (dt, cast(v).hex() if cast is float else v)
         slot = held.params.get(key)
         if slot is None:

@@ -15,7 +15,7 @@ from .dtypes import dtype as resolve_dtype
 from .errors import ArgumentError, DtypeError, UnsupportedDtypeError
 from .kernels.core.layout import broadcast_shapes
 from .kernels.elementwise.arrayops import ARRAY_OPS, COMPARISONS
-from .kernels.elementwise.fused import Node
+from .kernels.elementwise.fused import ZERO, Node
 from .kernels.elementwise.optable import OPS
 
 _SCALAR_TYPES = (bool, int, float, np.integer, np.floating, np.bool_)
@@ -230,6 +230,8 @@ class Traced:
         if dt.name not in OPS["relu"].accepts():
             raise DtypeError(f"relu: dtype {dt.name} is not supported; expected one of "
                              f"{', '.join(OPS['relu'].accepts())}")
+        if not isinstance(slope, ScalarArg) and slope == 0:  # (a literal: folds away)
+            return self._t.apply("relu", (self,), where, (ZERO,))
         slot = self._t.slot(source, convert, ("relu", dt.name))
         return self._t.apply("relu", (self,), where, (slot,))
 

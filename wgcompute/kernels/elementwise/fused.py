@@ -52,11 +52,15 @@ LEAVES = ("in", "scalar")  # a node's op for an input buffer and for a scalar of
 CASTS = ("cast",)  # a conversion that holds every value (the operators' promotions)
 
 
+ZERO = -1  # a row parameter that is the literal 0 in the program (not a uniform's scalar)
+
+
 class Node(NamedTuple):
     """One value of a fused DAG. ``op``: "in" (input buffer ``args[0]``), "scalar" (uniform
     scalar ``args[0]``), "cast" (``args[0]`` converted exactly to ``dtype``), or an op table
     row applied to earlier nodes ``args``, its operands all of one dtype; ``params``: the
-    scalar slots of the row's parameters (relu's slope). ``dtype``: the value's dtype.
+    scalar slots of the row's parameters (relu's slope), ZERO for the literal 0.
+    ``dtype``: the value's dtype.
     A tuple: made, hashed and compared in C (a flush of a 300-node chain makes 300 of them,
     and its Dag is hashed and compared to find the compiled program)."""
 
@@ -89,7 +93,8 @@ class Dag:
         leaves' and the rows' parameters, in their operands' dtype), by number."""
         found = {n.args[0]: n.dtype for n in self.nodes if n.op == op}
         if op == "scalar":
-            found.update({s: self.operand_dtype(n) for n in self.nodes for s in n.params})
+            found.update({s: self.operand_dtype(n) for n in self.nodes for s in n.params
+                          if s != ZERO})
         return tuple(found[i] for i in range(len(found)))
 
     def operand_dtype(self, node: Node) -> str:
@@ -139,7 +144,7 @@ def _sub_dag(nodes, outputs) -> tuple[Dag, tuple[int, ...], tuple[int, ...]]:
             args = (slots.setdefault(node.args[0], len(slots)),)
         else:
             args = tuple(index[a] for a in node.args)
-        params = tuple(slots.setdefault(s, len(slots)) for s in node.params)
+        params = tuple(s if s == ZERO else slots.setdefault(s, len(slots)) for s in node.params)
         out.append(Node(node.op, node.dtype, args, params))
     return Dag(tuple(out), tuple(index[k] for k in outputs)), tuple(inputs), tuple(slots)
 
@@ -167,7 +172,8 @@ def _row_function(row, dt, params: tuple[str, ...]) -> tuple[str, str]:
     if row.body is not None:
         body = row.body(dt, w)
     else:
-        a, b = (tuple(f"{w}(p.{s})" for s in params) + ("0", "0"))[:2]
+        a, b = (tuple(f"{w}(p.{s})" if s is not None else f"{w}(0)" for s in params)
+                + ("0", "0"))[:2]
         expr = row.expr(dt, w, w, a=a, b=b, where=f"{KERNEL} {row.name}")
         body = f"return select(0u, 1u, {expr});" if row.truth else f"return {expr};"
     args = ", ".join(f"{v}: {w}" for v in ("x", "y")[:row.arity])
@@ -360,7 +366,8 @@ class FusedKernel(BuiltinKernel):
             else:
                 src = DTYPES[dag.operand_dtype(node)]
                 row = OPS[node.op]
-                sig, body = _row_function(row, src, tuple(f"s{s}" for s in node.params))
+                sig, body = _row_function(row, src, tuple(None if s == ZERO else f"s{s}"
+                                                          for s in node.params))
                 text = f"{sig} {{\n    {body}\n}}"
                 name = functions.setdefault(text, f"row{len(functions)}")  # (f16, f32: types)
                 if row.helpers == "divmod" and src.is_float and not helpers:

@@ -1,6 +1,7 @@
 """Host work per queued operator: the autotune cache parsed once (and another process's write
 still seen), a matmul's tuning problem made once per shape, params buffers shared by queued
-bindings with the same bytes, and the Python calls of a queued matmul pinned."""
+bindings with the same bytes, the Python calls of a queued matmul pinned, and no audit event
+per frame of a queued operator."""
 
 import cProfile
 import json
@@ -333,3 +334,45 @@ def test_a_held_permutation_read_by_elementwise_ops_and_later_as_itself(fused, r
                                rtol=1e-6)
     np.testing.assert_array_equal(p.to_numpy(), np.transpose(an, (1, 0, 2)))
     np.testing.assert_array_equal(a.to_numpy(), an + 1.0)
+
+
+_AUDIT_PROBE = """
+import collections, json, sys
+import numpy as np
+import wgcompute as wgc
+a = wgc.from_numpy(np.arange(64 * 64, dtype=np.float32).reshape(64, 64))
+q = wgc.from_numpy(np.eye(64, dtype=np.float32))
+b = wgc.from_numpy(np.ones(64 * 64, np.float32))
+def work():
+    x, v = a, b
+    for _ in range(10):
+        x = (x @ q).T
+        v = (v + b).relu()
+    return x, v
+for _ in range(3):
+    x, v = work()
+    x.to_numpy(); v.to_numpy()
+events, on = collections.Counter(), [False]
+sys.addaudithook(lambda event, args: on[0] and events.update([event]))
+on[0] = True
+x, v = work()
+on[0] = False
+x.to_numpy(); v.to_numpy()
+print(json.dumps(events))
+"""
+
+
+def test_queued_operators_raise_no_audit_event_per_frame(tmp_path):
+    """A queued operator of a script raises at most one audit event (sys._getframe, finding
+    the user's line): reading a frame's f_code and calling id() are audited, and an audit
+    hook (filelock installs one on Python 3.12) ran at every frame of every queued op. In a
+    fresh process: a hook cannot be removed once added. (Code without a module file, as
+    ``python -c`` or a notebook's, names its line through f_code: one event more.)"""
+    script = tmp_path / "probe.py"
+    script.write_text(_AUDIT_PROBE)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    events = json.loads(out.strip().splitlines()[-1])
+    ops = 40  # 10 products, 10 transposes, 10 adds, 10 relus
+    assert set(events) <= {"sys._getframe"}, events
+    assert events.get("sys._getframe", 0) <= ops, events

@@ -24,6 +24,22 @@ class OnnxGraph:
         self.inits.append(self.numpy_helper.from_array(np.asarray(value, dtype), name))
         return name
 
+    def model(self, name: str, inputs, outputs, opset: int, ir_version: int):
+        """The checked model of the graph: ``inputs`` and ``outputs`` (name, shape) pairs of
+        float tensors (a shape's names are symbolic dimensions)."""
+        import onnx
+
+        h = self.helper
+        graph = h.make_graph(
+            self.nodes, name,
+            [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, sh) for n, sh in inputs],
+            [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, sh) for n, sh in outputs],
+            self.inits)
+        m = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+        m.ir_version = ir_version
+        onnx.checker.check_model(m)
+        return m
+
     def op(self, op: str, *ins: str, **attrs) -> str:
         self.k += 1
         out = f"v{self.k}"

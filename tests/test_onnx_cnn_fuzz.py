@@ -24,8 +24,6 @@ onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference):
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
 from fuzz_helpers import OnnxGraph, reference  # noqa: E402
-from onnx import TensorProto as T  # noqa: E402
-from onnx import helper  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "10"))
 C = 8
@@ -75,15 +73,10 @@ class _Graph(OnnxGraph):
         return self.op("Gemm", flat, self.const(self.rng.standard_normal((5, C)) / 4),
                        self.const(self.rng.standard_normal(5)), transB=1)
 
-    def model(self, outs, ranks):
-        graph = helper.make_graph(
-            self.nodes, "cnn", [helper.make_tensor_value_info("x", T.FLOAT, ["n", C, "h", "w"])],
-            [helper.make_tensor_value_info(o, T.FLOAT, [f"d{i}" for i in range(r)])
-             for o, r in zip(outs, ranks)], self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        m.ir_version = 8
-        onnx.checker.check_model(m)
-        return m
+    def finish(self, outs, ranks):
+        return self.model("cnn", [("x", ["n", C, "h", "w"])],
+                          [(o, [f"d{i}" for i in range(r)]) for o, r in zip(outs, ranks)],
+                          opset=17, ir_version=8)
 
 
 @st.composite
@@ -118,7 +111,7 @@ def _build(layers, outputs, head, seed):
     if head:
         outs.append(g.head(pool[-1][0]))
         ranks.append(2)
-    return g.model(outs, ranks)
+    return g.finish(outs, ranks)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

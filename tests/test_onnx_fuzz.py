@@ -25,7 +25,6 @@ onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference):
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
 from fuzz_helpers import OnnxGraph, reference  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
-from onnx import helper  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "12"))
 K, HEADS = 16, 2
@@ -82,14 +81,9 @@ class _Graph(OnnxGraph):
             return self.op("Mul", x, self.const(0.5))
         raise AssertionError(kind)
 
-    def model(self, outs):
-        graph = helper.make_graph(
-            self.nodes, "fuzz", [helper.make_tensor_value_info("x", T.FLOAT, ["b", "s", K])],
-            [helper.make_tensor_value_info(o, T.FLOAT, ["b", "s", K]) for o in outs], self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-        m.ir_version = 9
-        onnx.checker.check_model(m)
-        return m
+    def finish(self, outs):
+        return self.model("fuzz", [("x", ["b", "s", K])], [(o, ["b", "s", K]) for o in outs],
+                          opset=20, ir_version=9)
 
 
 @st.composite
@@ -106,7 +100,7 @@ def _build(erf_input, layers, outputs, seed):
     for kind, a, b in layers:
         pool.append(g.layer(kind, pool[a % len(pool)], pool[b % len(pool)]))
     outs = list(dict.fromkeys([pool[-1]] + [pool[i % len(pool)] for i in outputs]))
-    return g.model(outs)
+    return g.finish(outs)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

@@ -370,8 +370,8 @@ def param_slots(held: Held, dt: str, values) -> tuple[int, ...]:
     """The scalar slots of a row's parameter ``values`` for operands of ``dt``: one slot per
     value in a held program. A 0 is ZERO, the literal 0 in the program: relu's slope (the one
     row parameter fusion takes) then folds away, as its ``slope == 0`` test selects the
-    literal (on an H200 the ten-op relu(x + b) program took 0.305 ms a call on 64M f32 with
-    the slope read from the uniform, where one relu(x + b) took 0.224)."""
+    literal (a product and a compare fewer per relu: ten relu(x + b) on 1M f32 5.29 -> 4.15
+    ms a call on lavapipe; on an H200 what bounds that program is its integer arithmetic)."""
     cast = float if DTYPES[dt].is_float else int
     found = []
     for v in values:

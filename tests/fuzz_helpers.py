@@ -60,6 +60,18 @@ def reference(model):
                                 providers=["CPUExecutionProvider"])
 
 
+def assert_near_reference(model, sess, onnx_model, x, what: str, tol: float = 1e-4) -> None:
+    """wgcompute's ``model`` run on input ``x`` against ``sess`` (``reference(onnx_model)``):
+    every output of the same shape and within ``tol`` relative to its largest value
+    (``what`` names the case in a failure)."""
+    want = sess.run(None, {"x": x})
+    names = [o.name for o in onnx_model.graph.output]
+    for name, got, w in zip(names, model.run({"x": x}), want, strict=True):
+        assert got.shape == w.shape, name
+        np.testing.assert_allclose(got, w, rtol=tol, atol=tol * max(1.0, float(np.abs(w).max())),
+                                   err_msg=f"{name} of {what}")
+
+
 def in_threads(fn, n: int, timeout: float = 120) -> list:
     """``fn(i)`` for i in range(n), each in a thread of its own, all released at once; their
     results in order (a thread that does not finish within ``timeout`` s fails the test)."""

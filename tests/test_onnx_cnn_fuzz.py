@@ -23,7 +23,7 @@ import wgcompute as wgc
 onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
-from fuzz_helpers import OnnxGraph, reference  # noqa: E402
+from fuzz_helpers import OnnxGraph, assert_near_reference, reference  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "10"))
 C = 8
@@ -124,8 +124,4 @@ def test_random_convolutional_graphs_match_onnxruntime(graph):
     rng = np.random.default_rng(graph[-1])
     for shape in ((2, C, 13, 12), (2, C, 13, 12), (1, C, 8, 9)):  # the second call replays
         x = rng.standard_normal(shape).astype(np.float32)
-        got, want = model.run({"x": x}), sess.run(None, {"x": x})
-        for name, g_, w in zip([o.name for o in m.graph.output], got, want, strict=True):
-            assert g_.shape == w.shape, name
-            np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()),
-                                       err_msg=f"{name} of {graph}, input {shape}")
+        assert_near_reference(model, sess, m, x, f"{graph}, input {shape}")

@@ -23,7 +23,7 @@ import wgcompute as wgc
 onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
-from fuzz_helpers import OnnxGraph, reference  # noqa: E402
+from fuzz_helpers import OnnxGraph, assert_near_reference, reference  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "12"))
@@ -113,11 +113,7 @@ def test_random_transformer_graphs_match_onnxruntime(graph):
     rng = np.random.default_rng(graph[-1])
     for shape in ((2, 5, K), (2, 5, K), (1, 3, K)):  # the second call of a shape replays
         x = rng.standard_normal(shape).astype(np.float32)
-        got, want = model.run({"x": x}), sess.run(None, {"x": x})
-        for name, g_, w in zip([o.name for o in m.graph.output], got, want, strict=True):
-            assert g_.shape == w.shape, name
-            np.testing.assert_allclose(g_, w, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(w).max()),
-                                       err_msg=f"{name} of {graph}")
+        assert_near_reference(model, sess, m, x, str(graph))
 
 
 @settings(max_examples=max(4, EXAMPLES // 2), deadline=None, derandomize=True,
@@ -134,9 +130,4 @@ def test_random_graphs_in_f16_stay_near_onnxruntime(adapter_lacks, graph, precis
     model = wgc.ml.load_onnx(m, dtype="f16", precision=precision)
     sess = reference(m)
     x = np.random.default_rng(graph[-1]).standard_normal((2, 5, K)).astype(np.float32)
-    for name, g_, w in zip([o.name for o in m.graph.output], model.run({"x": x}),
-                           sess.run(None, {"x": x}), strict=True):
-        assert g_.shape == w.shape, name
-        scale = max(1.0, float(np.abs(w).max()))
-        np.testing.assert_allclose(g_, w, rtol=3e-2, atol=3e-2 * scale,
-                                   err_msg=f"{name} of {graph}, {precision}")
+    assert_near_reference(model, sess, m, x, f"{graph}, {precision}", tol=3e-2)

@@ -52,6 +52,16 @@ def eager_and_fused(fn, *args, **kwargs):
     return one_at_a_time(fn, *args, **kwargs), wgc.fuse(fn)(*args, **kwargs)
 
 
+def unfused_then_queued(run, unfused, dev):
+    """(``run()`` queued on ``dev`` with automatic fusion, left unread, and its result run
+    with automatic fusion off, read): the device idle in between, so that the queued
+    operations are ``run``'s alone. ``unfused``: the fixture."""
+    with unfused():
+        want = run().to_numpy()
+    dev.synchronize()
+    return run(), want
+
+
 def _row_cases():
     """Every elementwise function of the namespace in one dtype, and a sample in others."""
     cases = []
@@ -347,11 +357,8 @@ def test_a_hundred_queued_operators_become_one_kernel(rng, unfused):
             x = xp.maximum(x + b, 0.0)
         return x
 
-    with unfused():
-        want = run().to_numpy()
     dev = b.device
-    dev.synchronize()
-    x = run()
+    x, want = unfused_then_queued(run, unfused, dev)
     assert dev.lazy.held  # held, not queued
     ops = _queued_ops(dev)
     assert len(ops) == 2 and ops[1] == "fused (200 operators)", ops  # the copy, then one
@@ -370,11 +377,8 @@ def test_a_chain_reads_its_inputs_once_and_writes_only_its_result(rng, unfused):
             x = xp.maximum(x + b, 0.0)
         return x
 
-    with unfused():
-        want = run().to_numpy()
     dev = b.device
-    dev.synchronize()
-    x = run()
+    x, want = unfused_then_queued(run, unfused, dev)
     ops = _queued_ops(dev)
     assert ops == ["fused (20 operators)"], ops
     # one kernel binding x0 and b (read once each) and the last value (the only one alive)

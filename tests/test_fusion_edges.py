@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from test_fusion import _queued_ops, data, one_at_a_time
+from test_fusion import _queued_ops, data, one_at_a_time, unfused_then_queued
 
 import wgcompute as wgc
 
@@ -31,11 +31,8 @@ def test_wgc_relu_joins_the_chain_and_a_slope_does_not(rng, unfused, adapter_lac
             x = wgc.relu(x + b)
         return x
 
-    with unfused():
-        want = run().to_numpy()
     dev = b.device
-    dev.synchronize()
-    x = run()
+    x, want = unfused_then_queued(run, unfused, dev)
     assert _queued_ops(dev) == ["fused (12 operators)"]
     assert x.to_numpy().tobytes() == want.tobytes()
     ref = xn + bn

@@ -72,6 +72,21 @@ def assert_near_reference(model, sess, onnx_model, x, what: str, tol: float = 1e
                                    err_msg=f"{name} of {what}")
 
 
+def calls_near_reference(onnx_model, shapes, seed: int, what: str, tol: float = 1e-4,
+                         **load) -> None:
+    """``onnx_model`` loaded by wgcompute (``load``: load_onnx's options) and called on a
+    random input of each of ``shapes`` in turn (a shape seen before replays), each call
+    against onnxruntime's (``assert_near_reference``)."""
+    import wgcompute as wgc
+
+    model = wgc.ml.load_onnx(onnx_model, **load)
+    sess = reference(onnx_model)
+    rng = np.random.default_rng(seed)
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        assert_near_reference(model, sess, onnx_model, x, f"{what}, input {shape}", tol)
+
+
 def in_threads(fn, n: int, timeout: float = 120) -> list:
     """``fn(i)`` for i in range(n), each in a thread of its own, all released at once; their
     results in order (a thread that does not finish within ``timeout`` s fails the test)."""

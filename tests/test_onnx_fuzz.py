@@ -18,12 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import wgcompute as wgc
-
 onnx = pytest.importorskip("onnx", reason="onnx and onnxruntime (the reference): "
                                           "pip install 'wgcompute[ml]'")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
-from fuzz_helpers import OnnxGraph, assert_near_reference, reference  # noqa: E402
+from fuzz_helpers import OnnxGraph, calls_near_reference  # noqa: E402
 from onnx import TensorProto as T  # noqa: E402
 
 EXAMPLES = int(os.environ.get("WGCOMPUTE_FUZZ_EXAMPLES", "12"))
@@ -107,13 +105,9 @@ def _build(erf_input, layers, outputs, seed):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(graphs())
 def test_random_transformer_graphs_match_onnxruntime(graph):
-    m = _build(*graph)
-    model = wgc.ml.load_onnx(m)
-    sess = reference(m)
-    rng = np.random.default_rng(graph[-1])
-    for shape in ((2, 5, K), (2, 5, K), (1, 3, K)):  # the second call of a shape replays
-        x = rng.standard_normal(shape).astype(np.float32)
-        assert_near_reference(model, sess, m, x, str(graph))
+    # (the second call of a shape replays)
+    calls_near_reference(_build(*graph), ((2, 5, K), (2, 5, K), (1, 3, K)), graph[-1],
+                         str(graph))
 
 
 @settings(max_examples=max(4, EXAMPLES // 2), deadline=None, derandomize=True,
@@ -126,8 +120,5 @@ def test_random_graphs_in_f16_stay_near_onnxruntime(adapter_lacks, graph, precis
     within f16's error of onnxruntime's f32 (a few units of 2^-11 per operation)."""
     if adapter_lacks("f16"):
         pytest.skip(adapter_lacks("f16"))
-    m = _build(*graph)
-    model = wgc.ml.load_onnx(m, dtype="f16", precision=precision)
-    sess = reference(m)
-    x = np.random.default_rng(graph[-1]).standard_normal((2, 5, K)).astype(np.float32)
-    assert_near_reference(model, sess, m, x, f"{graph}, {precision}", tol=3e-2)
+    calls_near_reference(_build(*graph), ((2, 5, K),), graph[-1], f"{graph}, {precision}",
+                         tol=3e-2, dtype="f16", precision=precision)

@@ -19,7 +19,7 @@ from .errors import BufferFreedError, DtypeError, WgComputeError
 from .kernels import registry
 from .kernels.core.bind import _checked as _bind_checks
 from .kernels.elementwise.arrayops import row_of
-from .kernels.elementwise.fused import LEAVES, ZERO, Node, fused_dispatch, fused_kernel, sub_dag
+from .kernels.elementwise.fused import LEAVES, Node, fused_dispatch, fused_kernel, sub_dag
 from .kernels.elementwise.optable import OPS
 from .kernels.matmul.matmul import FLOATS as _MATMUL_DTYPES
 from .kernels.matmul.shapes import compose_views, copy_view, reads_in_place
@@ -359,32 +359,11 @@ def _take(held: Held, row, k, inputs, output, params, label, viewed=None) -> Non
         held.scalars.append(scalar)
         s = held.add(Node("scalar", dt, (len(held.scalars) - 1,)))
         args = [s] + args if reflected else args + [s]
-    slots = param_slots(held, dt, row[3]) if len(row) > 3 else ()
+    slots = row[3] if len(row) > 3 else ()
     node = held.add(Node(name, OPS[name].out_dtype(dt), tuple(args), slots))
     held.calls.setdefault(node, (k, params, label))  # (no Buffers: they must be let die)
     held.values[output._id] = (weakref.ref(output), node)
     held.ops += 1
-
-
-def param_slots(held: Held, dt: str, values) -> tuple[int, ...]:
-    """The scalar slots of a row's parameter ``values`` for operands of ``dt``: one slot per
-    value in a held program. A 0 is ZERO, the literal 0 in the program: relu's slope (the one
-    row parameter fusion takes) then folds away, as its ``slope == 0`` test selects the
-    literal (a product and a compare fewer per relu: ten relu(x + b) on 1M f32 5.29 -> 4.15
-    ms a call on lavapipe; on an H200 what bounds that program is its integer arithmetic)."""
-    cast = float if DTYPES[dt].is_float else int
-    found = []
-    for v in values:
-        if v == 0:
-            found.append(ZERO)
-            continue
-        key = (dt, cast(v).hex() if cast is float else v)
-        slot = held.params.get(key)
-        if slot is None:
-            held.scalars.append(cast(v))
-            slot = held.params[key] = len(held.scalars) - 1
-        found.append(slot)
-    return tuple(found)
 
 
 def _queue(batch, held: Held) -> None:

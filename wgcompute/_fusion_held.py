@@ -39,7 +39,6 @@ class Held:
         self.leaf_of: dict = {}  # buffer._id (and its view, if any) -> node, for leaves
         self.values: dict[int, tuple] = {}  # Buffer._id -> (weakref, node) of held values
         self.scalars: list = []
-        self.params: dict = {}  # (dtype, value) -> the scalar slot of a row's parameter
         self.shape = None
         self.ops = 0
         self.calls: dict[int, tuple] = {}  # node -> the op that made it (kernel, params, label)

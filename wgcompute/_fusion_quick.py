@@ -43,7 +43,7 @@ class Plan:
         self.in_dtype = inputs[0]._dt.name
         self.out_dtype = OPS[row[0]].out_dtype(self.in_dtype)
         self.bindings = len(inputs) + 1
-        # the row's parameter values (relu's slope 0), and the kernel's params with them
+        # the node's row parameters (relu's slope 0: ZERO), and the kernel's params
         self.row_params = row[3] if len(row) > 3 else ()
         self.params = params if self.row_params else None
 
@@ -122,7 +122,7 @@ def _take(held, plan: Plan, inputs, out, params) -> None:
         held.scalars.append(params["scalar"])
         s = held.add(Node("scalar", plan.in_dtype, (len(held.scalars) - 1,)))
         args = [s] + args if plan.reflected else args + [s]
-    slots = auto.param_slots(held, plan.in_dtype, plan.row_params) if plan.row_params else ()
+    slots = plan.row_params
     key = (plan.row, plan.out_dtype, tuple(args), slots)  # (Held.add's memo key)
     node = memo.get(key)
     if node is None:

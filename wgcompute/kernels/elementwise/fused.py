@@ -43,16 +43,13 @@ from ..core.layout import (
     uniform_values,
 )
 from . import packing
-from .arrayops import _float_divmod
+from .arrayops import ZERO, _float_divmod
 from .elementwise import broadcast_plan, split_launches, stepped_index
 from .optable import OPS
 
 KERNEL = "elementwise_fused"
 LEAVES = ("in", "scalar")  # a node's op for an input buffer and for a scalar of the uniform
 CASTS = ("cast",)  # a conversion that holds every value (the operators' promotions)
-
-
-ZERO = -1  # a row parameter that is the literal 0 in the program (not a uniform's scalar)
 
 
 class Node(NamedTuple):

@@ -245,3 +245,43 @@ def test_a_linear_layer_in_an_interpreted_model(trans_b, bias):
     if "timestamp-query" in wgc.device_info()["features"]:  # the namespace's matmul
         kernels = [r["kernel"] for r in model.profile(x)]
         assert any(k.startswith("matmul") for k in kernels), kernels
+
+
+def test_a_replay_reads_every_output_of_every_type_and_view():
+    """A replayed call reads all its outputs right behind its work: a view at an offset
+    (4-byte aligned or not), bool, int64 and uint8 outputs come back as onnxruntime's, each
+    call's arrays its own (a later call does not write into an earlier call's results)."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
+    nodes = [helper.make_node("Erf", ["x"], ["e"]),
+             helper.make_node("Gather", ["e", "i"], ["row"], axis=0),
+             helper.make_node("Greater", ["e", "zero"], ["pos"]),
+             helper.make_node("Mul", ["e", "hundred"], ["big"]),
+             helper.make_node("Cast", ["big"], ["ints"], to=T.INT64),
+             helper.make_node("Abs", ["big"], ["mag"]),
+             helper.make_node("Cast", ["mag"], ["bytes"], to=T.UINT8),
+             helper.make_node("Gather", ["bytes", "i"], ["byte_row"], axis=0)]
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "i"),
+             numpy_helper.from_array(np.float32(0), "zero"),
+             numpy_helper.from_array(np.float32(100), "hundred")]
+    outs = [("row", T.FLOAT, [5]), ("pos", T.BOOL, [3, 5]), ("ints", T.INT64, [3, 5]),
+            ("byte_row", T.UINT8, [5]), ("e", T.FLOAT, [3, 5])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 5])],
+                          [helper.make_tensor_value_info(n, t, s) for n, t, s in outs], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    model = wgc.ml.load_onnx(m)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    calls = []
+    for _ in range(4):
+        x = rng.standard_normal((3, 5)).astype(np.float32)
+        got, want = model(x), sess.run(None, {"x": x})
+        calls.append((got, want))
+    for got, want in calls:  # (read after every call ran: no call's arrays were reused)
+        for (name, _, _), a, b in zip(outs, got, want, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape, name
+            if a.dtype == np.float32:
+                np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=name)
+            else:  # (the casts truncate values 1e-5 apart from an integer alike)
+                assert np.abs(a.astype(np.int64) - b.astype(np.int64)).max() <= 1, name
+    assert model.path == "interpreted" and model.replayed is None

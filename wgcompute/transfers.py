@@ -165,37 +165,60 @@ def download(dev, src, src_offset: int, nbytes: int, out: np.ndarray | None = No
     return out
 
 
+def _start_reads(dev, reads) -> None:
+    """Record the copies into staging of every ``(Readback, src, src_offset)``, submit them
+    together and request the maps (each Readback's parts)."""
+    dev.begin_work()
+    try:
+        dev.check()
+        link = dev.link
+        enc = link.encoder()
+        parts = []
+        try:
+            for read, src, src_offset in reads:
+                for start in range(0, read.nbytes, CHUNK):
+                    size = min(CHUNK, read.nbytes - start)
+                    padded = (size + 3) & ~3
+                    stage = dev.staging.down.acquire(padded)
+                    part = [start, size, padded, stage, None]
+                    read._parts.append(part)
+                    parts.append(part)
+                    enc.copy(src, src_offset + start, stage, 0, padded)
+            dev.submit([enc.finish()], fence=False)  # the maps complete it
+        except Exception as e:
+            for p in parts:
+                dev.staging.down.release(p[3])
+            for read, _, _ in reads:
+                read._parts = []
+            raise _wrap(dev, e, "read") from e
+        for p in parts:
+            p[4] = link.map_async(p[3], False, p[2])
+    finally:
+        dev.end_work()
+
+
 class Readback:
     """A read of ``nbytes`` of ``src`` whose GPU copies into staging are submitted now, in ONE
     submission (so it sees exactly the work submitted before it); ``finish(out)`` waits for the
     maps and copies out, on whatever thread calls it."""
 
     def __init__(self, dev, src, src_offset: int, nbytes: int):
-        dev.begin_work()
-        try:
-            dev.check()
-            self._dev = dev
-            self.nbytes = nbytes
-            link = dev.link
-            enc = link.encoder()
-            parts = []
-            try:
-                for start in range(0, nbytes, CHUNK):
-                    size = min(CHUNK, nbytes - start)
-                    padded = (size + 3) & ~3
-                    stage = dev.staging.down.acquire(padded)
-                    parts.append([start, size, padded, stage, None])
-                    enc.copy(src, src_offset + start, stage, 0, padded)
-                dev.submit([enc.finish()], fence=False)  # the maps complete it
-            except Exception as e:
-                for p in parts:
-                    dev.staging.down.release(p[3])
-                raise _wrap(dev, e, "read") from e
-            for p in parts:
-                p[4] = link.map_async(p[3], False, p[2])
-        finally:
-            dev.end_work()
-        self._parts = parts
+        self._dev = dev
+        self.nbytes = nbytes
+        self._parts: list = []
+        _start_reads(dev, [(self, src, src_offset)])
+
+    @classmethod
+    def many(cls, dev, regions) -> list[Readback]:
+        """Readbacks of several ``(src, src_offset, nbytes)`` regions, their copies in one
+        submission (a model's outputs read right behind its work)."""
+        reads = []
+        for _src, _offset, nbytes in regions:
+            read = cls.__new__(cls)
+            read._dev, read.nbytes, read._parts = dev, nbytes, []
+            reads.append(read)
+        _start_reads(dev, [(r, src, offset) for r, (src, offset, _) in zip(reads, regions)])
+        return reads
 
     def finish(self, out: np.ndarray) -> None:
         """Wait for each part and copy it into ``out`` (1-D uint8); every staging buffer goes
@@ -223,6 +246,13 @@ class Readback:
         self._parts = []
         if error is not None:
             raise _wrap(dev, error, "read") if isinstance(error, Exception) else error
+
+    def drop(self) -> None:
+        """Let the read go unread (an earlier read of the same submission raised): its
+        staging buffers are destroyed."""
+        for part in self._parts:
+            part[3].destroy()
+        self._parts = []
 
 
 class UploadStage:

@@ -413,7 +413,11 @@ def _upload_input(ctx: Context, name: str, elem: int, v) -> Buffer:
 
 def to_host(v, elem: int) -> np.ndarray:
     """An output value read back as numpy, in the ONNX type the graph declares."""
-    a = v.to_numpy() if isinstance(v, Buffer) else np.asarray(v)
+    return host_typed(v.to_numpy() if isinstance(v, Buffer) else np.asarray(v), elem)
+
+
+def host_typed(a: np.ndarray, elem: int) -> np.ndarray:
+    """A host array of an output in the ONNX type the graph declares."""
     name = ONNX_DTYPES.get(elem)
     if name is not None and a.dtype != DTYPES[name].numpy:
         a = a.astype(DTYPES[name].numpy)

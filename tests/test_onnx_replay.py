@@ -249,7 +249,8 @@ def test_a_linear_layer_in_an_interpreted_model(trans_b, bias):
 
 def test_a_replay_reads_every_output_of_every_type_and_view():
     """A replayed call reads all its outputs right behind its work: a view at an offset
-    (4-byte aligned or not), bool, int64 and uint8 outputs come back as onnxruntime's, each
+    (4-byte aligned or not), bool, int64 and uint8 outputs, and one known on the host, come
+    back as onnxruntime's, each
     call's arrays its own (a later call does not write into an earlier call's results)."""
     ort = pytest.importorskip("onnxruntime", reason="onnxruntime (pip install 'wgcompute[ml]')")
     nodes = [helper.make_node("Erf", ["x"], ["e"]),
@@ -259,12 +260,13 @@ def test_a_replay_reads_every_output_of_every_type_and_view():
              helper.make_node("Cast", ["big"], ["ints"], to=T.INT64),
              helper.make_node("Abs", ["big"], ["mag"]),
              helper.make_node("Cast", ["mag"], ["bytes"], to=T.UINT8),
-             helper.make_node("Gather", ["bytes", "i"], ["byte_row"], axis=0)]
+             helper.make_node("Gather", ["bytes", "i"], ["byte_row"], axis=0),
+             helper.make_node("Shape", ["x"], ["shape"])]  # (known on the host)
     inits = [numpy_helper.from_array(np.array(1, np.int64), "i"),
              numpy_helper.from_array(np.float32(0), "zero"),
              numpy_helper.from_array(np.float32(100), "hundred")]
     outs = [("row", T.FLOAT, [5]), ("pos", T.BOOL, [3, 5]), ("ints", T.INT64, [3, 5]),
-            ("byte_row", T.UINT8, [5]), ("e", T.FLOAT, [3, 5])]
+            ("byte_row", T.UINT8, [5]), ("e", T.FLOAT, [3, 5]), ("shape", T.INT64, [2])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 5])],
                           [helper.make_tensor_value_info(n, t, s) for n, t, s in outs], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])

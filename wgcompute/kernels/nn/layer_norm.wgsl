@@ -10,18 +10,7 @@
 // Bindings: 0 x, 1 scale (n), 2 bias (n; scale again without BIAS), 3 out, 4 params.
 // Params: rows, n, eps, groups, cpg, spatial. Templates: T (the element type), W (work type: f32, or f64 for
 //   f64), F16, BIAS, CENTER, WG (a power of two), HALVES (WG / 2, WG / 4, ..., 1).
-#if F16
-enable f16;
-#endif
-
-struct Params {
-    rows: u32,
-    n: u32,
-    eps: f32,
-    groups: u32,
-    cpg: u32,
-    spatial: u32,
-}
+#include "nn/layer_norm_params.wgsl"
 
 @group(0) @binding(0) var<storage, read> x: array<${T}>;
 @group(0) @binding(1) var<storage, read> scale: array<${T}>;

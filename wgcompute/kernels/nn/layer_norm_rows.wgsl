@@ -10,18 +10,7 @@
 // Bindings: 0 x, 1 scale (n), 2 bias (n; scale again without BIAS), 3 out, 4 params (as
 //   layer_norm.wgsl's: rows, n, eps, groups, cpg, spatial; only rows, n and eps are read).
 // Templates: T (f32 or f16), F16, BIAS, CENTER, WG, TPR, ROWS, V, HALVES (TPR / 2, ..., 1).
-#if F16
-enable f16;
-#endif
-
-struct Params {
-    rows: u32,
-    n: u32,
-    eps: f32,
-    groups: u32,
-    cpg: u32,
-    spatial: u32,
-}
+#include "nn/layer_norm_params.wgsl"
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<${T}>>;
 @group(0) @binding(1) var<storage, read> scale: array<vec4<${T}>>;

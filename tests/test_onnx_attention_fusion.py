@@ -255,8 +255,9 @@ def _mha_seq_first(rng, b, s, heads, dh):
 def test_packed_heads_are_read_in_place(monkeypatch):
     """ViT's attention: Q, K and V reach the kernel as views of the packed projection's one
     permutation (through the Gather, Reshape and Transpose of each head, K^T's Transpose
-    and the kernel's own), so the only copies are the sequence-first input, that
-    permutation and the merge of the heads."""
+    and the kernel's own), so the only copies are the sequence-first input and that
+    permutation: the kernel writes its rows where the merge of the heads (Transpose, then
+    Reshape) puts them."""
     from wgcompute import _fusion_auto, _lazy
 
     if not _fusion_auto.enabled():
@@ -269,8 +270,9 @@ def test_packed_heads_are_read_in_place(monkeypatch):
                         lambda batch, op: (queued.append(op.label), enqueue(batch, op))[1])
     feeds = {"x": rng.standard_normal((2, 50, 64)).astype(np.float32)}
     model, got, ref = _run_both(m, feeds)
-    assert queued == ["region_copy", "matmul_bias", "region_copy", "attention", "region_copy",
-                      "matmul_bias"]
+    assert queued == ["region_copy", "matmul_bias", "region_copy", "attention", "matmul_bias"]
+    fused = [n for n in model.graph.nodes if n.op == "FusedAttention"]
+    assert len(fused) == 1 and fused[0].attrs["out_perm"] == [2, 0, 1, 3]
     _close(got[0], ref[0])
 
 
@@ -308,3 +310,44 @@ def test_onnx_attention_operator_runs_the_kernel(monkeypatch, heads):
     ok = np.ones(got.shape, bool)
     ok[1, :, 4] = False  # (onnx's reference gives nan there: a softmax of no key)
     np.testing.assert_allclose(got[ok], want[ok], rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("shape,perm,in_place", [
+    ((2, 3, 37, 64), (0, 2, 1, 3), True),  # BERT's merge of the heads: (B, S, H, D)
+    ((2, 3, 37, 64), (2, 0, 1, 3), True),  # ViT's, sequence first: (S, B, H, D)
+    ((2, 2, 3, 19, 32), (0, 1, 3, 2, 4), True),  # two batch axes, still one stride
+    ((2, 2, 3, 19, 32), (1, 3, 0, 2, 4), False),  # batch axes apart: a permuted copy
+    ((2, 3, 37, 64), (0, 1, 3, 2), None),  # the last axis moves: not the kernel's to write
+], ids=["bshd", "sbhd", "5d", "5d-apart", "last-moves"])
+def test_the_merge_of_the_heads_is_written_in_place(shape, perm, in_place, decomposed,
+                                                    monkeypatch):
+    """Y's Transpose that keeps the last axis (the merge of the heads) joins the fused node:
+    the kernel writes each row where the permutation puts it (no copy), or where the batch
+    axes do not keep one stride, the permutation is a copy of the kernel's result; a
+    Transpose that moves the last axis stays a node of its own. Against onnxruntime."""
+    from wgcompute import _lazy
+
+    rng = np.random.default_rng(len(shape) + perm[0])
+    b, h, s, d = math.prod(shape[:-3]), shape[-3], shape[-2], shape[-1]
+    feeds = {nm: rng.standard_normal(shape).astype(np.float32) for nm in ("q", "k", "v")}
+    m = sdpa(feeds)
+    m.graph.node.append(helper.make_node("Transpose", ["y"], ["yt"], perm=list(perm),
+                                         name="merge"))
+    del m.graph.output[:]
+    m.graph.output.append(_vi("yt", [shape[p] for p in perm]))
+    queued = []
+    enqueue = _lazy.Batch.enqueue
+    monkeypatch.setattr(_lazy.Batch, "enqueue",
+                        lambda batch, op: (queued.append(op.label), enqueue(batch, op))[1])
+    model, got, ref = _run_both(m, feeds)
+    _close(got[0], ref[0])
+    assert decomposed == [] and b * h * s * d  # the kernel ran
+    fused = [n for n in model.graph.nodes if n.op == OP]
+    assert len(fused) == 1
+    if in_place is None:
+        assert "out_perm" not in fused[0].attrs and "Transpose" in _ops(model)[1:]
+        return
+    assert fused[0].attrs["out_perm"] == list(perm) and _ops(model) == ["Transpose", OP]
+    after = queued[queued.index("attention") + 1:]
+    copies = [x for x in after if x in ("region_copy", "strided_copy", "transpose")]
+    assert (copies == []) if in_place else copies, queued

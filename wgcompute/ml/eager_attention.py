@@ -47,11 +47,13 @@ def _mask_view(mask: Buffer, batch: tuple, sq: int, skv: int):
     return (sb, *strides[-3:]), 0
 
 
-def run_attention(q: Buffer, k: Buffer, v: Buffer, mask, scale: float, empty_rows: str):
+def run_attention(q: Buffer, k: Buffer, v: Buffer, mask, scale: float, empty_rows: str,
+                  out_perm=None):
     """softmax(scale · q kᵀ + mask) · v by the attention kernel: q (..., H, Sq, D), k and v
     (..., H/g, Skv, D or Dv) (g query heads to a key/value head), mask broadcasting to
     (..., H, Sq, Skv) or None; the result (..., H, Sq, Dv), or None where the kernel does not
-    take these operands."""
+    take these operands. ``out_perm``: the result's axes permuted so (the last one last), the
+    kernel writing each row where the permuted array holds it."""
     if q.ndim < 3 or not (q.ndim == k.ndim == v.ndim) or q.dtype.name not in KERNEL_DTYPES \
             or k.dtype != q.dtype or v.dtype != q.dtype:
         return None
@@ -67,19 +69,49 @@ def run_attention(q: Buffer, k: Buffer, v: Buffer, mask, scale: float, empty_row
         if view is None:
             return None
     b, h = math.prod(batch[:-1]), batch[-1]
-    out = empty((*batch, sq, dv), q.dtype.name, q.device)
+    shape = (*batch, sq, dv)
+    out_view = _permuted_out(shape, out_perm)
+    if out_view is None:
+        out = empty(shape, q.dtype.name, q.device)
+    else:
+        out = empty(tuple(shape[p] for p in out_perm), q.dtype.name, q.device)
     if out.size == 0:
-        return out
+        return out if out_perm is None or out_view is not None else \
+            xp.permute_dims(out, tuple(out_perm))
     params = attention_params(b, h, sq, skv, d, dv, scale, group=h // hk,
-                              has_bias=mask is not None, empty=empty_rows, bias=view)
-    return enqueue(ATTENTION, [q, k, v, mask if mask is not None else q], out, params)
+                              has_bias=mask is not None, empty=empty_rows, bias=view,
+                              out=out_view)
+    y = enqueue(ATTENTION, [q, k, v, mask if mask is not None else q], out, params)
+    if out_perm is not None and out_view is None:  # (not one stride for the batch: a copy)
+        y = xp.permute_dims(y, tuple(out_perm))
+    return y
 
 
-def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str):
-    """The fused node's kernel result (Kᵀ of q's batch shape), or None."""
-    if q.ndim < 3 or kt.ndim != q.ndim or kt.shape[:-2] != q.shape[:-2]:
+def _permuted_out(shape: tuple, perm) -> tuple | None:
+    """The attention kernel's out view ((sb, sh, ss), 0) writing an array of ``shape`` (...,
+    H, Sq, Dv) into a contiguous one of its axes permuted by ``perm`` (the last one last), or
+    None: no perm, or the batch axes before H not one stride (the caller permutes a copy)."""
+    if perm is None or len(perm) != len(shape) or perm[-1] != len(shape) - 1:
         return None
-    return run_attention(q, xp.matrix_transpose(kt), v, mask, scale, empty_rows)
+    dense = contiguous_strides(tuple(shape[p] for p in perm))
+    strides = [0] * len(shape)
+    for pos, axis in enumerate(perm):
+        strides[axis] = dense[pos]
+    lead = [(n, s) for n, s in zip(shape[:-3], strides[:-3], strict=True) if n > 1]
+    for (_, s0), (n1, s1) in zip(lead, lead[1:]):
+        if s0 != s1 * n1:  # (the kernel's b is the lead axes flattened: one stride)
+            return None
+    sb = lead[-1][1] if lead else 0
+    return (sb, strides[-3], strides[-2]), 0
+
+
+def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str,
+            out_perm=None):
+    """The fused node's kernel result (Kᵀ of q's batch shape), or None."""
+    if q.ndim < 3 or kt.ndim != q.ndim or kt.shape[:-2] != q.shape[:-2] or (
+            out_perm is not None and len(out_perm) != q.ndim):
+        return None
+    return run_attention(q, xp.matrix_transpose(kt), v, mask, scale, empty_rows, out_perm)
 
 
 def _host_scalar(v) -> float | None:
@@ -116,5 +148,6 @@ def _fused_attention(ctx, node, ins):
         got = _factors(ctx, node, ins, ins[0], ins[1])
         if got is not None:
             mask = ctx.buffer(ins[3], "mask") if len(ins) > 3 and ins[3] is not None else None
-            y = _kernel(*got[:2], ins[2], mask, got[2], node.attrs.get("empty", "nan"))
+            y = _kernel(*got[:2], ins[2], mask, got[2], node.attrs.get("empty", "nan"),
+                        node.attrs.get("out_perm"))
     return [y] if y is not None else run_originals(ctx, node, ins)

@@ -12,7 +12,9 @@ The pattern (torch's and transformers' exports, and hand-built encoders)::
     Y  = MatMul(P', V)
 
 with every c a constant scalar; each value between Q', K' and Y is read by the pattern alone
-and is not a graph output. It becomes ``FusedAttention(Q, Kᵀ, V, mask or "", c...)`` (domain
+and is not a graph output; then optionally a Transpose of Y alone keeping its last axis (the
+heads' merge: the kernel writes Y in that layout, ``out_perm``, so no copy permutes it). It
+becomes ``FusedAttention(Q, Kᵀ, V, mask or "", c...)`` (domain
 "wgcompute", attributes ``scale``, the product of the constants c, ``empty``: "zero" with the
 Where, else "nan", ``factors``: what each c given as an input does, e.g. "q*" or "s/":
 torch computes SDPA's scale from Q's shape at run time, and ``originals``: the nodes it
@@ -122,6 +124,20 @@ class _Match:
         self.nodes.append(mm)
         return self.scaled(mm.inputs[0], "q"), self.scaled(mm.inputs[1], "k"), mask
 
+    def producer_of_perm(self, value: str) -> Node | None:
+        """The Transpose that alone reads ``value`` (Y), keeping its last axis last (the
+        merge of the heads before the output projection), where Y is not a graph output."""
+        us = self.users.get(value, ())
+        if value in self.graph.outputs or len(us) != 1:
+            return None
+        n = us[0]
+        perm = n.attrs.get("perm")
+        if n.op != "Transpose" or n.domain not in ("", "ai.onnx") or perm is None \
+                or len(perm) < 3 or int(perm[-1]) != len(perm) - 1 \
+                or sorted(int(p) for p in perm) != list(range(len(perm))):
+            return None
+        return n
+
     def scaled_peek(self, value: str) -> str:
         """What ``scaled`` would give, without taking it."""
         n = self.producer(value, "Mul", "Div")
@@ -147,11 +163,16 @@ def _match(graph: Graph, users: dict, by_output: dict, last: Node) -> tuple | No
     q, kt, mask = qkm
     nodes = [last, *m.nodes]
     name = "+".join(n.name for n in reversed(nodes))
-    fused = Node(OP, name,
-                 [q, kt, last.inputs[1], mask, *(v for _, v in m.factors)], list(last.outputs),
-                 {"scale": float(m.scale), "empty": empty,
-                  "factors": [kind for kind, _ in m.factors],
-                  "originals": subgraph(graph, nodes, last.outputs[0], name)}, DOMAIN)
+    attrs = {"scale": float(m.scale), "empty": empty,
+             "factors": [kind for kind, _ in m.factors]}
+    out = last.outputs[0]
+    tr = m.producer_of_perm(out)
+    if tr is not None:  # the heads' merge: the kernel writes Y in its permuted layout
+        nodes.insert(0, tr)
+        out, attrs["out_perm"] = tr.outputs[0], [int(p) for p in tr.attrs["perm"]]
+    attrs["originals"] = subgraph(graph, nodes, out, name)
+    fused = Node(OP, name, [q, kt, last.inputs[1], mask, *(v for _, v in m.factors)], [out],
+                 attrs, DOMAIN)
     return nodes, fused
 
 

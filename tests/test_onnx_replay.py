@@ -247,6 +247,7 @@ def test_a_linear_layer_in_an_interpreted_model(trans_b, bias):
         assert any(k.startswith("matmul") for k in kernels), kernels
 
 
+@pytest.mark.needs("shader-int64")
 def test_a_replay_reads_every_output_of_every_type_and_view():
     """A replayed call reads all its outputs right behind its work: a view at an offset
     (4-byte aligned or not), bool, int64 and uint8 outputs, and one known on the host, come

@@ -55,7 +55,8 @@ def run_attention(q: Buffer, k: Buffer, v: Buffer, mask, scale: float, empty_row
     take these operands. ``out_perm``: the result's axes permuted so (the last one last), the
     kernel writing each row where the permuted array holds it."""
     if q.ndim < 3 or not (q.ndim == k.ndim == v.ndim) or q.dtype.name not in KERNEL_DTYPES \
-            or k.dtype != q.dtype or v.dtype != q.dtype:
+            or k.dtype != q.dtype or v.dtype != q.dtype or (
+                out_perm is not None and len(out_perm) != q.ndim):
         return None
     batch, (sq, d), (skv, d2), (skv2, dv) = q.shape[:-2], q.shape[-2:], k.shape[-2:], \
         v.shape[-2:]
@@ -75,23 +76,21 @@ def run_attention(q: Buffer, k: Buffer, v: Buffer, mask, scale: float, empty_row
         out = empty(shape, q.dtype.name, q.device)
     else:
         out = empty(tuple(shape[p] for p in out_perm), q.dtype.name, q.device)
-    if out.size == 0:
-        return out if out_perm is None or out_view is not None else \
-            xp.permute_dims(out, tuple(out_perm))
-    params = attention_params(b, h, sq, skv, d, dv, scale, group=h // hk,
-                              has_bias=mask is not None, empty=empty_rows, bias=view,
-                              out=out_view)
-    y = enqueue(ATTENTION, [q, k, v, mask if mask is not None else q], out, params)
+    if out.size:
+        params = attention_params(b, h, sq, skv, d, dv, scale, group=h // hk,
+                                  has_bias=mask is not None, empty=empty_rows, bias=view,
+                                  out=out_view)
+        out = enqueue(ATTENTION, [q, k, v, mask if mask is not None else q], out, params)
     if out_perm is not None and out_view is None:  # (not one stride for the batch: a copy)
-        y = xp.permute_dims(y, tuple(out_perm))
-    return y
+        out = xp.permute_dims(out, tuple(out_perm))
+    return out
 
 
 def _permuted_out(shape: tuple, perm) -> tuple | None:
     """The attention kernel's out view ((sb, sh, ss), 0) writing an array of ``shape`` (...,
     H, Sq, Dv) into a contiguous one of its axes permuted by ``perm`` (the last one last), or
     None: no perm, or the batch axes before H not one stride (the caller permutes a copy)."""
-    if perm is None or len(perm) != len(shape) or perm[-1] != len(shape) - 1:
+    if perm is None or perm[-1] != len(shape) - 1:
         return None
     dense = contiguous_strides(tuple(shape[p] for p in perm))
     strides = [0] * len(shape)
@@ -108,8 +107,7 @@ def _permuted_out(shape: tuple, perm) -> tuple | None:
 def _kernel(q: Buffer, kt: Buffer, v: Buffer, mask, scale: float, empty_rows: str,
             out_perm=None):
     """The fused node's kernel result (Kᵀ of q's batch shape), or None."""
-    if q.ndim < 3 or kt.ndim != q.ndim or kt.shape[:-2] != q.shape[:-2] or (
-            out_perm is not None and len(out_perm) != q.ndim):
+    if q.ndim < 3 or kt.ndim != q.ndim or kt.shape[:-2] != q.shape[:-2]:
         return None
     return run_attention(q, xp.matrix_transpose(kt), v, mask, scale, empty_rows, out_perm)
 

@@ -124,7 +124,7 @@ class _Match:
         self.nodes.append(mm)
         return self.scaled(mm.inputs[0], "q"), self.scaled(mm.inputs[1], "k"), mask
 
-    def producer_of_perm(self, value: str) -> Node | None:
+    def merge_of_heads(self, value: str) -> Node | None:
         """The Transpose that alone reads ``value`` (Y), keeping its last axis last (the
         merge of the heads before the output projection), where Y is not a graph output."""
         us = self.users.get(value, ())
@@ -166,7 +166,7 @@ def _match(graph: Graph, users: dict, by_output: dict, last: Node) -> tuple | No
     attrs = {"scale": float(m.scale), "empty": empty,
              "factors": [kind for kind, _ in m.factors]}
     out = last.outputs[0]
-    tr = m.producer_of_perm(out)
+    tr = m.merge_of_heads(out)
     if tr is not None:  # the heads' merge: the kernel writes Y in its permuted layout
         nodes.insert(0, tr)
         out, attrs["out_perm"] = tr.outputs[0], [int(p) for p in tr.attrs["perm"]]

@@ -76,7 +76,7 @@ class Replay:
                     self.recorded = dev.link.one_pass(self.calls)
                 except Exception:  # noqa: BLE001 - recorded (and raising) at the next call
                     self.recorded = None
-            return reads.finish(self.checks[1], self.outputs)
+            return reads.finish(self.checks[1])
 
     def close(self) -> None:
         with self.lock:
@@ -208,22 +208,26 @@ class _Reads:
             start = offset // 4 * 4  # copies move whole 4-byte words
             regions.append((gpu, start, offset - start + b.nbytes))
             self.skips.append(offset - start)
-        self.bufs = bufs
+        self.bufs, self.outputs = bufs, outputs
         self.has_flags = flags is not None
         self.reads = transfers.Readback.many(dev, regions) if regions else []
-        self.fresh = [transfers.Fresh(b.shape, b._dt.numpy, dev.workers)
-                      for b in bufs[self.has_flags:]]
+        # (an output read from an offset inside a word goes through a scratch array instead)
+        self.fresh = [transfers.Fresh(b.shape, b._dt.numpy, dev.workers) if skip == 0
+                      else None for b, skip in zip(bufs, self.skips)]
+        if self.has_flags:
+            self.fresh[0] = None
 
-    def _array(self, i: int, out: np.ndarray | None = None) -> np.ndarray:
-        b, skip, read = self.bufs[i], self.skips[i], self.reads[i]
-        if skip == 0 and out is not None:
+    def _array(self, i: int) -> np.ndarray:
+        b, skip, read, fresh = self.bufs[i], self.skips[i], self.reads[i], self.fresh[i]
+        if fresh is not None:
+            out = fresh.get()
             read.finish(out.reshape(-1).view(np.uint8))
             return out
         raw = np.empty(read.nbytes, np.uint8)
         read.finish(raw)
         return raw[skip:].view(b._dt.numpy).reshape(b.shape)
 
-    def finish(self, checks: list, outputs: list) -> list[np.ndarray]:
+    def finish(self, checks: list) -> list[np.ndarray]:
         """Raise the first failed check's error, or return the outputs as numpy."""
         done = 0
         try:
@@ -231,9 +235,9 @@ class _Reads:
                 done = 1
                 _raise_failed(self._array(0), checks)
             results = []
-            for v, elem in outputs:
+            for v, elem in self.outputs:
                 if isinstance(v, Buffer):
-                    a = self._array(done, self.fresh[done - self.has_flags].get())
+                    a = self._array(done)
                     done += 1
                     results.append(eager.host_typed(a, elem))
                 else:
